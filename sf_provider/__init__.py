@@ -1,0 +1,94 @@
+"""sf-provider: Claude, through the Claude Agent SDK and its bundled Claude Code CLI, as a drop-in
+model provider that really calls your application's function tools.
+
+Start with `ClaudeAgentProvider` and `FunctionTool`; test offline with `sf_provider.testing`.
+"""
+
+from .errors import (
+    APIError,
+    AuthenticationError,
+    CLINotFoundError,
+    DuplicateToolNameError,
+    InvalidMessagesError,
+    InvalidToolNameError,
+    InvalidToolSchemaError,
+    MaxTurnsError,
+    OverloadedError,
+    ProcessDiedError,
+    ProviderError,
+    RateLimitError,
+    ToolDefinitionError,
+    UnsupportedRequestError,
+)
+from .provider import CallOptions, ClaudeAgentProvider
+from .settings import ProviderSettings
+from .tools import Executor, FunctionTool, ToolOutput, normalize_input_schema
+from .types import (
+    CallWarning,
+    ErrorPart,
+    FinishPart,
+    FinishReason,
+    GenerateResult,
+    Mode,
+    ReasoningDeltaPart,
+    ReasoningEndPart,
+    ReasoningStartPart,
+    StreamPart,
+    StreamStartPart,
+    TextDeltaPart,
+    TextEndPart,
+    TextStartPart,
+    ToolCallPart,
+    ToolCallRecord,
+    ToolInputDeltaPart,
+    ToolInputEndPart,
+    ToolInputStartPart,
+    ToolResultPart,
+    Usage,
+)
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "APIError",
+    "AuthenticationError",
+    "CLINotFoundError",
+    "CallOptions",
+    "CallWarning",
+    "ClaudeAgentProvider",
+    "DuplicateToolNameError",
+    "ErrorPart",
+    "Executor",
+    "FinishPart",
+    "FinishReason",
+    "FunctionTool",
+    "GenerateResult",
+    "InvalidMessagesError",
+    "InvalidToolNameError",
+    "InvalidToolSchemaError",
+    "MaxTurnsError",
+    "Mode",
+    "OverloadedError",
+    "ProcessDiedError",
+    "ProviderError",
+    "ProviderSettings",
+    "RateLimitError",
+    "ReasoningDeltaPart",
+    "ReasoningEndPart",
+    "ReasoningStartPart",
+    "StreamPart",
+    "StreamStartPart",
+    "TextDeltaPart",
+    "TextEndPart",
+    "TextStartPart",
+    "ToolCallPart",
+    "ToolCallRecord",
+    "ToolInputDeltaPart",
+    "ToolInputEndPart",
+    "ToolInputStartPart",
+    "ToolOutput",
+    "ToolResultPart",
+    "Usage",
+    "__version__",
+    "normalize_input_schema",
+]

@@ -1,0 +1,77 @@
+"""The per-query bridge: one in-process MCP server holding exactly one request's tools."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from claude_agent_sdk.types import McpSdkServerConfig
+from mcp import types
+from mcp.server import Server
+
+from ._invoke import invoke_tool
+from .tools import FunctionTool
+
+__all__ = ["app_tool_name", "bridge_tool_name", "build_bridge_server"]
+
+
+def bridge_tool_name(bridge: str, name: str) -> str:
+    """The name the CLI and the model use for an app tool: `mcp__<bridge>__<name>`."""
+    return f"mcp__{bridge}__{name}"
+
+
+def app_tool_name(bridge: str, name: str) -> str:
+    """The app's name for a bridge tool name; other names are returned unchanged."""
+    prefix = f"mcp__{bridge}__"
+    return name[len(prefix) :] if name.startswith(prefix) else name
+
+
+def _wire_tool(tool: FunctionTool) -> types.Tool:
+    annotations = None
+    if tool.read_only or tool.mutating:
+        # readOnlyHint lets the CLI overlap parallel calls of side-effect-free tools.
+        annotations = types.ToolAnnotations(
+            read_only_hint=tool.read_only or None, destructive_hint=tool.mutating or None
+        )
+    return types.Tool(
+        name=tool.name,
+        description=tool.description,
+        input_schema=tool.input_schema,
+        annotations=annotations,
+    )
+
+
+def build_mcp_server(
+    name: str, tools: Sequence[FunctionTool], *, default_timeout: float | None
+) -> Server[Any]:
+    """An official low-level MCP server serving `tools` through the one invocation layer."""
+    by_name = {tool.name: tool for tool in tools}
+    listing = types.ListToolsResult(tools=[_wire_tool(t) for t in tools])
+
+    async def on_list_tools(
+        _ctx: Any, _params: types.PaginatedRequestParams | None
+    ) -> types.ListToolsResult:
+        return listing
+
+    async def on_call_tool(_ctx: Any, params: types.CallToolRequestParams) -> types.CallToolResult:
+        tool = by_name.get(params.name)
+        if tool is None:
+            known = ", ".join(sorted(by_name)) or "none"
+            return types.CallToolResult(
+                content=[types.TextContent(text=f"Unknown tool {params.name!r}; tools: {known}")],
+                is_error=True,
+            )
+        output = await invoke_tool(tool, params.arguments, default_timeout=default_timeout)
+        return types.CallToolResult.model_validate(
+            {"content": output.content, "isError": output.is_error}
+        )
+
+    return Server(name, version="1", on_list_tools=on_list_tools, on_call_tool=on_call_tool)
+
+
+def build_bridge_server(
+    bridge: str, tools: Sequence[FunctionTool], *, default_timeout: float | None
+) -> McpSdkServerConfig:
+    """The SDK server config for one query: exactly these tools, nothing shared with other queries."""
+    server = build_mcp_server(bridge, tools, default_timeout=default_timeout)
+    return McpSdkServerConfig(type="sdk", name=bridge, instance=server)

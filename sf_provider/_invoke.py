@@ -1,0 +1,91 @@
+"""The one invocation layer: every transport calls tools through `invoke_tool`.
+
+Validation against the schema, the executor (sync or async) under a timeout, result conversion
+and error isolation live here and only here, so the SDK bridge, direct calls and other transports
+cannot drift apart.
+"""
+
+from __future__ import annotations
+
+import inspect
+import json
+import logging
+from collections.abc import Mapping
+from typing import Any
+
+import anyio
+import anyio.to_thread
+from pydantic import BaseModel
+from pydantic_core import to_jsonable_python
+
+from .tools import FunctionTool, ToolOutput
+
+logger = logging.getLogger("sf_provider.tools")
+
+__all__ = ["invoke_tool", "to_tool_output"]
+
+
+def to_tool_output(value: Any) -> ToolOutput:
+    """Turn an executor's return value into tool-result content: text as is, the rest as JSON."""
+    if isinstance(value, ToolOutput):
+        return value
+    if isinstance(value, str):
+        return ToolOutput.from_text(value)
+    if isinstance(value, BaseModel):
+        return ToolOutput.from_text(value.model_dump_json())
+    encoded = json.dumps(to_jsonable_python(value, fallback=repr), ensure_ascii=False)
+    return ToolOutput.from_text(encoded)
+
+
+def _argument_errors(tool: FunctionTool, arguments: Mapping[str, Any]) -> list[str]:
+    errors = sorted(tool.args_validator.iter_errors(arguments), key=lambda e: list(e.path))
+    return [f"{e.json_path}: {e.message}" for e in errors[:5]]
+
+
+async def invoke_tool(
+    tool: FunctionTool,
+    arguments: Mapping[str, Any] | None,
+    *,
+    default_timeout: float | None,
+) -> ToolOutput:
+    """Run `tool` with `arguments`; never raises for a tool failure, returns an error result.
+
+    - arguments that violate the schema never reach the executor;
+    - the executor runs under `tool.timeout` or else `default_timeout` seconds;
+    - an exception or a timeout becomes an error result naming the tool and the cause, logged on
+      the `sf_provider.tools` logger.
+    """
+    args = dict(arguments or {})
+    if tool.executor is None:
+        message = f"tool {tool.name!r} has no executor in this process; the application runs it"
+        logger.warning(message)
+        return ToolOutput.from_text(message, is_error=True)
+    problems = _argument_errors(tool, args)
+    if problems:
+        message = f"Invalid arguments for tool {tool.name!r}: " + "; ".join(problems)
+        logger.warning("%s (arguments: %.500s)", message, json.dumps(args, default=repr))
+        return ToolOutput.from_text(message, is_error=True)
+    timeout = tool.timeout if tool.timeout is not None else default_timeout
+    executor = tool.executor
+    try:
+        with anyio.fail_after(timeout):
+            if inspect.iscoroutinefunction(executor):
+                value = await executor(args)
+            else:
+                value = await anyio.to_thread.run_sync(executor, args, abandon_on_cancel=True)
+                if inspect.isawaitable(value):
+                    value = await value
+    except TimeoutError:
+        message = f"Tool {tool.name!r} timed out after {timeout:g} s"
+        logger.warning(message)
+        return ToolOutput.from_text(message, is_error=True)
+    except Exception as exc:
+        message = f"Tool {tool.name!r} failed: {type(exc).__name__}: {exc}"
+        logger.warning(message, exc_info=True)
+        return ToolOutput.from_text(message, is_error=True)
+    try:
+        return to_tool_output(value)
+    except Exception as exc:  # a value that cannot be encoded is the executor's failure too
+        message = f"Tool {tool.name!r} returned a value that cannot be sent: {exc}"
+        logger.warning(message)
+        return ToolOutput.from_text(message, is_error=True)

@@ -1,0 +1,374 @@
+"""Pure mappers: SDK messages -> stream parts, and stream parts -> `GenerateResult`.
+
+Nothing here starts a process; both `stream` and `generate` go through `PartMapper`, and
+`generate` is `ResultCollector` over the very same parts.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from claude_agent_sdk import (
+    AssistantMessage,
+    ResultMessage,
+    StreamEvent,
+    SystemMessage,
+    TextBlock,
+    ThinkingBlock,
+    ToolResultBlock,
+    ToolUseBlock,
+    UserMessage,
+)
+
+from ._bridge import app_tool_name
+from .types import (
+    CallWarning,
+    ErrorPart,
+    FinishPart,
+    FinishReason,
+    GenerateResult,
+    ReasoningDeltaPart,
+    ReasoningEndPart,
+    ReasoningStartPart,
+    StreamPart,
+    StreamStartPart,
+    TextDeltaPart,
+    TextEndPart,
+    TextStartPart,
+    ToolCallPart,
+    ToolCallRecord,
+    ToolInputDeltaPart,
+    ToolInputEndPart,
+    ToolInputStartPart,
+    ToolResultPart,
+    Usage,
+)
+
+__all__ = ["PartMapper", "ResultCollector", "finish_reason_for", "usage_from"]
+
+_STOP_REASONS: dict[str, FinishReason] = {
+    "end_turn": "stop",
+    "stop_sequence": "stop",
+    "max_tokens": "length",
+    "model_context_window_exceeded": "length",
+    "tool_use": "tool-calls",
+    "tool_deferred": "tool-calls",
+    "refusal": "content-filter",
+}
+
+
+def finish_reason_for(result: ResultMessage) -> FinishReason:
+    """The finish reason of a finished query."""
+    if result.is_error and result.subtype != "error_max_turns":
+        return "error"
+    if result.subtype == "error_max_turns":
+        return "length"
+    return _STOP_REASONS.get(result.stop_reason or "", "other")
+
+
+def usage_from(raw: dict[str, Any] | None) -> Usage:
+    """`Usage` from the SDK's usage dict (missing counts are 0)."""
+    raw = raw or {}
+
+    def count(key: str) -> int:
+        value = raw.get(key)
+        return value if isinstance(value, int) else 0
+
+    return Usage(
+        input_tokens=count("input_tokens"),
+        output_tokens=count("output_tokens"),
+        cache_creation_input_tokens=count("cache_creation_input_tokens"),
+        cache_read_input_tokens=count("cache_read_input_tokens"),
+    )
+
+
+def _content_text(content: Any) -> tuple[str, list[dict[str, Any]]]:
+    if content is None:
+        return "", []
+    if isinstance(content, str):
+        return content, [{"type": "text", "text": content}]
+    blocks = [b for b in content if isinstance(b, dict)]
+    text = "\n".join(str(b.get("text", "")) for b in blocks if b.get("type") == "text")
+    return text, blocks
+
+
+class PartMapper:
+    """Turns the SDK's messages of one query into stream parts.
+
+    Text, reasoning and tool input come from the raw stream events as they arrive; a message whose
+    events were not streamed (the CLI's non-streaming fallback) is mapped from its blocks instead,
+    so nothing is lost and nothing is doubled.
+    """
+
+    def __init__(self, bridge: str, *, provider_executed: bool) -> None:
+        self._bridge = bridge
+        self._provider_executed = provider_executed
+        self._streamed: set[str] = set()
+        self._message_id: str | None = None
+        self._open: dict[int, tuple[str, str]] = {}  # block index -> (kind, part id)
+        self._signatures: dict[str, str] = {}
+        self._tool_names: dict[str, str] = {}
+        self._counter = 0
+        self.api_error: str | None = None
+        self.api_error_text: str | None = None
+
+    def _next_id(self, prefix: str) -> str:
+        self._counter += 1
+        return f"{prefix}-{self._counter}"
+
+    def map(self, message: Any) -> list[StreamPart]:
+        """The parts for one SDK message (often none)."""
+        match message:
+            case StreamEvent():
+                if message.parent_tool_use_id is not None:
+                    return []
+                return self._event(message.event)
+            case AssistantMessage():
+                return self._assistant(message)
+            case UserMessage():
+                return self._user(message)
+            case ResultMessage():
+                return [self.finish(message)]
+            case SystemMessage():
+                return []
+            case _:
+                # RateLimitEvent, ConversationResetMessage and future types carry nothing the
+                # parts describe; they are deliberately not mapped.
+                return []
+
+    # -- raw stream events
+
+    def _event(self, event: dict[str, Any]) -> list[StreamPart]:
+        kind = event.get("type")
+        if kind == "message_start":
+            message_id = str((event.get("message") or {}).get("id") or self._next_id("msg"))
+            self._message_id = message_id
+            self._streamed.add(message_id)
+            self._open = {}
+            return []
+        index = event.get("index")
+        if not isinstance(index, int):
+            return []
+        if kind == "content_block_start":
+            return self._block_start(index, event.get("content_block") or {})
+        if kind == "content_block_delta":
+            return self._block_delta(index, event.get("delta") or {})
+        if kind == "content_block_stop":
+            return self._block_stop(index)
+        return []
+
+    def _block_start(self, index: int, block: dict[str, Any]) -> list[StreamPart]:
+        block_type = block.get("type")
+        if block_type == "text":
+            part_id = self._next_id("text")
+            self._open[index] = ("text", part_id)
+            return [TextStartPart(id=part_id)]
+        if block_type == "thinking":
+            part_id = self._next_id("reasoning")
+            self._open[index] = ("reasoning", part_id)
+            return [ReasoningStartPart(id=part_id)]
+        if block_type == "tool_use":
+            call_id = str(block.get("id"))
+            name = app_tool_name(self._bridge, str(block.get("name")))
+            self._tool_names[call_id] = name
+            self._open[index] = ("tool", call_id)
+            return [ToolInputStartPart(id=call_id, tool_name=name)]
+        return []
+
+    def _block_delta(self, index: int, delta: dict[str, Any]) -> list[StreamPart]:
+        kind, part_id = self._open.get(index, ("", ""))
+        delta_type = delta.get("type")
+        if kind == "text" and delta_type == "text_delta" and delta.get("text"):
+            return [TextDeltaPart(id=part_id, delta=str(delta["text"]))]
+        if kind == "reasoning" and delta_type == "thinking_delta" and delta.get("thinking"):
+            return [ReasoningDeltaPart(id=part_id, delta=str(delta["thinking"]))]
+        if kind == "reasoning" and delta_type == "signature_delta":
+            self._signatures[part_id] = self._signatures.get(part_id, "") + str(
+                delta.get("signature", "")
+            )
+            return []
+        if kind == "tool" and delta_type == "input_json_delta" and delta.get("partial_json"):
+            return [ToolInputDeltaPart(id=part_id, delta=str(delta["partial_json"]))]
+        return []
+
+    def _block_stop(self, index: int) -> list[StreamPart]:
+        kind, part_id = self._open.pop(index, ("", ""))
+        if kind == "text":
+            return [TextEndPart(id=part_id)]
+        if kind == "reasoning":
+            return [ReasoningEndPart(id=part_id, signature=self._signatures.pop(part_id, None))]
+        if kind == "tool":
+            return [ToolInputEndPart(id=part_id)]
+        return []
+
+    # -- whole messages
+
+    def _assistant(self, message: AssistantMessage) -> list[StreamPart]:
+        if message.parent_tool_use_id is not None:
+            return []
+        if message.error is not None or message.model == "<synthetic>":
+            # API failures arrive as a synthetic message; the result message raises them.
+            self.api_error = message.error or "unknown"
+            self.api_error_text = " ".join(
+                b.text for b in message.content if isinstance(b, TextBlock)
+            )
+            return []
+        streamed = message.message_id is not None and message.message_id in self._streamed
+        parts: list[StreamPart] = []
+        for block in message.content:
+            match block:
+                case TextBlock() if not streamed:
+                    part_id = self._next_id("text")
+                    parts += [
+                        TextStartPart(id=part_id),
+                        TextDeltaPart(id=part_id, delta=block.text),
+                        TextEndPart(id=part_id),
+                    ]
+                case ThinkingBlock() if not streamed:
+                    part_id = self._next_id("reasoning")
+                    parts += [
+                        ReasoningStartPart(id=part_id),
+                        ReasoningDeltaPart(id=part_id, delta=block.thinking),
+                        ReasoningEndPart(id=part_id, signature=block.signature or None),
+                    ]
+                case ToolUseBlock():
+                    parts += self._tool_use(block, streamed)
+                case _:
+                    pass
+        return parts
+
+    def _tool_use(self, block: ToolUseBlock, streamed: bool) -> list[StreamPart]:
+        name = app_tool_name(self._bridge, block.name)
+        self._tool_names[block.id] = name
+        parts: list[StreamPart] = []
+        open_index = next((i for i, (_, pid) in self._open.items() if pid == block.id), None)
+        if open_index is not None:
+            # The SDK yields the block before the stream's content_block_stop: close the input
+            # now so tool-input-end always precedes tool-call.
+            parts += self._block_stop(open_index)
+        elif not streamed:
+            parts += [
+                ToolInputStartPart(id=block.id, tool_name=name),
+                ToolInputDeltaPart(id=block.id, delta=json.dumps(block.input, ensure_ascii=False)),
+                ToolInputEndPart(id=block.id),
+            ]
+        parts.append(
+            ToolCallPart(
+                tool_call_id=block.id,
+                tool_name=name,
+                input=dict(block.input),
+                provider_executed=self._provider_executed,
+            )
+        )
+        return parts
+
+    def _user(self, message: UserMessage) -> list[StreamPart]:
+        if message.parent_tool_use_id is not None or isinstance(message.content, str):
+            return []
+        parts: list[StreamPart] = []
+        for block in message.content:
+            if isinstance(block, ToolResultBlock):
+                text, content = _content_text(block.content)
+                parts.append(
+                    ToolResultPart(
+                        tool_call_id=block.tool_use_id,
+                        tool_name=self._tool_names.get(block.tool_use_id, "unknown"),
+                        output=text,
+                        content=content,
+                        is_error=bool(block.is_error),
+                    )
+                )
+        return parts
+
+    def finish(self, result: ResultMessage) -> FinishPart:
+        """The finish part for the query's result message."""
+        details: dict[str, Any] = {"subtype": result.subtype, "is_error": result.is_error}
+        if result.model_usage:
+            details["model_usage"] = result.model_usage
+        if result.terminal_reason:
+            details["terminal_reason"] = result.terminal_reason
+        if result.duration_api_ms is not None:
+            details["duration_api_ms"] = result.duration_api_ms
+        return FinishPart(
+            finish_reason=finish_reason_for(result),
+            usage=usage_from(result.usage),
+            cost_usd=result.total_cost_usd,
+            session_id=result.session_id,
+            num_turns=result.num_turns,
+            raw_stop_reason=result.stop_reason,
+            duration_ms=result.duration_ms,
+            provider_details=details,
+        )
+
+
+class ResultCollector:
+    """Folds stream parts into a `GenerateResult` (what `generate` returns)."""
+
+    def __init__(self) -> None:
+        self._texts: dict[str, list[str]] = {}
+        self._text_order: list[str] = []
+        self._final_from = 0  # index in _text_order where the last turn's text starts
+        self._reasoning: list[str] = []
+        self._calls: dict[str, ToolCallRecord] = {}
+        self._warnings: list[CallWarning] = []
+        self._finish: FinishPart | None = None
+        self.error: ErrorPart | None = None
+
+    def add(self, part: StreamPart) -> None:
+        """Take one part into account."""
+        match part:
+            case StreamStartPart():
+                self._warnings.extend(part.warnings)
+            case TextStartPart():
+                self._texts[part.id] = []
+                self._text_order.append(part.id)
+            case TextDeltaPart():
+                self._texts.setdefault(part.id, []).append(part.delta)
+            case ReasoningDeltaPart():
+                self._reasoning.append(part.delta)
+            case ToolCallPart():
+                self._calls[part.tool_call_id] = ToolCallRecord(
+                    tool_call_id=part.tool_call_id,
+                    tool_name=part.tool_name,
+                    input=part.input,
+                    provider_executed=part.provider_executed,
+                )
+                self._final_from = len(self._text_order)
+            case ToolResultPart():
+                call = self._calls.get(part.tool_call_id)
+                if call is not None:
+                    self._calls[part.tool_call_id] = call.model_copy(update={"result": part})
+                self._final_from = len(self._text_order)
+            case ErrorPart():
+                self.error = part
+            case FinishPart():
+                self._finish = part
+            case (
+                TextEndPart()
+                | ReasoningStartPart()
+                | ReasoningEndPart()
+                | ToolInputStartPart()
+                | ToolInputDeltaPart()
+                | ToolInputEndPart()
+            ):
+                pass
+
+    def result(self) -> GenerateResult:
+        """The result so far (complete once the finish part was added)."""
+        texts = ["".join(self._texts[i]) for i in self._text_order]
+        finish = self._finish
+        return GenerateResult(
+            text="".join(texts[self._final_from :]),
+            all_text="".join(texts),
+            reasoning="".join(self._reasoning),
+            tool_calls=list(self._calls.values()),
+            finish_reason=finish.finish_reason if finish else ("error" if self.error else "other"),
+            usage=finish.usage if finish else Usage(),
+            cost_usd=finish.cost_usd if finish else None,
+            session_id=finish.session_id if finish else None,
+            num_turns=finish.num_turns if finish else 0,
+            raw_stop_reason=finish.raw_stop_reason if finish else None,
+            warnings=list(self._warnings),
+            provider_details=dict(finish.provider_details) if finish else {},
+        )

@@ -1,0 +1,135 @@
+"""The errors sf-provider raises: one hierarchy under `ProviderError`.
+
+Every error carries the facts a caller needs as attributes (not only in its message) and says
+whether retrying the same request can help (`retryable`).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from .types import GenerateResult
+
+__all__ = [
+    "APIError",
+    "AuthenticationError",
+    "CLINotFoundError",
+    "DuplicateToolNameError",
+    "InvalidMessagesError",
+    "InvalidToolNameError",
+    "InvalidToolSchemaError",
+    "MaxTurnsError",
+    "OverloadedError",
+    "ProcessDiedError",
+    "ProviderError",
+    "RateLimitError",
+    "ToolDefinitionError",
+    "UnsupportedRequestError",
+]
+
+
+class ProviderError(Exception):
+    """Base class of every error sf-provider raises on purpose."""
+
+    retryable: bool = False
+
+
+# -- bad input, raised before any process starts
+
+
+class ToolDefinitionError(ProviderError, ValueError):
+    """A tool definition cannot be offered to the model."""
+
+
+class InvalidToolSchemaError(ToolDefinitionError):
+    """A tool's input schema is not a valid JSON Schema for an object."""
+
+
+class InvalidToolNameError(ToolDefinitionError):
+    """A tool name the CLI or the Messages API would reject."""
+
+
+class DuplicateToolNameError(ToolDefinitionError):
+    """Two tools of one request share a name."""
+
+
+class InvalidMessagesError(ProviderError, ValueError):
+    """The messages of a request cannot be turned into a conversation."""
+
+
+class UnsupportedRequestError(ProviderError, ValueError):
+    """The request asks for something this version cannot do; the message says what instead."""
+
+
+# -- the CLI and the API
+
+
+class CLINotFoundError(ProviderError):
+    """The Claude Code CLI could not be found or started."""
+
+
+class ProcessDiedError(ProviderError):
+    """The CLI process ended without finishing the query."""
+
+    def __init__(self, message: str, *, exit_code: int | None = None, stderr: str = "") -> None:
+        super().__init__(message)
+        self.exit_code = exit_code
+        self.stderr = stderr
+
+
+class APIError(ProviderError):
+    """The Messages API answered with an error the CLI could not get past."""
+
+    def __init__(
+        self, message: str, *, status: int | None = None, error_kind: str | None = None,
+        session_id: str | None = None,
+    ) -> None:
+        super().__init__(message)
+        self.status = status
+        self.error_kind = error_kind
+        self.session_id = session_id
+
+    @property
+    def retryable(self) -> bool:  # type: ignore[override]
+        return self.status is not None and (self.status >= 500 or self.status in (408, 409))
+
+
+class AuthenticationError(APIError):
+    """The API rejected the credentials (HTTP 401/403)."""
+
+    @property
+    def retryable(self) -> bool:  # type: ignore[override]
+        return False
+
+
+class RateLimitError(APIError):
+    """The API is rate limiting this account (HTTP 429)."""
+
+    @property
+    def retryable(self) -> bool:  # type: ignore[override]
+        return True
+
+
+class OverloadedError(APIError):
+    """The API is overloaded (HTTP 529)."""
+
+    @property
+    def retryable(self) -> bool:  # type: ignore[override]
+        return True
+
+
+class MaxTurnsError(ProviderError):
+    """Executor mode used `max_turns` model turns without finishing; `partial` holds what was done."""
+
+    def __init__(self, message: str, *, partial: GenerateResult, max_turns: int) -> None:
+        super().__init__(message)
+        self.partial = partial
+        self.max_turns = max_turns
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (_rebuild_max_turns, (str(self), self.partial, self.max_turns))
+
+
+def _rebuild_max_turns(message: str, partial: GenerateResult, max_turns: int) -> MaxTurnsError:
+    return MaxTurnsError(message, partial=partial, max_turns=max_turns)

@@ -1,0 +1,43 @@
+"""Provider settings."""
+
+from __future__ import annotations
+
+from pydantic import BaseModel, ConfigDict, Field
+
+__all__ = ["ProviderSettings"]
+
+
+class ProviderSettings(BaseModel):
+    """How `ClaudeAgentProvider` runs the Claude Code CLI.
+
+    Every field has a working default; `sf_provider.testing.ScriptedMessagesAPI.settings()` builds
+    one that points the CLI at a local scripted API.
+    """
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    model: str | None = Field(default=None, description="Model name passed to the CLI; None = CLI default.")
+    system_prompt: str | None = Field(default=None, description="System prompt for every query.")
+    max_turns: int = Field(default=10, ge=1, description="Model turns allowed in executor mode.")
+    tool_timeout: float | None = Field(
+        default=60.0, gt=0, description="Seconds one executor may run before its call fails."
+    )
+    max_retries: int = Field(
+        default=2, ge=0, description="HTTP retries the CLI makes (CLAUDE_CODE_MAX_RETRIES)."
+    )
+    env: dict[str, str] = Field(default_factory=dict, description="Extra environment for the CLI.")
+    cli_path: str | None = Field(default=None, description="CLI binary; None = the bundled one.")
+    cwd: str | None = Field(default=None, description="Working directory of the CLI.")
+    isolate: bool = Field(
+        default=True,
+        description="Give each query its own temp HOME, CLAUDE_CONFIG_DIR and TMPDIR, removed after.",
+    )
+    bridge_name: str = Field(
+        default="sf", pattern=r"^[a-z][a-z0-9_]{0,15}$", description="MCP server name of the bridge."
+    )
+    max_buffer_size: int = Field(
+        default=32 * 1024 * 1024, ge=1024, description="Largest CLI stdout line the SDK accepts."
+    )
+    extra_args: dict[str, str | None] = Field(
+        default_factory=dict, description="Extra CLI flags (name without dashes -> value or None)."
+    )

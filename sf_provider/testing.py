@@ -1,0 +1,492 @@
+"""Offline testing: a scripted Anthropic Messages API on 127.0.0.1.
+
+`ScriptedMessagesAPI` is a real HTTP server that speaks the Messages API (SSE and plain JSON) and
+answers from a script instead of a model. Point the provider's CLI at it with
+`ScriptedMessagesAPI.settings()` and the whole real path runs: the bundled Claude Code CLI, the
+per-query MCP bridge and your executors, with no network and no credentials.
+
+Example::
+
+    from sf_provider import ClaudeAgentProvider, FunctionTool
+    from sf_provider.testing import ScriptedMessagesAPI, reply, text, tool_use
+
+    def add(a: int, b: int) -> int:
+        "Add two integers."
+        return a + b
+
+    async def test_agent_adds() -> None:
+        script = [reply(tool_use("add", {"a": 2, "b": 3})), reply(text("5"))]
+        async with ScriptedMessagesAPI(script) as api:
+            provider = ClaudeAgentProvider(api.settings())
+            result = await provider.generate("2+3?", tools=[FunctionTool.from_function(add)])
+        assert result.text == "5"
+        assert api.requests[1].tool_results()[0]["content"][0]["text"] == "5"
+
+Tool names in scripted `tool_use` blocks may be the application's names (`add`): the server
+resolves them against the tools of the request it is answering (`mcp__<bridge>__add`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import inspect
+import itertools
+import json
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from types import TracebackType
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from .settings import ProviderSettings
+
+__all__ = [
+    "HTTPErrorReply",
+    "RecordedRequest",
+    "Reply",
+    "ScriptExhaustedError",
+    "ScriptedMessagesAPI",
+    "http_error",
+    "offline_env",
+    "reply",
+    "text",
+    "thinking",
+    "tool_use",
+]
+
+#: The model name the scripted API reports when a reply does not name one.
+SCRIPTED_MODEL = "claude-scripted"
+
+
+def offline_env(base_url: str, *, max_retries: int = 0) -> dict[str, str]:
+    """The CLI environment that keeps it on loopback and quick to fail.
+
+    `CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC` stops the CLI's extra calls (a title-generation
+    request that would desynchronise a script, `HEAD /api/hello`, DNS look-ups); a low
+    `CLAUDE_CODE_MAX_RETRIES` stops it retrying an HTTP error ten times over three minutes.
+    """
+    return {
+        "ANTHROPIC_BASE_URL": base_url,
+        "ANTHROPIC_API_KEY": "sk-ant-scripted-offline",
+        "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1",
+        "CLAUDE_CODE_MAX_RETRIES": str(max_retries),
+        "DISABLE_TELEMETRY": "1",
+        "DISABLE_ERROR_REPORTING": "1",
+        "DISABLE_AUTOUPDATER": "1",
+    }
+
+
+# --------------------------------------------------------------------------- the script
+
+
+class Reply(BaseModel):
+    """One scripted model turn: Messages API content blocks plus how the turn ends.
+
+    `content` holds plain Messages API blocks: `{"type": "text", "text": ...}`,
+    `{"type": "tool_use", "name": ..., "input": {...}}` (an `id` is generated when absent),
+    `{"type": "thinking", "thinking": ..., "signature": ...}`. Several `tool_use` blocks in one reply
+    are parallel calls. `stop_reason` defaults to `tool_use` when the reply has a tool call and to
+    `end_turn` otherwise.
+    """
+
+    model_config = ConfigDict(extra="forbid")
+
+    kind: Literal["reply"] = "reply"
+    content: list[dict[str, Any]]
+    stop_reason: str | None = None
+    usage: dict[str, int] = Field(default_factory=dict)
+    model: str | None = None
+    chunk_size: int = Field(default=8, ge=1, description="Characters per streamed delta.")
+
+
+class HTTPErrorReply(BaseModel):
+    """A scripted HTTP error answer, shaped like the Messages API's error body."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    kind: Literal["http_error"] = "http_error"
+    status: int = Field(ge=400, le=599)
+    error_type: str = "api_error"
+    message: str = "scripted error"
+    retry_after: float | None = None
+
+
+ScriptItem = Reply | HTTPErrorReply
+Responder = Callable[["RecordedRequest"], ScriptItem | Awaitable[ScriptItem]]
+
+
+def text(value: str) -> dict[str, Any]:
+    """A text content block."""
+    return {"type": "text", "text": value}
+
+
+def thinking(value: str, signature: str = "scripted-signature") -> dict[str, Any]:
+    """A thinking content block."""
+    return {"type": "thinking", "thinking": value, "signature": signature}
+
+
+def tool_use(name: str, input: Mapping[str, Any] | None = None, id: str | None = None) -> dict[str, Any]:
+    """A tool_use content block; `name` may be the application's tool name."""
+    block: dict[str, Any] = {"type": "tool_use", "name": name, "input": dict(input or {})}
+    if id is not None:
+        block["id"] = id
+    return block
+
+
+def reply(*content: dict[str, Any], stop_reason: str | None = None, **usage: int) -> Reply:
+    """A scripted model turn made of the given content blocks."""
+    return Reply(content=list(content), stop_reason=stop_reason, usage=dict(usage))
+
+
+def http_error(
+    status: int, message: str = "scripted error", *, error_type: str | None = None,
+    retry_after: float | None = None,
+) -> HTTPErrorReply:
+    """A scripted HTTP error (401, 429, 500, 529, ...)."""
+    default_types = {
+        400: "invalid_request_error", 401: "authentication_error", 403: "permission_error",
+        404: "not_found_error", 413: "request_too_large", 429: "rate_limit_error",
+        529: "overloaded_error",
+    }
+    return HTTPErrorReply(
+        status=status, message=message, retry_after=retry_after,
+        error_type=error_type or default_types.get(status, "api_error"),
+    )
+
+
+class ScriptExhaustedError(AssertionError):
+    """The CLI asked for more model turns than the script holds."""
+
+
+@dataclass
+class RecordedRequest:
+    """One HTTP request the scripted API received, with helpers to read a Messages API body."""
+
+    method: str
+    path: str
+    headers: dict[str, str]
+    body: dict[str, Any]
+    index: int = 0
+
+    @property
+    def tools(self) -> list[dict[str, Any]]:
+        """The `tools` the model was offered in this request."""
+        return list(self.body.get("tools") or [])
+
+    @property
+    def tool_names(self) -> list[str]:
+        """Names of the tools the model was offered."""
+        return [str(t.get("name")) for t in self.tools]
+
+    @property
+    def messages(self) -> list[dict[str, Any]]:
+        """The `messages` of this request."""
+        return list(self.body.get("messages") or [])
+
+    def blocks(self, block_type: str) -> list[dict[str, Any]]:
+        """Every content block of `block_type` in this request's messages, in order."""
+        found: list[dict[str, Any]] = []
+        for message in self.messages:
+            content = message.get("content")
+            if isinstance(content, list):
+                found.extend(b for b in content if isinstance(b, dict) and b.get("type") == block_type)
+        return found
+
+    def tool_results(self) -> list[dict[str, Any]]:
+        """Every `tool_result` block in this request's messages."""
+        return self.blocks("tool_result")
+
+    def tool_uses(self) -> list[dict[str, Any]]:
+        """Every `tool_use` block in this request's (assistant) messages."""
+        return self.blocks("tool_use")
+
+
+@dataclass
+class _State:
+    script: list[ScriptItem] | Responder
+    cursor: int = 0
+    requests: list[RecordedRequest] = field(default_factory=list)
+    errors: list[str] = field(default_factory=list)
+
+
+# --------------------------------------------------------------------------- the server
+
+
+class ScriptedMessagesAPI:
+    """A scripted Messages API served over HTTP on 127.0.0.1 (an ephemeral port).
+
+    `script` is either a list of `Reply` / `HTTPErrorReply` items, answered in order one per
+    `POST /v1/messages`, or a function (sync or async) of the `RecordedRequest` returning one.
+    Every request is recorded in `.requests` (other paths get a 404 and are recorded too). When a
+    list script runs out, the server answers HTTP 500 and notes it in `.errors`.
+
+    Use it as an async context manager; `.base_url` is set while it runs.
+    """
+
+    def __init__(self, script: Sequence[ScriptItem | Mapping[str, Any]] | Responder) -> None:
+        if callable(script):
+            items: list[ScriptItem] | Responder = script
+        else:
+            items = [_coerce_item(item) for item in script]
+        self._state = _State(script=items)
+        self._server: asyncio.Server | None = None
+        self._ids = itertools.count(1)
+        self.base_url = ""
+
+    @property
+    def requests(self) -> list[RecordedRequest]:
+        """Every `POST /v1/messages` body received, in order."""
+        return [r for r in self._state.requests if r.path.startswith("/v1/messages")]
+
+    @property
+    def all_requests(self) -> list[RecordedRequest]:
+        """Every HTTP request received, whatever its path."""
+        return list(self._state.requests)
+
+    @property
+    def errors(self) -> list[str]:
+        """Problems the server met (script exhausted, unreadable request): empty in a good run."""
+        return list(self._state.errors)
+
+    @property
+    def remaining(self) -> int:
+        """Scripted items not yet served (0 for a function script)."""
+        script = self._state.script
+        return 0 if callable(script) else len(script) - self._state.cursor
+
+    def settings(self, **overrides: Any) -> ProviderSettings:
+        """`ProviderSettings` whose CLI talks to this server, offline (see `offline_env`)."""
+        if not self.base_url:
+            raise RuntimeError("ScriptedMessagesAPI.settings() needs the server running (async with)")
+        env = offline_env(self.base_url)
+        env.update(overrides.pop("env", {}) or {})
+        return ProviderSettings(env=env, **overrides)
+
+    async def __aenter__(self) -> ScriptedMessagesAPI:
+        self._server = await asyncio.start_server(self._handle, "127.0.0.1", 0)
+        port = self._server.sockets[0].getsockname()[1]
+        self.base_url = f"http://127.0.0.1:{port}"
+        return self
+
+    async def __aexit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        if self._server is not None:
+            self._server.close()
+            with contextlib.suppress(Exception):
+                await asyncio.wait_for(self._server.wait_closed(), 2)
+            self._server = None
+
+    # -- HTTP plumbing
+
+    async def _handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        try:
+            while True:
+                request = await _read_request(reader)
+                if request is None:
+                    break
+                method, path, headers, raw = request
+                keep_alive = await self._answer(writer, method, path, headers, raw)
+                if not keep_alive:
+                    break
+        except (ConnectionError, asyncio.IncompleteReadError):
+            pass
+        finally:
+            with contextlib.suppress(Exception):
+                writer.close()
+                await writer.wait_closed()
+
+    async def _answer(
+        self, writer: asyncio.StreamWriter, method: str, path: str, headers: dict[str, str],
+        raw: bytes,
+    ) -> bool:
+        try:
+            body = json.loads(raw) if raw else {}
+        except ValueError:
+            body = {"_unparsed": raw.decode("utf-8", "replace")}
+        recorded = RecordedRequest(method, path, headers, body if isinstance(body, dict) else {})
+        self._state.requests.append(recorded)
+        if method != "POST" or not path.startswith("/v1/messages") or "count_tokens" in path:
+            await _write_json(writer, 404, _error_body("not_found_error", f"no route {path}"))
+            return True
+        recorded.index = len(self.requests) - 1
+        item = await self._next_item(recorded)
+        if item is None:
+            message = f"ScriptedMessagesAPI: no scripted reply left for request #{recorded.index}"
+            self._state.errors.append(message)
+            await _write_json(writer, 500, _error_body("api_error", message))
+            return True
+        if isinstance(item, HTTPErrorReply):
+            extra = {"retry-after": f"{item.retry_after:g}"} if item.retry_after is not None else {}
+            await _write_json(writer, item.status, _error_body(item.error_type, item.message), extra)
+            return True
+        message = self._message(item, recorded)
+        if recorded.body.get("stream"):
+            await _write_sse(writer, message, item.chunk_size)
+            return False
+        await _write_json(writer, 200, message)
+        return True
+
+    async def _next_item(self, request: RecordedRequest) -> ScriptItem | None:
+        script = self._state.script
+        if callable(script):
+            produced = script(request)
+            if inspect.isawaitable(produced):
+                produced = await produced
+            return _coerce_item(produced)
+        if self._state.cursor >= len(script):
+            return None
+        item = script[self._state.cursor]
+        self._state.cursor += 1
+        return item
+
+    def _message(self, item: Reply, request: RecordedRequest) -> dict[str, Any]:
+        offered = request.tool_names
+        content: list[dict[str, Any]] = []
+        for block in item.content:
+            block = dict(block)
+            if block.get("type") == "tool_use":
+                block.setdefault("id", f"toolu_scripted_{next(self._ids):04d}")
+                block["name"] = _resolve_tool_name(str(block.get("name", "")), offered)
+                block.setdefault("input", {})
+            content.append(block)
+        stop = item.stop_reason or (
+            "tool_use" if any(b.get("type") == "tool_use" for b in content) else "end_turn"
+        )
+        usage = {
+            "input_tokens": 25, "output_tokens": 12, "cache_creation_input_tokens": 0,
+            "cache_read_input_tokens": 0,
+        }
+        usage.update(item.usage)
+        return {
+            "id": f"msg_scripted_{next(self._ids):04d}", "type": "message", "role": "assistant",
+            "model": item.model or request.body.get("model") or SCRIPTED_MODEL,
+            "content": content, "stop_reason": stop, "stop_sequence": None, "usage": usage,
+        }
+
+
+def _coerce_item(item: Any) -> ScriptItem:
+    if isinstance(item, Reply | HTTPErrorReply):
+        return item
+    if isinstance(item, Mapping):
+        if item.get("kind") == "http_error" or "status" in item:
+            return HTTPErrorReply.model_validate(dict(item))
+        return Reply.model_validate(dict(item))
+    raise TypeError(f"a script item must be a Reply, an HTTPErrorReply or a mapping, not {item!r}")
+
+
+def _resolve_tool_name(name: str, offered: list[str]) -> str:
+    """Map an application tool name to the bridge name the model was offered (`mcp__x__name`)."""
+    if name in offered:
+        return name
+    matches = [o for o in offered if o.startswith("mcp__") and o.endswith(f"__{name}")]
+    return matches[0] if len(matches) == 1 else name
+
+
+def _error_body(error_type: str, message: str) -> dict[str, Any]:
+    return {"type": "error", "error": {"type": error_type, "message": message}}
+
+
+async def _read_request(
+    reader: asyncio.StreamReader,
+) -> tuple[str, str, dict[str, str], bytes] | None:
+    try:
+        head = await reader.readuntil(b"\r\n\r\n")
+    except asyncio.IncompleteReadError:
+        return None
+    lines = head.decode("latin-1").split("\r\n")
+    method, path, _version = lines[0].split(" ", 2)
+    headers: dict[str, str] = {}
+    for line in lines[1:]:
+        if ":" in line:
+            key, value = line.split(":", 1)
+            headers[key.strip().lower()] = value.strip()
+    if headers.get("transfer-encoding", "").lower() == "chunked":
+        chunks = []
+        while True:
+            size = int((await reader.readuntil(b"\r\n")).strip().split(b";")[0], 16)
+            if size == 0:
+                await reader.readuntil(b"\r\n")
+                break
+            chunks.append(await reader.readexactly(size))
+            await reader.readexactly(2)
+        raw = b"".join(chunks)
+    else:
+        raw = await reader.readexactly(int(headers.get("content-length", "0")))
+    return method, path, headers, raw
+
+
+_REASONS = {200: "OK", 404: "Not Found", 500: "Internal Server Error"}
+
+
+async def _write_json(
+    writer: asyncio.StreamWriter, status: int, body: Any, extra: Mapping[str, str] | None = None,
+) -> None:
+    data = json.dumps(body).encode()
+    head = [
+        f"HTTP/1.1 {status} {_REASONS.get(status, 'Error')}",
+        "content-type: application/json",
+        f"content-length: {len(data)}",
+        "request-id: req_scripted",
+        *(f"{k}: {v}" for k, v in (extra or {}).items()),
+    ]
+    writer.write(("\r\n".join(head) + "\r\n\r\n").encode() + data)
+    await writer.drain()
+
+
+def _sse(event: str, data: Mapping[str, Any]) -> bytes:
+    return f"event: {event}\ndata: {json.dumps(data)}\n\n".encode()
+
+
+def _chunks(value: str, size: int) -> list[str]:
+    return [value[i : i + size] for i in range(0, len(value), size)] or [""]
+
+
+async def _write_sse(writer: asyncio.StreamWriter, message: dict[str, Any], chunk_size: int) -> None:
+    writer.write(
+        b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ncache-control: no-cache\r\n"
+        b"request-id: req_scripted\r\nconnection: close\r\n\r\n"
+    )
+    usage = message["usage"]
+    start = {**message, "content": [], "stop_reason": None, "usage": {**usage, "output_tokens": 1}}
+    writer.write(_sse("message_start", {"type": "message_start", "message": start}))
+    for index, block in enumerate(message["content"]):
+        kind = block.get("type")
+        if kind == "text":
+            opening: dict[str, Any] = {"type": "text", "text": ""}
+            deltas = [{"type": "text_delta", "text": c} for c in _chunks(block["text"], chunk_size)]
+        elif kind == "thinking":
+            opening = {"type": "thinking", "thinking": "", "signature": ""}
+            deltas = [
+                {"type": "thinking_delta", "thinking": c}
+                for c in _chunks(block["thinking"], chunk_size)
+            ]
+            deltas.append({"type": "signature_delta", "signature": block.get("signature", "")})
+        elif kind == "tool_use":
+            opening = {"type": "tool_use", "id": block["id"], "name": block["name"], "input": {}}
+            encoded = json.dumps(block.get("input", {}), ensure_ascii=False)
+            deltas = [
+                {"type": "input_json_delta", "partial_json": c}
+                for c in _chunks(encoded, max(chunk_size, 16))
+            ]
+        else:
+            opening, deltas = block, []
+        writer.write(_sse("content_block_start", {
+            "type": "content_block_start", "index": index, "content_block": opening,
+        }))
+        for delta in deltas:
+            writer.write(_sse("content_block_delta", {
+                "type": "content_block_delta", "index": index, "delta": delta,
+            }))
+        writer.write(_sse("content_block_stop", {"type": "content_block_stop", "index": index}))
+        await writer.drain()
+    writer.write(_sse("message_delta", {
+        "type": "message_delta",
+        "delta": {"stop_reason": message["stop_reason"], "stop_sequence": None},
+        "usage": {"output_tokens": usage["output_tokens"]},
+    }))
+    writer.write(_sse("message_stop", {"type": "message_stop"}))
+    await writer.drain()

@@ -1,0 +1,268 @@
+"""The tool contract: `FunctionTool`, schema normalisation and name rules."""
+
+from __future__ import annotations
+
+import inspect
+import re
+from collections.abc import Awaitable, Callable, Iterable, Mapping
+from typing import Any, get_type_hints
+
+import jsonschema
+from jsonschema.exceptions import SchemaError
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    PrivateAttr,
+    ValidationError,
+    create_model,
+    field_validator,
+    model_validator,
+)
+
+from .errors import DuplicateToolNameError, InvalidToolNameError, InvalidToolSchemaError
+
+__all__ = ["Executor", "FunctionTool", "ToolOutput", "normalize_input_schema", "validate_tool_set"]
+
+#: What an executor is: a sync or async callable taking the validated arguments as a dict.
+Executor = Callable[[dict[str, Any]], Any] | Callable[[dict[str, Any]], Awaitable[Any]]
+
+# The Messages API accepts tool names matching ^[a-zA-Z0-9_-]{1,64}$ and the model sees
+# `mcp__<bridge>__<name>`, so the app's name must fit in what the prefix leaves.
+API_NAME_LIMIT = 64
+_NAME_RE = re.compile(r"^[a-zA-Z0-9_-]+$")
+
+
+class ToolOutput(BaseModel):
+    """A tool's result as the model receives it: MCP content blocks plus an error flag.
+
+    An executor may return one to control the content exactly (for example an image block);
+    anything else it returns is converted (a string as is, other values as JSON).
+    """
+
+    model_config = ConfigDict(frozen=True)
+
+    content: list[dict[str, Any]] = Field(description="MCP content blocks (text, image).")
+    is_error: bool = False
+
+    @property
+    def text(self) -> str:
+        """The text blocks joined, as the app usually wants to read the result."""
+        return "\n".join(str(b.get("text", "")) for b in self.content if b.get("type") == "text")
+
+    @classmethod
+    def from_text(cls, text: str, *, is_error: bool = False) -> ToolOutput:
+        """A result made of one text block."""
+        return cls(content=[{"type": "text", "text": text}], is_error=is_error)
+
+
+def normalize_input_schema(schema: Mapping[str, Any], *, tool_name: str = "?") -> dict[str, Any]:
+    """Check `schema` as a JSON Schema and return it as an object schema, losing nothing.
+
+    `{}` becomes `{"type": "object"}`; a schema with `properties` or a top-level `anyOf`/`oneOf`/
+    `allOf` but no `type` gets `"type": "object"`; everything else (`$defs`, `$ref`, `enum`,
+    `required`, nested objects, `anyOf`) is kept exactly. A schema that is not valid JSON Schema,
+    or that describes something other than an object, raises `InvalidToolSchemaError`.
+    """
+    if not isinstance(schema, Mapping):
+        raise InvalidToolSchemaError(
+            f"tool {tool_name!r}: input_schema must be a JSON Schema object (a dict), "
+            f"got {type(schema).__name__}"
+        )
+    result = dict(schema)
+    try:
+        jsonschema.validators.validator_for(
+            result, default=jsonschema.Draft202012Validator
+        ).check_schema(result)
+    except SchemaError as exc:
+        where = "/".join(str(p) for p in exc.absolute_path) or "(root)"
+        raise InvalidToolSchemaError(
+            f"tool {tool_name!r}: input_schema is not a valid JSON Schema at {where}: "
+            f"{exc.message}. Fix the schema (see https://json-schema.org)."
+        ) from None
+    declared = result.get("type")
+    if declared is None:
+        result["type"] = "object"
+    elif declared != "object" and not (isinstance(declared, list) and "object" in declared):
+        raise InvalidToolSchemaError(
+            f"tool {tool_name!r}: the model passes tool arguments as a JSON object, so input_schema "
+            f"must describe an object (type 'object'), not {declared!r}. Wrap the value in a "
+            f"property, e.g. {{'type': 'object', 'properties': {{'value': ...}}}}."
+        )
+    elif isinstance(declared, list):
+        raise InvalidToolSchemaError(
+            f"tool {tool_name!r}: input_schema type must be exactly 'object', not {declared!r}"
+        )
+    return result
+
+
+class FunctionTool(BaseModel):
+    """A function tool the model may call: name, description, JSON Schema and an optional executor.
+
+    With an executor on every tool of a request the provider runs **executor mode** (the tools run
+    inside the CLI's loop through the per-query bridge). The schema is checked and normalised when
+    the tool is built (`normalize_input_schema`).
+
+    Example::
+
+        weather = FunctionTool(
+            name="get_weather",
+            description="Current weather for a city.",
+            input_schema={"type": "object", "properties": {"city": {"type": "string"}},
+                          "required": ["city"]},
+            executor=lambda args: {"city": args["city"], "celsius": 21},
+        )
+    """
+
+    model_config = ConfigDict(frozen=True, arbitrary_types_allowed=True, extra="forbid")
+
+    name: str = Field(min_length=1, max_length=API_NAME_LIMIT, description="Unique per request.")
+    description: str = Field(default="", description="What the tool does, for the model.")
+    input_schema: dict[str, Any] = Field(
+        default_factory=lambda: {"type": "object"}, description="JSON Schema of the arguments."
+    )
+    executor: Executor | None = Field(
+        default=None, exclude=True, description="Runs the tool; None = the app runs it itself."
+    )
+    timeout: float | None = Field(
+        default=None, gt=0, description="Seconds this tool may run; None = the provider's default."
+    )
+    group: str | None = Field(default=None, description="Tool group, for enabling tools in sets.")
+    mutating: bool = Field(default=False, description="The tool changes state outside the process.")
+    read_only: bool = Field(
+        default=False,
+        description="Free of side effects: parallel calls of it may overlap (MCP readOnlyHint).",
+    )
+
+    _validator: Any = PrivateAttr(default=None)
+
+    @field_validator("name")
+    @classmethod
+    def _check_name(cls, value: str) -> str:
+        if not _NAME_RE.match(value):
+            raise InvalidToolNameError(
+                f"tool name {value!r} is not accepted by the Messages API: use only letters, "
+                f"digits, '_' and '-' (at most {API_NAME_LIMIT} characters with the bridge prefix)"
+            )
+        return value
+
+    @model_validator(mode="before")
+    @classmethod
+    def _normalise(cls, data: Any) -> Any:
+        if isinstance(data, Mapping) and "input_schema" in data:
+            data = dict(data)
+            data["input_schema"] = normalize_input_schema(
+                data["input_schema"], tool_name=str(data.get("name", "?"))
+            )
+        return data
+
+    @model_validator(mode="after")
+    def _consistent(self) -> FunctionTool:
+        if self.mutating and self.read_only:
+            raise InvalidToolSchemaError(
+                f"tool {self.name!r} cannot be both mutating and read_only"
+            )
+        return self
+
+    def __init__(self, **data: Any) -> None:
+        # Raise our named errors as themselves, not wrapped in pydantic's ValidationError.
+        try:
+            super().__init__(**data)
+        except ValidationError as exc:
+            for error in exc.errors():
+                cause = (error.get("ctx") or {}).get("error")
+                if isinstance(cause, InvalidToolNameError | InvalidToolSchemaError):
+                    raise cause from None
+            raise
+
+    @property
+    def args_validator(self) -> jsonschema.protocols.Validator:
+        """The compiled JSON Schema validator of this tool's arguments (built once)."""
+        if self._validator is None:
+            cls = jsonschema.validators.validator_for(
+                self.input_schema, default=jsonschema.Draft202012Validator
+            )
+            self._validator = cls(self.input_schema, format_checker=cls.FORMAT_CHECKER)
+        validator: jsonschema.protocols.Validator = self._validator
+        return validator
+
+    async def call(self, arguments: Mapping[str, Any] | None = None) -> ToolOutput:
+        """Invoke the tool directly, through the same layer the bridge uses."""
+        from ._invoke import invoke_tool
+
+        return await invoke_tool(self, arguments, default_timeout=None)
+
+    @classmethod
+    def from_function(
+        cls,
+        fn: Callable[..., Any],
+        *,
+        name: str | None = None,
+        description: str | None = None,
+        **options: Any,
+    ) -> FunctionTool:
+        """Build a tool from a typed function: schema from its hints, description from its docstring.
+
+        The executor validates the model's arguments with pydantic (so `int`, `Literal`, nested
+        `BaseModel` and `list[...]` parameters arrive as real Python values) and calls `fn`
+        with them as keyword arguments; `fn` may be sync or async.
+        """
+        signature = inspect.signature(fn)
+        hints = get_type_hints(fn, include_extras=True)
+        fields: dict[str, Any] = {}
+        for pname, param in signature.parameters.items():
+            if param.kind in (param.VAR_POSITIONAL, param.VAR_KEYWORD):
+                raise InvalidToolSchemaError(
+                    f"from_function({fn.__name__}): *args/**kwargs cannot be described as a schema"
+                )
+            annotation = hints.get(pname, Any)
+            default = ... if param.default is inspect.Parameter.empty else param.default
+            fields[pname] = (annotation, default)
+        args_model = create_model(f"{fn.__name__}_arguments", **fields)
+        schema = args_model.model_json_schema()
+        schema.pop("title", None)
+        for prop in schema.get("properties", {}).values():
+            if isinstance(prop, dict):
+                prop.pop("title", None)
+
+        async def executor(arguments: dict[str, Any]) -> Any:
+            parsed = args_model.model_validate(arguments)
+            kwargs = {field: getattr(parsed, field) for field in fields}
+            if inspect.iscoroutinefunction(fn):
+                return await fn(**kwargs)
+            import anyio.to_thread
+
+            return await anyio.to_thread.run_sync(lambda: fn(**kwargs), abandon_on_cancel=True)
+
+        return cls(
+            name=name or fn.__name__,
+            description=description if description is not None else inspect.getdoc(fn) or "",
+            input_schema=schema,
+            executor=executor,
+            **options,
+        )
+
+
+def validate_tool_set(tools: Iterable[FunctionTool], *, bridge_name: str) -> list[FunctionTool]:
+    """Check one request's tools: no duplicate names, every name fits the API with the prefix."""
+    result: list[FunctionTool] = []
+    seen: set[str] = set()
+    limit = API_NAME_LIMIT - len(f"mcp__{bridge_name}__")
+    for tool in tools:
+        if not isinstance(tool, FunctionTool):
+            raise InvalidToolSchemaError(
+                f"tools must be FunctionTool instances, got {type(tool).__name__}; "
+                f"use FunctionTool(...) or FunctionTool.from_function(fn)"
+            )
+        if tool.name in seen:
+            raise DuplicateToolNameError(
+                f"two tools in one request are named {tool.name!r}; tool names must be unique"
+            )
+        if len(tool.name) > limit:
+            raise InvalidToolNameError(
+                f"tool name {tool.name!r} is {len(tool.name)} characters; with the bridge prefix "
+                f"'mcp__{bridge_name}__' it must be at most {limit}"
+            )
+        seen.add(tool.name)
+        result.append(tool)
+    return result

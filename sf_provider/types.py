@@ -1,0 +1,239 @@
+"""Public data: stream parts, usage, warnings and the result of `generate`.
+
+Stream parts follow the familiar provider vocabulary (`type` is the discriminator):
+stream-start, text-start/-delta/-end, reasoning-start/-delta/-end, tool-input-start/-delta/-end,
+tool-call, tool-result, error, finish. `generate` folds the same parts into a `GenerateResult`.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+__all__ = [
+    "CallWarning",
+    "ErrorPart",
+    "FinishPart",
+    "FinishReason",
+    "GenerateResult",
+    "Mode",
+    "ReasoningDeltaPart",
+    "ReasoningEndPart",
+    "ReasoningStartPart",
+    "StreamPart",
+    "StreamStartPart",
+    "TextDeltaPart",
+    "TextEndPart",
+    "TextStartPart",
+    "ToolCallPart",
+    "ToolCallRecord",
+    "ToolInputDeltaPart",
+    "ToolInputEndPart",
+    "ToolInputStartPart",
+    "ToolResultPart",
+    "Usage",
+]
+
+#: Why a generation ended.
+FinishReason = Literal["stop", "length", "tool-calls", "content-filter", "error", "other"]
+#: How a query runs its tools: inside the SDK loop (executor) or returned to the app (single-turn).
+Mode = Literal["executor", "single-turn"]
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+class Usage(_Model):
+    """Token counts of a query, summed over its model turns."""
+
+    input_tokens: int = 0
+    output_tokens: int = 0
+    cache_creation_input_tokens: int = 0
+    cache_read_input_tokens: int = 0
+
+    @property
+    def total_tokens(self) -> int:
+        """Input (including cache reads and writes) plus output tokens."""
+        return (
+            self.input_tokens
+            + self.output_tokens
+            + self.cache_creation_input_tokens
+            + self.cache_read_input_tokens
+        )
+
+
+class CallWarning(_Model):
+    """Something about the request that was not honoured exactly as asked."""
+
+    code: str
+    message: str
+
+
+class StreamStartPart(_Model):
+    """First part of every stream."""
+
+    type: Literal["stream-start"] = "stream-start"
+    warnings: list[CallWarning] = Field(default_factory=list)
+    mode: Mode = "executor"
+
+
+class TextStartPart(_Model):
+    """A text block begins."""
+
+    type: Literal["text-start"] = "text-start"
+    id: str
+
+
+class TextDeltaPart(_Model):
+    """More text of the block `id`."""
+
+    type: Literal["text-delta"] = "text-delta"
+    id: str
+    delta: str
+
+
+class TextEndPart(_Model):
+    """The text block `id` is complete."""
+
+    type: Literal["text-end"] = "text-end"
+    id: str
+
+
+class ReasoningStartPart(_Model):
+    """A reasoning (thinking) block begins."""
+
+    type: Literal["reasoning-start"] = "reasoning-start"
+    id: str
+
+
+class ReasoningDeltaPart(_Model):
+    """More reasoning text of the block `id`."""
+
+    type: Literal["reasoning-delta"] = "reasoning-delta"
+    id: str
+    delta: str
+
+
+class ReasoningEndPart(_Model):
+    """The reasoning block `id` is complete; `signature` is the API's opaque signature."""
+
+    type: Literal["reasoning-end"] = "reasoning-end"
+    id: str
+    signature: str | None = None
+
+
+class ToolInputStartPart(_Model):
+    """The model began writing the arguments of a call to `tool_name`; `id` is the call id."""
+
+    type: Literal["tool-input-start"] = "tool-input-start"
+    id: str
+    tool_name: str
+
+
+class ToolInputDeltaPart(_Model):
+    """More of the arguments JSON of call `id`, as the model writes it."""
+
+    type: Literal["tool-input-delta"] = "tool-input-delta"
+    id: str
+    delta: str
+
+
+class ToolInputEndPart(_Model):
+    """The arguments of call `id` are complete."""
+
+    type: Literal["tool-input-end"] = "tool-input-end"
+    id: str
+
+
+class ToolCallPart(_Model):
+    """A complete tool call. `provider_executed` is true when the provider ran it (executor mode)."""
+
+    type: Literal["tool-call"] = "tool-call"
+    tool_call_id: str
+    tool_name: str
+    input: dict[str, Any]
+    provider_executed: bool = False
+
+
+class ToolResultPart(_Model):
+    """The result of a provider-executed call, as the model received it."""
+
+    type: Literal["tool-result"] = "tool-result"
+    tool_call_id: str
+    tool_name: str
+    output: str = Field(description="The text of the result.")
+    content: list[dict[str, Any]] = Field(default_factory=list, description="MCP content blocks.")
+    is_error: bool = False
+    provider_executed: bool = True
+
+
+class ErrorPart(_Model):
+    """An error; in `stream` it comes right before the error is raised."""
+
+    type: Literal["error"] = "error"
+    error_type: str
+    message: str
+
+
+class FinishPart(_Model):
+    """Last part of a stream: why it ended, what it cost."""
+
+    type: Literal["finish"] = "finish"
+    finish_reason: FinishReason
+    usage: Usage = Field(default_factory=Usage)
+    cost_usd: float | None = None
+    session_id: str | None = None
+    num_turns: int = 0
+    raw_stop_reason: str | None = None
+    duration_ms: int | None = None
+    provider_details: dict[str, Any] = Field(
+        default_factory=dict, description="Extra facts from the SDK (model usage, result subtype)."
+    )
+
+
+StreamPart = Annotated[
+    StreamStartPart
+    | TextStartPart
+    | TextDeltaPart
+    | TextEndPart
+    | ReasoningStartPart
+    | ReasoningDeltaPart
+    | ReasoningEndPart
+    | ToolInputStartPart
+    | ToolInputDeltaPart
+    | ToolInputEndPart
+    | ToolCallPart
+    | ToolResultPart
+    | ErrorPart
+    | FinishPart,
+    Field(discriminator="type"),
+]
+
+
+class ToolCallRecord(_Model):
+    """One tool call of a generation and, when the provider ran it, its result."""
+
+    tool_call_id: str
+    tool_name: str
+    input: dict[str, Any]
+    provider_executed: bool = False
+    result: ToolResultPart | None = None
+
+
+class GenerateResult(_Model):
+    """Everything one `generate` call produced."""
+
+    text: str = Field(description="The final answer: the text of the last model turn.")
+    all_text: str = Field(default="", description="Every text block of every turn, joined.")
+    reasoning: str = ""
+    tool_calls: list[ToolCallRecord] = Field(default_factory=list)
+    finish_reason: FinishReason = "other"
+    usage: Usage = Field(default_factory=Usage)
+    cost_usd: float | None = None
+    session_id: str | None = None
+    num_turns: int = 0
+    raw_stop_reason: str | None = None
+    warnings: list[CallWarning] = Field(default_factory=list)
+    provider_details: dict[str, Any] = Field(default_factory=dict)

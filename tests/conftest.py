@@ -1,0 +1,56 @@
+"""Suite-wide isolation: the CLI never sees the real home, and nothing may leak."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+_ISOLATED = Path(tempfile.mkdtemp(prefix="sf-provider-tests-"))
+for _name in ("home", "config", "tmp"):
+    (_ISOLATED / _name).mkdir()
+# Belt and braces: each query already gets its own dirs; these catch anything started outside.
+os.environ["HOME"] = str(_ISOLATED / "home")
+os.environ["CLAUDE_CONFIG_DIR"] = str(_ISOLATED / "config")
+os.environ["TMPDIR"] = str(_ISOLATED / "tmp")
+os.environ["CLAUDE_CODE_MAX_RETRIES"] = "0"
+os.environ["CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC"] = "1"
+for _key in ("ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN", "ANTHROPIC_BASE_URL"):
+    os.environ.pop(_key, None)
+tempfile.tempdir = None  # re-read TMPDIR
+
+
+def cli_processes() -> list[str]:
+    """Command lines of running bundled-CLI processes started by this test process."""
+    out = subprocess.run(
+        ["ps", "-o", "pid=,ppid=,args=", "--ppid", str(os.getpid())],
+        capture_output=True,
+        text=True,
+        check=False,
+    ).stdout
+    return [line for line in out.splitlines() if "claude" in line]
+
+
+def leftover_query_dirs() -> list[str]:
+    """Per-query temp dirs not removed."""
+    return sorted(p.name for p in (_ISOLATED / "tmp").glob("sf-provider-*"))
+
+
+@pytest.fixture(autouse=True, scope="session")
+def _no_leaks_after_suite() -> Iterator[None]:
+    yield
+    leaked_processes = cli_processes()
+    leaked_dirs = leftover_query_dirs()
+    shutil.rmtree(_ISOLATED, ignore_errors=True)
+    assert not leaked_processes, f"CLI processes left running: {leaked_processes}"
+    assert not leaked_dirs, f"per-query temp dirs left behind: {leaked_dirs}"
+
+
+@pytest.fixture
+def anyio_backend() -> str:
+    return "asyncio"
