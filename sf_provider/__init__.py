@@ -92,3 +92,8 @@ __all__ = [
     "__version__",
     "normalize_input_schema",
 ]
+
+import logging as _logging
+
+# A library logs; the application decides where records go.
+_logging.getLogger("sf_provider").addHandler(_logging.NullHandler())

@@ -1,0 +1,89 @@
+"""The `sf-provider` command: `demo` and `schemas`."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import anyio
+from pydantic import BaseModel, TypeAdapter
+
+__all__ = ["main", "public_schemas"]
+
+
+def public_schemas() -> dict[str, dict[str, Any]]:
+    """The JSON Schemas of the public models, by file stem (what `contracts/schemas/` holds)."""
+    from . import types
+    from .provider import CallOptions
+    from .scenarios import Scenario
+    from .settings import ProviderSettings
+    from .testing import HTTPErrorReply, Reply
+    from .tools import FunctionTool, ToolOutput
+
+    models: list[type[BaseModel]] = [
+        FunctionTool, ToolOutput, ProviderSettings, CallOptions, types.Usage, types.CallWarning,
+        types.GenerateResult, Scenario, Reply, HTTPErrorReply,
+    ]
+    schemas = {m.__name__: m.model_json_schema(mode="serialization") for m in models}
+    schemas["StreamPart"] = TypeAdapter(types.StreamPart).json_schema(mode="serialization")
+    return schemas
+
+
+def _schemas(args: argparse.Namespace) -> int:
+    directory = Path(args.dir)
+    schemas = public_schemas()
+    rendered = {
+        f"{name}.schema.json": json.dumps(schema, indent=2, sort_keys=True, ensure_ascii=False) + "\n"
+        for name, schema in schemas.items()
+    }
+    if args.check:
+        stale = [
+            name for name, body in rendered.items()
+            if not (directory / name).is_file() or (directory / name).read_text("utf-8") != body
+        ]
+        extra = sorted({p.name for p in directory.glob("*.schema.json")} - set(rendered))
+        if stale or extra:
+            print(f"schemas out of date: {stale + extra}; run `sf-provider schemas --write {directory}`")
+            return 1
+        print(f"{len(rendered)} schemas up to date in {directory}")
+        return 0
+    directory.mkdir(parents=True, exist_ok=True)
+    for name, body in rendered.items():
+        (directory / name).write_text(body, encoding="utf-8")
+    print(f"wrote {len(rendered)} schemas to {directory}")
+    return 0
+
+
+def _demo(args: argparse.Namespace) -> int:
+    from ._demo import run_demo
+
+    return anyio.run(lambda: run_demo(live=args.live))
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of the `sf-provider` console script."""
+    parser = argparse.ArgumentParser(prog="sf-provider", description=__doc__)
+    commands = parser.add_subparsers(dest="command", required=True)
+    demo = commands.add_parser("demo", help="run a small agent through the real CLI, offline")
+    demo.add_argument("--live", action="store_true", help="use your own Claude credentials")
+    demo.set_defaults(run=_demo)
+    schemas = commands.add_parser("schemas", help="write or check the public JSON Schemas")
+    group = schemas.add_mutually_exclusive_group(required=True)
+    group.add_argument("--write", dest="dir", metavar="DIR", help="write the schemas to DIR")
+    group.add_argument("--check", dest="check_dir", metavar="DIR", help="fail if DIR is stale")
+    schemas.set_defaults(run=_schemas)
+    args = parser.parse_args(argv)
+    if getattr(args, "check_dir", None):
+        args.dir, args.check = args.check_dir, True
+    elif args.command == "schemas":
+        args.check = False
+    code: int = args.run(args)
+    return code
+
+
+if __name__ == "__main__":
+    sys.exit(main())
