@@ -72,6 +72,6 @@ def build_mcp_server(
 def build_bridge_server(
     bridge: str, tools: Sequence[FunctionTool], *, default_timeout: float | None
 ) -> McpSdkServerConfig:
-    """The SDK server config for one query: exactly these tools, nothing shared with other queries."""
+    """The SDK server config for one query: exactly these tools, shared with no other query."""
     server = build_mcp_server(bridge, tools, default_timeout=default_timeout)
     return McpSdkServerConfig(type="sdk", name=bridge, instance=server)

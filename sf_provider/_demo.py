@@ -72,10 +72,15 @@ def scripted_model(request: RecordedRequest) -> Reply:
             text("Now converting and comparing."),
             tool_use("convert_temperature", {"celsius": paris["celsius"], "to": "fahrenheit"}),
             tool_use("convert_temperature", {"celsius": tokyo["celsius"], "to": "fahrenheit"}),
-            tool_use("compare", {
-                "a_city": "Paris", "a_celsius": paris["celsius"],
-                "b_city": "Tokyo", "b_celsius": tokyo["celsius"],
-            }),
+            tool_use(
+                "compare",
+                {
+                    "a_city": "Paris",
+                    "a_celsius": paris["celsius"],
+                    "b_city": "Tokyo",
+                    "b_celsius": tokyo["celsius"],
+                },
+            ),
         )
     paris_f, tokyo_f, verdict = results[2:5]
     return reply(text(f"Paris is {paris_f} and Tokyo is {tokyo_f}. {verdict}."))
@@ -118,12 +123,17 @@ class _Printer:
                 print(f"{self.stamp()} tool call   {part.tool_name}({args})", file=out)
             case ToolResultPart():
                 flag = "error" if part.is_error else "ok"
-                print(f"{self.stamp()} tool result {part.tool_name} [{flag}] {part.output}", file=out)
+                print(
+                    f"{self.stamp()} tool result {part.tool_name} [{flag}] {part.output}", file=out
+                )
             case ErrorPart():
                 print(f"{self.stamp()} error: {part.error_type}: {part.message}", file=out)
             case FinishPart():
                 u = part.usage
-                print(f"{self.stamp()} finished: {part.finish_reason}, {part.num_turns} turns", file=out)
+                print(
+                    f"{self.stamp()} finished: {part.finish_reason}, {part.num_turns} turns",
+                    file=out,
+                )
                 print(
                     f"  usage: {u.input_tokens} in / {u.output_tokens} out tokens "
                     f"(cache read {u.cache_read_input_tokens}, "
@@ -148,8 +158,10 @@ async def run_demo(*, live: bool = False, out: TextIO = sys.stdout) -> int:
         async for part in provider.stream(PROMPT, tools=tools):
             printer.show(part)
     else:
-        print("mode: offline (real bundled Claude Code CLI, scripted Messages API on 127.0.0.1)",
-              file=out)
+        print(
+            "mode: offline (real bundled Claude Code CLI, scripted Messages API on 127.0.0.1)",
+            file=out,
+        )
         async with ScriptedMessagesAPI(scripted_model) as api:
             provider = ClaudeAgentProvider(api.settings())
             async for part in provider.stream(PROMPT, tools=tools):

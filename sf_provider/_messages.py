@@ -59,7 +59,9 @@ def convert_messages(messages: MessagesInput) -> Conversation:
             raise InvalidMessagesError("the prompt is empty; send some text")
         return Conversation(prompt=messages)
     if not isinstance(messages, Sequence) or not messages:
-        raise InvalidMessagesError("messages must be a non-empty string or list of role/content dicts")
+        raise InvalidMessagesError(
+            "messages must be a non-empty string or list of role/content dicts"
+        )
     system: list[str] = []
     turns: list[tuple[str, str]] = []
     for i, message in enumerate(messages):

@@ -25,8 +25,16 @@ def public_schemas() -> dict[str, dict[str, Any]]:
     from .tools import FunctionTool, ToolOutput
 
     models: list[type[BaseModel]] = [
-        FunctionTool, ToolOutput, ProviderSettings, CallOptions, types.Usage, types.CallWarning,
-        types.GenerateResult, Scenario, Reply, HTTPErrorReply,
+        FunctionTool,
+        ToolOutput,
+        ProviderSettings,
+        CallOptions,
+        types.Usage,
+        types.CallWarning,
+        types.GenerateResult,
+        Scenario,
+        Reply,
+        HTTPErrorReply,
     ]
     schemas = {m.__name__: m.model_json_schema(mode="serialization") for m in models}
     schemas["StreamPart"] = TypeAdapter(types.StreamPart).json_schema(mode="serialization")
@@ -37,17 +45,22 @@ def _schemas(args: argparse.Namespace) -> int:
     directory = Path(args.dir)
     schemas = public_schemas()
     rendered = {
-        f"{name}.schema.json": json.dumps(schema, indent=2, sort_keys=True, ensure_ascii=False) + "\n"
+        f"{name}.schema.json": json.dumps(schema, indent=2, sort_keys=True, ensure_ascii=False)
+        + "\n"
         for name, schema in schemas.items()
     }
     if args.check:
         stale = [
-            name for name, body in rendered.items()
+            name
+            for name, body in rendered.items()
             if not (directory / name).is_file() or (directory / name).read_text("utf-8") != body
         ]
         extra = sorted({p.name for p in directory.glob("*.schema.json")} - set(rendered))
         if stale or extra:
-            print(f"schemas out of date: {stale + extra}; run `sf-provider schemas --write {directory}`")
+            print(
+                f"schemas out of date: {stale + extra}; "
+                f"run `sf-provider schemas --write {directory}`"
+            )
             return 1
         print(f"{len(rendered)} schemas up to date in {directory}")
         return 0

@@ -82,7 +82,11 @@ class APIError(ProviderError):
     """The Messages API answered with an error the CLI could not get past."""
 
     def __init__(
-        self, message: str, *, status: int | None = None, error_kind: str | None = None,
+        self,
+        message: str,
+        *,
+        status: int | None = None,
+        error_kind: str | None = None,
         session_id: str | None = None,
     ) -> None:
         super().__init__(message)
@@ -120,7 +124,7 @@ class OverloadedError(APIError):
 
 
 class MaxTurnsError(ProviderError):
-    """Executor mode used `max_turns` model turns without finishing; `partial` holds what was done."""
+    """Executor mode used up `max_turns` without finishing; `partial` holds what was done."""
 
     def __init__(self, message: str, *, partial: GenerateResult, max_turns: int) -> None:
         super().__init__(message)

@@ -6,11 +6,11 @@ import os
 import shutil
 import tempfile
 from collections import deque
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncGenerator, Sequence
 from contextlib import aclosing
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import claude_agent_sdk as sdk
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
@@ -31,7 +31,7 @@ from .errors import (
 )
 from .settings import ProviderSettings
 from .tools import FunctionTool, validate_tool_set
-from .types import ErrorPart, FinishPart, GenerateResult, Mode, StreamPart, StreamStartPart
+from .types import ErrorPart, GenerateResult, Mode, StreamPart, StreamStartPart
 
 __all__ = ["CallOptions", "ClaudeAgentProvider"]
 
@@ -97,7 +97,7 @@ class ClaudeAgentProvider:
         *,
         tools: Sequence[FunctionTool] = (),
         **call_options: Any,
-    ) -> AsyncIterator[StreamPart]:
+    ) -> AsyncGenerator[StreamPart, None]:
         """Run one query, yielding stream parts as they happen.
 
         Bad input (messages, tools, options) raises here, before any process starts. Errors during
@@ -135,8 +135,10 @@ class ClaudeAgentProvider:
             env.update(_isolated_dirs(workdir, env))
         system = [
             s
-            for s in (prepared.options.system_prompt or settings.system_prompt,
-                      *prepared.conversation.system)
+            for s in (
+                prepared.options.system_prompt or settings.system_prompt,
+                *prepared.conversation.system,
+            )
             if s
         ]
         timeout = prepared.options.tool_timeout or settings.tool_timeout
@@ -164,10 +166,12 @@ class ClaudeAgentProvider:
 
     # -- the query
 
-    async def _run(self, prepared: _Prepared) -> AsyncIterator[StreamPart]:
+    async def _run(self, prepared: _Prepared) -> AsyncGenerator[StreamPart, None]:
         workdir = Path(tempfile.mkdtemp(prefix="sf-provider-"))
         stderr: deque[str] = deque(maxlen=_STDERR_TAIL_LINES)
-        mapper = PartMapper(self.settings.bridge_name, provider_executed=prepared.mode == "executor")
+        mapper = PartMapper(
+            self.settings.bridge_name, provider_executed=prepared.mode == "executor"
+        )
         collector = ResultCollector()
         max_turns = prepared.options.max_turns or self.settings.max_turns
         try:
@@ -178,9 +182,8 @@ class ClaudeAgentProvider:
             result: sdk.ResultMessage | None = None
             failure: ProviderError | None = None
             try:
-                async with aclosing(
-                    sdk.query(prompt=prepared.conversation.prompt, options=options)
-                ) as messages:
+                query = sdk.query(prompt=prepared.conversation.prompt, options=options)
+                async with aclosing(cast(AsyncGenerator[Any, None], query)) as messages:
                     async for message in messages:
                         if isinstance(message, sdk.ResultMessage):
                             result = message
@@ -248,9 +251,10 @@ def _isolated_dirs(workdir: Path, env: dict[str, str]) -> dict[str, str]:
         env.get(k) or os.environ.get(k) for k in ("ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN")
     )
     if not has_key:
-        source = Path(
-            os.environ.get("CLAUDE_CONFIG_DIR") or Path.home() / ".claude"
-        ) / ".credentials.json"
+        source = (
+            Path(os.environ.get("CLAUDE_CONFIG_DIR") or Path.home() / ".claude")
+            / ".credentials.json"
+        )
         if source.is_file():
             shutil.copy2(source, dirs["config"] / ".credentials.json")
     return {
@@ -296,12 +300,16 @@ def _result_failure(
     if status in (401, 403) or kind == "authentication_failed":
         return AuthenticationError(
             message + "; check ANTHROPIC_API_KEY / your Claude login",
-            status=status, error_kind=kind, session_id=result.session_id,
+            status=status,
+            error_kind=kind,
+            session_id=result.session_id,
         )
     if status == 429 or kind == "rate_limit":
         return RateLimitError(message, status=status, error_kind=kind, session_id=result.session_id)
     if status == 529:
-        return OverloadedError(message, status=status, error_kind=kind, session_id=result.session_id)
+        return OverloadedError(
+            message, status=status, error_kind=kind, session_id=result.session_id
+        )
     if status is None and not detail:
         detail = f"result subtype {result.subtype!r}"
         message = f"the query failed: {detail}"

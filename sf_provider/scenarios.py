@@ -18,7 +18,7 @@ from __future__ import annotations
 import json
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -31,9 +31,9 @@ from .types import FinishReason, GenerateResult
 
 __all__ = [
     "ExecutorSpec",
+    "Expectations",
     "ExpectedCall",
     "ExpectedError",
-    "Expectations",
     "Scenario",
     "ScenarioTool",
     "load_scenarios",
@@ -187,10 +187,10 @@ def _check_results_forwarded(api: ScriptedMessagesAPI, result: GenerateResult | 
     problems = []
     for call in result.tool_calls:
         if call.provider_executed and call.result is not None:
-            block = sent.get(call.tool_call_id)
-            if block is None:
+            forwarded = sent.get(call.tool_call_id)
+            if forwarded is None:
                 problems.append(f"the result of {call.tool_call_id} never reached the model")
-            elif bool(block.get("is_error")) != call.result.is_error:
+            elif bool(forwarded.get("is_error")) != call.result.is_error:
                 problems.append(f"is_error of {call.tool_call_id} differs between app and model")
     return problems
 
@@ -228,7 +228,9 @@ def _check_expectations(
     check("finish reason", result.finish_reason, expect.finish_reason)
     check("text", result.text, expect.text)
     check("reasoning", result.reasoning, expect.reasoning)
-    problems += [f"text lacks {p!r}: {result.text!r}" for p in expect.text_contains if p not in result.text]
+    problems += [
+        f"text lacks {p!r}: {result.text!r}" for p in expect.text_contains if p not in result.text
+    ]
     if expect.tool_calls is not None:
         check("tool call count", len(result.tool_calls), len(expect.tool_calls))
         for i, (got, want) in enumerate(zip(result.tool_calls, expect.tool_calls, strict=False)):

@@ -16,7 +16,9 @@ class ProviderSettings(BaseModel):
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    model: str | None = Field(default=None, description="Model name passed to the CLI; None = CLI default.")
+    model: str | None = Field(
+        default=None, description="Model name passed to the CLI; None = CLI default."
+    )
     system_prompt: str | None = Field(default=None, description="System prompt for every query.")
     max_turns: int = Field(default=10, ge=1, description="Model turns allowed in executor mode.")
     tool_timeout: float | None = Field(
@@ -30,10 +32,12 @@ class ProviderSettings(BaseModel):
     cwd: str | None = Field(default=None, description="Working directory of the CLI.")
     isolate: bool = Field(
         default=True,
-        description="Give each query its own temp HOME, CLAUDE_CONFIG_DIR and TMPDIR, removed after.",
+        description="Per-query temp HOME, CLAUDE_CONFIG_DIR and TMPDIR, removed afterwards.",
     )
     bridge_name: str = Field(
-        default="sf", pattern=r"^[a-z][a-z0-9_]{0,15}$", description="MCP server name of the bridge."
+        default="sf",
+        pattern=r"^[a-z][a-z0-9_]{0,15}$",
+        description="MCP server name of the bridge.",
     )
     max_buffer_size: int = Field(
         default=32 * 1024 * 1024, ge=1024, description="Largest CLI stdout line the SDK accepts."

@@ -86,9 +86,9 @@ class Reply(BaseModel):
 
     `content` holds plain Messages API blocks: `{"type": "text", "text": ...}`,
     `{"type": "tool_use", "name": ..., "input": {...}}` (an `id` is generated when absent),
-    `{"type": "thinking", "thinking": ..., "signature": ...}`. Several `tool_use` blocks in one reply
-    are parallel calls. `stop_reason` defaults to `tool_use` when the reply has a tool call and to
-    `end_turn` otherwise.
+    `{"type": "thinking", "thinking": ..., "signature": ...}`. Several `tool_use` blocks in one
+    reply are parallel calls. `stop_reason` defaults to `tool_use` when the reply has a tool call
+    and to `end_turn` otherwise.
     """
 
     model_config = ConfigDict(extra="forbid")
@@ -127,7 +127,9 @@ def thinking(value: str, signature: str = "scripted-signature") -> dict[str, Any
     return {"type": "thinking", "thinking": value, "signature": signature}
 
 
-def tool_use(name: str, input: Mapping[str, Any] | None = None, id: str | None = None) -> dict[str, Any]:
+def tool_use(
+    name: str, input: Mapping[str, Any] | None = None, id: str | None = None
+) -> dict[str, Any]:
     """A tool_use content block; `name` may be the application's tool name."""
     block: dict[str, Any] = {"type": "tool_use", "name": name, "input": dict(input or {})}
     if id is not None:
@@ -141,17 +143,26 @@ def reply(*content: dict[str, Any], stop_reason: str | None = None, **usage: int
 
 
 def http_error(
-    status: int, message: str = "scripted error", *, error_type: str | None = None,
+    status: int,
+    message: str = "scripted error",
+    *,
+    error_type: str | None = None,
     retry_after: float | None = None,
 ) -> HTTPErrorReply:
     """A scripted HTTP error (401, 429, 500, 529, ...)."""
     default_types = {
-        400: "invalid_request_error", 401: "authentication_error", 403: "permission_error",
-        404: "not_found_error", 413: "request_too_large", 429: "rate_limit_error",
+        400: "invalid_request_error",
+        401: "authentication_error",
+        403: "permission_error",
+        404: "not_found_error",
+        413: "request_too_large",
+        429: "rate_limit_error",
         529: "overloaded_error",
     }
     return HTTPErrorReply(
-        status=status, message=message, retry_after=retry_after,
+        status=status,
+        message=message,
+        retry_after=retry_after,
         error_type=error_type or default_types.get(status, "api_error"),
     )
 
@@ -191,7 +202,9 @@ class RecordedRequest:
         for message in self.messages:
             content = message.get("content")
             if isinstance(content, list):
-                found.extend(b for b in content if isinstance(b, dict) and b.get("type") == block_type)
+                found.extend(
+                    b for b in content if isinstance(b, dict) and b.get("type") == block_type
+                )
         return found
 
     def tool_results(self) -> list[dict[str, Any]]:
@@ -259,7 +272,9 @@ class ScriptedMessagesAPI:
     def settings(self, **overrides: Any) -> ProviderSettings:
         """`ProviderSettings` whose CLI talks to this server, offline (see `offline_env`)."""
         if not self.base_url:
-            raise RuntimeError("ScriptedMessagesAPI.settings() needs the server running (async with)")
+            raise RuntimeError(
+                "ScriptedMessagesAPI.settings() needs the server running (async with)"
+            )
         env = offline_env(self.base_url)
         env.update(overrides.pop("env", {}) or {})
         return ProviderSettings(env=env, **overrides)
@@ -271,7 +286,9 @@ class ScriptedMessagesAPI:
         return self
 
     async def __aexit__(
-        self, exc_type: type[BaseException] | None, exc: BaseException | None,
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
         tb: TracebackType | None,
     ) -> None:
         if self._server is not None:
@@ -300,7 +317,11 @@ class ScriptedMessagesAPI:
                 await writer.wait_closed()
 
     async def _answer(
-        self, writer: asyncio.StreamWriter, method: str, path: str, headers: dict[str, str],
+        self,
+        writer: asyncio.StreamWriter,
+        method: str,
+        path: str,
+        headers: dict[str, str],
         raw: bytes,
     ) -> bool:
         try:
@@ -315,13 +336,15 @@ class ScriptedMessagesAPI:
         recorded.index = len(self.requests) - 1
         item = await self._next_item(recorded)
         if item is None:
-            message = f"ScriptedMessagesAPI: no scripted reply left for request #{recorded.index}"
-            self._state.errors.append(message)
-            await _write_json(writer, 500, _error_body("api_error", message))
+            problem = f"ScriptedMessagesAPI: no scripted reply left for request #{recorded.index}"
+            self._state.errors.append(problem)
+            await _write_json(writer, 500, _error_body("api_error", problem))
             return True
         if isinstance(item, HTTPErrorReply):
             extra = {"retry-after": f"{item.retry_after:g}"} if item.retry_after is not None else {}
-            await _write_json(writer, item.status, _error_body(item.error_type, item.message), extra)
+            await _write_json(
+                writer, item.status, _error_body(item.error_type, item.message), extra
+            )
             return True
         message = self._message(item, recorded)
         if recorded.body.get("stream"):
@@ -357,14 +380,21 @@ class ScriptedMessagesAPI:
             "tool_use" if any(b.get("type") == "tool_use" for b in content) else "end_turn"
         )
         usage = {
-            "input_tokens": 25, "output_tokens": 12, "cache_creation_input_tokens": 0,
+            "input_tokens": 25,
+            "output_tokens": 12,
+            "cache_creation_input_tokens": 0,
             "cache_read_input_tokens": 0,
         }
         usage.update(item.usage)
         return {
-            "id": f"msg_scripted_{next(self._ids):04d}", "type": "message", "role": "assistant",
+            "id": f"msg_scripted_{next(self._ids):04d}",
+            "type": "message",
+            "role": "assistant",
             "model": item.model or request.body.get("model") or SCRIPTED_MODEL,
-            "content": content, "stop_reason": stop, "stop_sequence": None, "usage": usage,
+            "content": content,
+            "stop_reason": stop,
+            "stop_sequence": None,
+            "usage": usage,
         }
 
 
@@ -423,7 +453,10 @@ _REASONS = {200: "OK", 404: "Not Found", 500: "Internal Server Error"}
 
 
 async def _write_json(
-    writer: asyncio.StreamWriter, status: int, body: Any, extra: Mapping[str, str] | None = None,
+    writer: asyncio.StreamWriter,
+    status: int,
+    body: Any,
+    extra: Mapping[str, str] | None = None,
 ) -> None:
     data = json.dumps(body).encode()
     head = [
@@ -445,7 +478,9 @@ def _chunks(value: str, size: int) -> list[str]:
     return [value[i : i + size] for i in range(0, len(value), size)] or [""]
 
 
-async def _write_sse(writer: asyncio.StreamWriter, message: dict[str, Any], chunk_size: int) -> None:
+async def _write_sse(
+    writer: asyncio.StreamWriter, message: dict[str, Any], chunk_size: int
+) -> None:
     writer.write(
         b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ncache-control: no-cache\r\n"
         b"request-id: req_scripted\r\nconnection: close\r\n\r\n"
@@ -474,19 +509,38 @@ async def _write_sse(writer: asyncio.StreamWriter, message: dict[str, Any], chun
             ]
         else:
             opening, deltas = block, []
-        writer.write(_sse("content_block_start", {
-            "type": "content_block_start", "index": index, "content_block": opening,
-        }))
+        writer.write(
+            _sse(
+                "content_block_start",
+                {
+                    "type": "content_block_start",
+                    "index": index,
+                    "content_block": opening,
+                },
+            )
+        )
         for delta in deltas:
-            writer.write(_sse("content_block_delta", {
-                "type": "content_block_delta", "index": index, "delta": delta,
-            }))
+            writer.write(
+                _sse(
+                    "content_block_delta",
+                    {
+                        "type": "content_block_delta",
+                        "index": index,
+                        "delta": delta,
+                    },
+                )
+            )
         writer.write(_sse("content_block_stop", {"type": "content_block_stop", "index": index}))
         await writer.drain()
-    writer.write(_sse("message_delta", {
-        "type": "message_delta",
-        "delta": {"stop_reason": message["stop_reason"], "stop_sequence": None},
-        "usage": {"output_tokens": usage["output_tokens"]},
-    }))
+    writer.write(
+        _sse(
+            "message_delta",
+            {
+                "type": "message_delta",
+                "delta": {"stop_reason": message["stop_reason"], "stop_sequence": None},
+                "usage": {"output_tokens": usage["output_tokens"]},
+            },
+        )
+    )
     writer.write(_sse("message_stop", {"type": "message_stop"}))
     await writer.drain()

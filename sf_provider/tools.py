@@ -85,7 +85,8 @@ def normalize_input_schema(schema: Mapping[str, Any], *, tool_name: str = "?") -
         result["type"] = "object"
     elif declared != "object" and not (isinstance(declared, list) and "object" in declared):
         raise InvalidToolSchemaError(
-            f"tool {tool_name!r}: the model passes tool arguments as a JSON object, so input_schema "
+            f"tool {tool_name!r}: the model passes tool arguments as a JSON object, so "
+            f"input_schema "
             f"must describe an object (type 'object'), not {declared!r}. Wrap the value in a "
             f"property, e.g. {{'type': 'object', 'properties': {{'value': ...}}}}."
         )
@@ -201,7 +202,7 @@ class FunctionTool(BaseModel):
         description: str | None = None,
         **options: Any,
     ) -> FunctionTool:
-        """Build a tool from a typed function: schema from its hints, description from its docstring.
+        """A tool from a typed function: schema from its hints, description from its docstring.
 
         The executor validates the model's arguments with pydantic (so `int`, `Literal`, nested
         `BaseModel` and `list[...]` parameters arrive as real Python values) and calls `fn`

@@ -148,7 +148,7 @@ class ToolInputEndPart(_Model):
 
 
 class ToolCallPart(_Model):
-    """A complete tool call. `provider_executed` is true when the provider ran it (executor mode)."""
+    """A complete tool call; `provider_executed` is true when the provider ran it."""
 
     type: Literal["tool-call"] = "tool-call"
     tool_call_id: str
