@@ -58,32 +58,50 @@ def demo_tools() -> list[FunctionTool]:
 
 
 def scripted_model(request: RecordedRequest) -> Reply:
-    """A scripted 'model' that reads the tool results it was sent, like a real one would."""
-    results = [_result_text(b) for b in request.tool_results()]
-    if not results:
+    """A scripted 'model' that reads the tool results it was sent, like a real one would.
+
+    Results are matched to calls by id: read-only calls run concurrently, so results may come
+    back in any order.
+    """
+    calls = {b["id"]: b for b in request.tool_uses()}
+    results: dict[str, list[tuple[dict[str, Any], str]]] = {}
+    for block in request.tool_results():
+        call = calls[block["tool_use_id"]]
+        results.setdefault(_app_name(call["name"]), []).append((call["input"], _result_text(block)))
+    if "get_weather" not in results:
         return reply(
             text("I'll look up both cities at once."),
             tool_use("get_weather", {"city": "Paris"}),
             tool_use("get_weather", {"city": "Tokyo"}),
         )
-    if len(results) == 2:
-        paris, tokyo = (json.loads(r) for r in results)
+    celsius = {args["city"]: json.loads(out)["celsius"] for args, out in results["get_weather"]}
+    if "compare" not in results:
         return reply(
             text("Now converting and comparing."),
-            tool_use("convert_temperature", {"celsius": paris["celsius"], "to": "fahrenheit"}),
-            tool_use("convert_temperature", {"celsius": tokyo["celsius"], "to": "fahrenheit"}),
+            tool_use("convert_temperature", {"celsius": celsius["Paris"], "to": "fahrenheit"}),
+            tool_use("convert_temperature", {"celsius": celsius["Tokyo"], "to": "fahrenheit"}),
             tool_use(
                 "compare",
                 {
                     "a_city": "Paris",
-                    "a_celsius": paris["celsius"],
+                    "a_celsius": celsius["Paris"],
                     "b_city": "Tokyo",
-                    "b_celsius": tokyo["celsius"],
+                    "b_celsius": celsius["Tokyo"],
                 },
             ),
         )
-    paris_f, tokyo_f, verdict = results[2:5]
-    return reply(text(f"Paris is {paris_f} and Tokyo is {tokyo_f}. {verdict}."))
+    fahrenheit = {args["celsius"]: out for args, out in results["convert_temperature"]}
+    verdict = results["compare"][0][1]
+    return reply(
+        text(
+            f"Paris is {fahrenheit[celsius['Paris']]} and Tokyo is "
+            f"{fahrenheit[celsius['Tokyo']]}. {verdict}."
+        )
+    )
+
+
+def _app_name(name: str) -> str:
+    return name.rsplit("__", 1)[-1]
 
 
 def _result_text(block: dict[str, Any]) -> str:
