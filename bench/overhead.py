@@ -277,11 +277,15 @@ async def bench(runs: int) -> dict[str, Any]:
     facts["loadavg_1m_at_end"] = round(os.getloadavg()[0], 2)
     provider, bare = summary(samples["provider"]), summary(samples["bare"])
     ratio = provider["median_ms"] / bare["median_ms"]
+    paired = statistics.median(
+        a / b for a, b in zip(samples["provider"], samples["bare"], strict=True)
+    )
     return {
         "machine": facts,
         "runs": runs,
         "contenders": {"provider": provider, "bare": bare},
         "ratio_of_medians": ratio,
+        "median_paired_ratio": paired,
         "target": TARGET_RATIO,
         "target_met": ratio <= TARGET_RATIO,
     }
@@ -307,6 +311,8 @@ def render(figures: dict[str, Any]) -> str:
         "",
         f"ratio of medians provider/bare: {figures['ratio_of_medians']:.3f} "
         f"(target <= {figures['target']:.2f}: {verdict})",
+        f"median of paired ratios (run i of A / run i of B, less sensitive to drift): "
+        f"{figures['median_paired_ratio']:.3f}",
     ]
     return "\n".join(lines)
 
