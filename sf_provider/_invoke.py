@@ -68,17 +68,18 @@ async def invoke_tool(
     timeout = tool.timeout if tool.timeout is not None else default_timeout
     executor = tool.executor
     try:
-        with anyio.fail_after(timeout):
+        # move_on_after, not fail_after: an executor's own TimeoutError is its failure, not ours.
+        with anyio.move_on_after(timeout) as deadline:
             if inspect.iscoroutinefunction(executor):
                 value = await executor(args)
             else:
                 value = await anyio.to_thread.run_sync(executor, args, abandon_on_cancel=True)
                 if inspect.isawaitable(value):
                     value = await value
-    except TimeoutError:
-        message = f"Tool {tool.name!r} timed out after {timeout:g} s"
-        logger.warning(message)
-        return ToolOutput.from_text(message, is_error=True)
+        if deadline.cancelled_caught:
+            message = f"Tool {tool.name!r} timed out after {timeout:g} s"
+            logger.warning(message)
+            return ToolOutput.from_text(message, is_error=True)
     except Exception as exc:
         message = f"Tool {tool.name!r} failed: {type(exc).__name__}: {exc}"
         logger.warning(message, exc_info=True)

@@ -68,7 +68,7 @@ def convert_messages(messages: MessagesInput) -> Conversation:
         if not isinstance(message, Mapping):
             raise InvalidMessagesError(f"message {i} must be a dict, got {type(message).__name__}")
         role = message.get("role")
-        if role not in _ROLES:
+        if not isinstance(role, str) or role not in _ROLES:
             raise InvalidMessagesError(
                 f"message {i}: unknown role {role!r}; use one of {sorted(_ROLES)}"
             )
@@ -80,7 +80,10 @@ def convert_messages(messages: MessagesInput) -> Conversation:
         else:
             turns.append((str(role), text))
     if not turns or turns[-1][0] != "user":
-        raise InvalidMessagesError("the last non-system message must come from the user")
+        where = f"message {len(messages) - 1}" if turns else "messages"
+        raise InvalidMessagesError(
+            f"{where}: the last non-system message must come from the user (role 'user')"
+        )
     if len(turns) == 1:
         return Conversation(prompt=turns[0][1], system=system)
     transcript = "\n\n".join(f"[{role}]\n{text}" for role, text in turns[:-1])

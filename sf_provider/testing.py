@@ -251,7 +251,7 @@ class ScriptedMessagesAPI:
     @property
     def requests(self) -> list[RecordedRequest]:
         """Every `POST /v1/messages` body received, in order."""
-        return [r for r in self._state.requests if r.path.startswith("/v1/messages")]
+        return [r for r in self._state.requests if _is_model_turn(r.method, r.path)]
 
     @property
     def all_requests(self) -> list[RecordedRequest]:
@@ -275,7 +275,7 @@ class ScriptedMessagesAPI:
             raise RuntimeError(
                 "ScriptedMessagesAPI.settings() needs the server running (async with)"
             )
-        env = offline_env(self.base_url)
+        env = offline_env(self.base_url, max_retries=int(overrides.get("max_retries", 0)))
         env.update(overrides.pop("env", {}) or {})
         return ProviderSettings(env=env, **overrides)
 
@@ -330,7 +330,7 @@ class ScriptedMessagesAPI:
             body = {"_unparsed": raw.decode("utf-8", "replace")}
         recorded = RecordedRequest(method, path, headers, body if isinstance(body, dict) else {})
         self._state.requests.append(recorded)
-        if method != "POST" or not path.startswith("/v1/messages") or "count_tokens" in path:
+        if not _is_model_turn(method, path):
             await _write_json(writer, 404, _error_body("not_found_error", f"no route {path}"))
             return True
         recorded.index = len(self.requests) - 1
@@ -396,6 +396,10 @@ class ScriptedMessagesAPI:
             "stop_sequence": None,
             "usage": usage,
         }
+
+
+def _is_model_turn(method: str, path: str) -> bool:
+    return method == "POST" and path.split("?", 1)[0] == "/v1/messages"
 
 
 def _coerce_item(item: Any) -> ScriptItem:

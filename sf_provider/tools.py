@@ -30,7 +30,7 @@ Executor = Callable[[dict[str, Any]], Any] | Callable[[dict[str, Any]], Awaitabl
 # The Messages API accepts tool names matching ^[a-zA-Z0-9_-]{1,64}$ and the model sees
 # `mcp__<bridge>__<name>`, so the app's name must fit in what the prefix leaves.
 API_NAME_LIMIT = 64
-_NAME_RE = re.compile(r"^[a-zA-Z0-9_-]+$")
+_NAME_RE = re.compile(rf"^[a-zA-Z0-9_-]{{1,{API_NAME_LIMIT}}}$")
 
 
 class ToolOutput(BaseModel):
@@ -70,6 +70,10 @@ def normalize_input_schema(schema: Mapping[str, Any], *, tool_name: str = "?") -
             f"got {type(schema).__name__}"
         )
     result = dict(schema)
+    if "$schema" in result and not isinstance(result["$schema"], str):
+        raise InvalidToolSchemaError(
+            f"tool {tool_name!r}: '$schema' must be a URI string, got {result['$schema']!r}"
+        )
     try:
         jsonschema.validators.validator_for(
             result, default=jsonschema.Draft202012Validator
@@ -117,7 +121,7 @@ class FunctionTool(BaseModel):
 
     model_config = ConfigDict(frozen=True, arbitrary_types_allowed=True, extra="forbid")
 
-    name: str = Field(min_length=1, max_length=API_NAME_LIMIT, description="Unique per request.")
+    name: str = Field(description="Unique per request; letters, digits, '_' and '-'.")
     description: str = Field(default="", description="What the tool does, for the model.")
     input_schema: dict[str, Any] = Field(
         default_factory=lambda: {"type": "object"}, description="JSON Schema of the arguments."

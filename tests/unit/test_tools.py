@@ -1,4 +1,4 @@
-"""The tool contract: schema normalisation, name rules, tool sets and `FunctionTool.from_function`."""
+"""The tool contract: schema normalisation, name rules, tool sets and `from_function`."""
 
 from __future__ import annotations
 
@@ -121,12 +121,6 @@ def test_non_mapping_schema_is_rejected() -> None:
         normalize_input_schema([], tool_name="t")  # type: ignore[arg-type]
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="BUG: a non-string $schema makes jsonschema.validator_for raise "
-    "AttributeError/TypeError, which normalize_input_schema does not turn into "
-    "InvalidToolSchemaError (sf_provider/tools.py, normalize_input_schema)",
-)
 @pytest.mark.parametrize("meta", [5, [1], {}])
 def test_non_string_dollar_schema_is_rejected_as_invalid_schema(meta: Any) -> None:
     with pytest.raises(InvalidToolSchemaError):
@@ -146,11 +140,6 @@ _JSONISH = st.recursive(
 )
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="BUG: a non-string $schema escapes as AttributeError/TypeError "
-    "(sf_provider/tools.py, normalize_input_schema)",
-)
 @settings(max_examples=300, deadline=None, database=None)
 @example({"$schema": 5})
 @given(st.dictionaries(_SCHEMA_KEYS | st.text(max_size=6), _JSONISH, max_size=5))
@@ -173,12 +162,6 @@ def test_name_with_characters_the_api_rejects_raises_invalid_tool_name(name: str
         FunctionTool(name=name)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="BUG: Field(min_length=1, max_length=64) on FunctionTool.name fails before "
-    "_check_name runs, so a pydantic ValidationError escapes instead of InvalidToolNameError "
-    "(sf_provider/tools.py, FunctionTool.name)",
-)
 @pytest.mark.parametrize("name", ["", "a" * 65], ids=["empty", "65-chars"])
 def test_name_of_wrong_length_raises_invalid_tool_name(name: str) -> None:
     with pytest.raises(InvalidToolNameError):
@@ -227,8 +210,8 @@ def test_name_too_long_once_prefixed_is_rejected() -> None:
 
 
 def test_longer_bridge_name_leaves_less_room() -> None:
-    with pytest.raises(InvalidToolNameError, match="at most 50"):
-        validate_tool_set([FunctionTool(name="a" * 51)], bridge_name="bridge")
+    with pytest.raises(InvalidToolNameError, match="at most 51"):
+        validate_tool_set([FunctionTool(name="a" * 52)], bridge_name="bridge")
 
 
 def test_non_function_tool_is_rejected_naming_its_type() -> None:
@@ -296,7 +279,10 @@ def test_docstring_becomes_description() -> None:
         """
         return "pong"
 
-    assert FunctionTool.from_function(ping).description == 'Check the service is up.\n\nReturns "pong".'
+    assert (
+        FunctionTool.from_function(ping).description
+        == 'Check the service is up.\n\nReturns "pong".'
+    )
 
 
 def test_explicit_name_description_and_options_win() -> None:

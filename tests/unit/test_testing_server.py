@@ -1,0 +1,387 @@
+"""`ScriptedMessagesAPI`: the scripted Messages API, driven over real HTTP on 127.0.0.1."""
+
+from __future__ import annotations
+
+import json
+from itertools import groupby
+from typing import Any
+
+import httpx
+import pytest
+
+from sf_provider.testing import (
+    RecordedRequest,
+    Reply,
+    ScriptedMessagesAPI,
+    http_error,
+    reply,
+    text,
+    thinking,
+    tool_use,
+)
+
+pytestmark = pytest.mark.anyio
+
+TOOLS = [
+    {"name": "mcp__sf__add", "input_schema": {"type": "object"}},
+    {"name": "mcp__sf__echo", "input_schema": {"type": "object"}},
+]
+
+
+def body(*, stream: bool = False, **extra: Any) -> dict[str, Any]:
+    return {
+        "model": "claude-test",
+        "max_tokens": 1024,
+        "stream": stream,
+        "messages": [{"role": "user", "content": "What is 2+3?"}],
+        "tools": TOOLS,
+        **extra,
+    }
+
+
+def client_for(api: ScriptedMessagesAPI) -> httpx.AsyncClient:
+    # Plain HTTP on loopback: verify=False skips loading the CA bundle (about 0.3 s per client).
+    return httpx.AsyncClient(base_url=api.base_url, timeout=5, verify=False)
+
+
+async def post(api: ScriptedMessagesAPI, payload: dict[str, Any]) -> httpx.Response:
+    async with client_for(api) as client:
+        return await client.post("/v1/messages?beta=true", json=payload)
+
+
+def sse_events(response: httpx.Response) -> list[tuple[str, dict[str, Any]]]:
+    """(event name, data) pairs of an SSE body."""
+    events = []
+    for chunk in response.text.strip().split("\n\n"):
+        fields = dict(line.split(": ", 1) for line in chunk.splitlines())
+        events.append((fields["event"], json.loads(fields["data"])))
+    return events
+
+
+async def streamed(script_reply: Reply) -> list[tuple[str, dict[str, Any]]]:
+    async with ScriptedMessagesAPI([script_reply]) as api:
+        response = await post(api, body(stream=True))
+    assert response.status_code == 200
+    assert response.headers["content-type"] == "text/event-stream"
+    return sse_events(response)
+
+
+def deltas(events: list[tuple[str, dict[str, Any]]], index: int) -> list[dict[str, Any]]:
+    return [
+        data["delta"]
+        for name, data in events
+        if name == "content_block_delta" and data["index"] == index
+    ]
+
+
+# -- SSE answers
+
+
+async def test_streamed_reply_is_the_standard_event_sequence() -> None:
+    events = await streamed(reply(thinking("hmm"), text("Let me add."), tool_use("add", {"a": 2})))
+
+    # Runs of deltas collapse to one entry: how many there are depends on the chunk size.
+    names = [name for name, _ in groupby(name for name, _ in events)]
+    block = ["content_block_start", "content_block_delta", "content_block_stop"]
+    assert names == ["message_start", *block, *block, *block, "message_delta", "message_stop"]
+
+
+async def test_streamed_blocks_are_numbered_in_order() -> None:
+    events = await streamed(reply(thinking("hmm"), text("Let me add."), tool_use("add", {"a": 2})))
+
+    starts = [
+        (d["index"], d["content_block"]["type"]) for n, d in events if n == "content_block_start"
+    ]
+    assert starts == [(0, "thinking"), (1, "text"), (2, "tool_use")]
+
+
+async def test_message_start_has_no_content_yet() -> None:
+    events = await streamed(reply(text("Hi")))
+
+    name, data = events[0]
+    assert name == "message_start"
+    assert data["message"]["content"] == []
+    assert data["message"]["stop_reason"] is None
+    assert data["message"]["model"] == "claude-test"
+
+
+async def test_streamed_text_deltas_concatenate_to_the_text() -> None:
+    events = await streamed(reply(text("The sum of two and three is five.")))
+
+    parts = deltas(events, 0)
+    assert len(parts) > 1
+    assert {d["type"] for d in parts} == {"text_delta"}
+    assert "".join(d["text"] for d in parts) == "The sum of two and three is five."
+
+
+async def test_streamed_tool_input_deltas_concatenate_to_the_input_json() -> None:
+    tool_input = {"a": 2, "b": 3, "note": "an argument long enough to need several chunks"}
+    events = await streamed(reply(tool_use("add", tool_input)))
+
+    parts = deltas(events, 0)
+    assert len(parts) > 1
+    assert {d["type"] for d in parts} == {"input_json_delta"}
+    assert json.loads("".join(d["partial_json"] for d in parts)) == tool_input
+
+
+async def test_streamed_tool_use_block_starts_with_id_name_and_empty_input() -> None:
+    events = await streamed(reply(tool_use("add", {"a": 2}, id="toolu_fixed")))
+
+    [start] = [d["content_block"] for n, d in events if n == "content_block_start"]
+    assert start == {"type": "tool_use", "id": "toolu_fixed", "name": "mcp__sf__add", "input": {}}
+
+
+async def test_streamed_thinking_has_thinking_deltas_then_a_signature_delta() -> None:
+    events = await streamed(reply(thinking("I should add these.", signature="sig-1")))
+
+    parts = deltas(events, 0)
+    assert "".join(d["thinking"] for d in parts[:-1]) == "I should add these."
+    assert {d["type"] for d in parts[:-1]} == {"thinking_delta"}
+    assert parts[-1] == {"type": "signature_delta", "signature": "sig-1"}
+
+
+@pytest.mark.parametrize(
+    ("content", "stop_reason"),
+    [
+        ([text("Five.")], "end_turn"),
+        ([text("Adding."), tool_use("add", {"a": 2})], "tool_use"),
+    ],
+    ids=["text-only", "with-tool-use"],
+)
+async def test_message_delta_stop_reason_follows_the_content(
+    content: list[dict[str, Any]], stop_reason: str
+) -> None:
+    events = await streamed(reply(*content))
+
+    [delta] = [d for n, d in events if n == "message_delta"]
+    assert delta["delta"]["stop_reason"] == stop_reason
+
+
+async def test_explicit_stop_reason_wins() -> None:
+    events = await streamed(reply(text("cut"), stop_reason="max_tokens"))
+
+    [delta] = [d for n, d in events if n == "message_delta"]
+    assert delta["delta"]["stop_reason"] == "max_tokens"
+
+
+async def test_message_delta_reports_scripted_output_tokens() -> None:
+    events = await streamed(reply(text("Hi"), output_tokens=77))
+
+    [delta] = [d for n, d in events if n == "message_delta"]
+    assert delta["usage"] == {"output_tokens": 77}
+
+
+# -- plain JSON answers
+
+
+async def test_non_streamed_reply_is_a_json_message() -> None:
+    async with ScriptedMessagesAPI([reply(text("Five."), input_tokens=9)]) as api:
+        response = await post(api, body(stream=False))
+
+    message = response.json()
+    assert response.status_code == 200
+    assert message["type"] == "message"
+    assert message["role"] == "assistant"
+    assert message["content"] == [{"type": "text", "text": "Five."}]
+    assert message["stop_reason"] == "end_turn"
+    assert message["usage"]["input_tokens"] == 9
+
+
+async def test_tool_name_resolves_against_the_requests_tools() -> None:
+    async with ScriptedMessagesAPI([reply(tool_use("add", {"a": 2}))]) as api:
+        message = (await post(api, body())).json()
+
+    [block] = message["content"]
+    assert block["name"] == "mcp__sf__add"
+    assert block["id"].startswith("toolu_")
+    assert message["stop_reason"] == "tool_use"
+
+
+async def test_tool_name_not_offered_is_kept() -> None:
+    async with ScriptedMessagesAPI([reply(tool_use("multiply"))]) as api:
+        message = (await post(api, body())).json()
+
+    assert message["content"][0]["name"] == "multiply"
+
+
+async def test_script_items_may_be_mappings() -> None:
+    script: list[dict[str, Any]] = [{"content": [text("from a dict")]}, {"status": 503}]
+    async with ScriptedMessagesAPI(script) as api:
+        first = await post(api, body())
+        second = await post(api, body())
+
+    assert first.json()["content"] == [{"type": "text", "text": "from a dict"}]
+    assert second.status_code == 503
+
+
+# -- HTTP errors
+
+
+async def test_http_error_has_status_retry_after_and_an_anthropic_error_body() -> None:
+    async with ScriptedMessagesAPI([http_error(429, "slow down", retry_after=3)]) as api:
+        response = await post(api, body(stream=True))
+
+    assert response.status_code == 429
+    assert response.headers["retry-after"] == "3"
+    assert response.json() == {
+        "type": "error",
+        "error": {"type": "rate_limit_error", "message": "slow down"},
+    }
+
+
+async def test_http_error_without_retry_after_has_no_header() -> None:
+    async with ScriptedMessagesAPI([http_error(529)]) as api:
+        response = await post(api, body())
+
+    assert "retry-after" not in response.headers
+    assert response.json()["error"]["type"] == "overloaded_error"
+
+
+async def test_exhausted_script_answers_500_and_records_an_error() -> None:
+    async with ScriptedMessagesAPI([reply(text("only one"))]) as api:
+        await post(api, body())
+        response = await post(api, body())
+
+    assert response.status_code == 500
+    assert response.json()["error"]["type"] == "api_error"
+    assert api.errors == ["ScriptedMessagesAPI: no scripted reply left for request #1"]
+
+
+async def test_a_good_run_has_no_errors_and_nothing_remaining() -> None:
+    async with ScriptedMessagesAPI([reply(text("a")), reply(text("b"))]) as api:
+        await post(api, body())
+        assert api.remaining == 1
+        await post(api, body())
+
+    assert (api.errors, api.remaining) == ([], 0)
+
+
+# -- function scripts
+
+
+@pytest.mark.parametrize("kind", ["sync", "async"])
+async def test_function_script_receives_the_recorded_request(kind: str) -> None:
+    seen: list[RecordedRequest] = []
+
+    def answer(request: RecordedRequest) -> Reply:
+        seen.append(request)
+        return reply(text(f"you offered {len(request.tools)} tools"))
+
+    async def answer_async(request: RecordedRequest) -> Reply:
+        return answer(request)
+
+    async with ScriptedMessagesAPI(answer if kind == "sync" else answer_async) as api:
+        message = (await post(api, body())).json()
+
+    assert message["content"] == [{"type": "text", "text": "you offered 2 tools"}]
+    [request] = seen
+    assert request.body["messages"] == [{"role": "user", "content": "What is 2+3?"}]
+    assert request.index == 0
+
+
+# -- recorded requests
+
+
+FOLLOW_UP: list[dict[str, Any]] = [
+    {"role": "user", "content": "What is 2+3?"},
+    {
+        "role": "assistant",
+        "content": [
+            {"type": "text", "text": "Adding."},
+            {
+                "type": "tool_use",
+                "id": "toolu_1",
+                "name": "mcp__sf__add",
+                "input": {"a": 2, "b": 3},
+            },
+        ],
+    },
+    {
+        "role": "user",
+        "content": [
+            {
+                "type": "tool_result",
+                "tool_use_id": "toolu_1",
+                "content": [{"type": "text", "text": "5"}],
+            },
+        ],
+    },
+]
+
+
+async def test_requests_are_recorded_with_method_path_headers_and_body() -> None:
+    async with ScriptedMessagesAPI([reply(text("a"))]) as api:
+        await post(api, body())
+
+    [request] = api.requests
+    assert (request.method, request.path) == ("POST", "/v1/messages?beta=true")
+    assert request.headers["content-type"] == "application/json"
+    assert request.body["model"] == "claude-test"
+
+
+async def test_recorded_request_lists_tool_names() -> None:
+    async with ScriptedMessagesAPI([reply(text("a"))]) as api:
+        await post(api, body())
+
+    assert api.requests[0].tool_names == ["mcp__sf__add", "mcp__sf__echo"]
+
+
+async def test_recorded_request_finds_tool_uses_and_tool_results() -> None:
+    async with ScriptedMessagesAPI([reply(text("a"))]) as api:
+        await post(api, body(messages=FOLLOW_UP))
+
+    request = api.requests[0]
+    assert [b["id"] for b in request.tool_uses()] == ["toolu_1"]
+    assert request.tool_results() == [FOLLOW_UP[2]["content"][0]]
+
+
+async def test_unknown_path_is_404_and_recorded_only_in_all_requests() -> None:
+    async with ScriptedMessagesAPI([reply(text("a"))]) as api, client_for(api) as client:
+        response = await client.head("/api/hello")
+
+    assert response.status_code == 404
+    assert [(r.method, r.path) for r in api.all_requests] == [("HEAD", "/api/hello")]
+    assert api.requests == []
+    assert api.remaining == 1
+
+
+async def test_count_tokens_request_is_not_a_model_turn() -> None:
+    async with ScriptedMessagesAPI([reply(text("a"))]) as api, client_for(api) as client:
+        response = await client.post("/v1/messages/count_tokens?beta=true", json=body())
+
+    assert response.status_code == 404
+    assert api.requests == []
+
+
+# -- settings
+
+
+def test_settings_before_start_raise() -> None:
+    with pytest.raises(RuntimeError, match="async with"):
+        ScriptedMessagesAPI([]).settings()
+
+
+async def test_settings_point_the_cli_at_the_server_offline() -> None:
+    async with ScriptedMessagesAPI([]) as api:
+        env = api.settings().env
+
+    assert api.base_url.startswith("http://127.0.0.1:")
+    assert env["ANTHROPIC_BASE_URL"] == api.base_url
+    assert env["CLAUDE_CODE_MAX_RETRIES"] == "0"
+    assert env["CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC"] == "1"
+
+
+async def test_settings_overrides_and_extra_env_are_applied() -> None:
+    async with ScriptedMessagesAPI([]) as api:
+        settings = api.settings(model="claude-x", env={"EXTRA": "1"})
+
+    assert settings.model == "claude-x"
+    assert settings.env["EXTRA"] == "1"
+    assert settings.env["ANTHROPIC_BASE_URL"] == api.base_url
+
+
+async def test_settings_max_retries_override_reaches_the_cli() -> None:
+    async with ScriptedMessagesAPI([]) as api:
+        settings = api.settings(max_retries=3)
+
+    assert settings.env["CLAUDE_CODE_MAX_RETRIES"] == "3"
