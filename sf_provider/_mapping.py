@@ -7,6 +7,7 @@ Nothing here starts a process; both `stream` and `generate` go through `PartMapp
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from typing import Any
 
 from claude_agent_sdk import (
@@ -22,12 +23,15 @@ from claude_agent_sdk import (
 )
 
 from ._bridge import app_tool_name
+from ._envelope import ParsedEnvelope, could_be_envelope, parse_envelope
+from .tools import FunctionTool
 from .types import (
     CallWarning,
     ErrorPart,
     FinishPart,
     FinishReason,
     GenerateResult,
+    Mode,
     ReasoningDeltaPart,
     ReasoningEndPart,
     ReasoningStartPart,
@@ -83,6 +87,14 @@ def usage_from(raw: dict[str, Any] | None) -> Usage:
     )
 
 
+def _whole_text(part_id: str, text: str) -> list[StreamPart]:
+    return [
+        TextStartPart(id=part_id),
+        TextDeltaPart(id=part_id, delta=text),
+        TextEndPart(id=part_id),
+    ]
+
+
 def _content_text(content: Any) -> tuple[str, list[dict[str, Any]]]:
     if content is None:
         return "", []
@@ -101,9 +113,24 @@ class PartMapper:
     so nothing is lost and nothing is doubled.
     """
 
-    def __init__(self, bridge: str, *, provider_executed: bool) -> None:
+    def __init__(
+        self,
+        bridge: str,
+        *,
+        provider_executed: bool,
+        tools: Mapping[str, FunctionTool] | None = None,
+        hold_envelopes: bool = False,
+    ) -> None:
         self._bridge = bridge
         self._provider_executed = provider_executed
+        self._tools = tools or {}
+        # Single-turn mode: a text block that starts like a JSON envelope is held back until it
+        # can be decided; every other text streams as it arrives.
+        self._hold_envelopes = hold_envelopes
+        self._held: dict[str, list[str]] = {}  # part id -> text held back so far
+        self._envelope: tuple[str, ParsedEnvelope] | None = None
+        self.tool_calls = 0
+        self.text_chars = 0
         self._streamed: set[str] = set()
         self._message_id: str | None = None
         self._open: dict[int, tuple[str, str]] = {}  # block index -> (kind, part id)
@@ -163,6 +190,9 @@ class PartMapper:
         if block_type == "text":
             part_id = self._next_id("text")
             self._open[index] = ("text", part_id)
+            if self._hold_envelopes:
+                self._held[part_id] = []
+                return []
             return [TextStartPart(id=part_id)]
         if block_type == "thinking":
             part_id = self._next_id("reasoning")
@@ -180,7 +210,7 @@ class PartMapper:
         kind, part_id = self._open.get(index, ("", ""))
         delta_type = delta.get("type")
         if kind == "text" and delta_type == "text_delta" and delta.get("text"):
-            return [TextDeltaPart(id=part_id, delta=str(delta["text"]))]
+            return self._text_delta(part_id, str(delta["text"]))
         if kind == "reasoning" and delta_type == "thinking_delta" and delta.get("thinking"):
             return [ReasoningDeltaPart(id=part_id, delta=str(delta["thinking"]))]
         if kind == "reasoning" and delta_type == "signature_delta":
@@ -195,12 +225,91 @@ class PartMapper:
     def _block_stop(self, index: int) -> list[StreamPart]:
         kind, part_id = self._open.pop(index, ("", ""))
         if kind == "text":
-            return [TextEndPart(id=part_id)]
+            return self._text_end(part_id)
         if kind == "reasoning":
             return [ReasoningEndPart(id=part_id, signature=self._signatures.pop(part_id, None))]
         if kind == "tool":
             return [ToolInputEndPart(id=part_id)]
         return []
+
+    # -- text, held back while it may be an envelope
+
+    def _text_delta(self, part_id: str, delta: str) -> list[StreamPart]:
+        self.text_chars += len(delta)
+        held = self._held.get(part_id)
+        if held is None:
+            return [TextDeltaPart(id=part_id, delta=delta)]
+        held.append(delta)
+        so_far = "".join(held)
+        if could_be_envelope(so_far):
+            return []
+        del self._held[part_id]  # decided: plain text, release it and stream the rest
+        return [TextStartPart(id=part_id), TextDeltaPart(id=part_id, delta=so_far)]
+
+    def _text_end(self, part_id: str) -> list[StreamPart]:
+        held = self._held.pop(part_id, None)
+        if held is None:
+            return [TextEndPart(id=part_id)]
+        text = "".join(held)
+        envelope = parse_envelope(text)
+        if envelope is not None and self._envelope is None:
+            self._envelope = (text, envelope)  # decided at the end of the turn
+            return []
+        return _whole_text(part_id, text)
+
+    def flush(self) -> list[StreamPart]:
+        """Parts held back until the reply ended: a legacy envelope's calls, or its text.
+
+        The envelope is the last resort: when the reply had native tool calls, it is shown as
+        the text it is.
+        """
+        if self._envelope is None:
+            return []
+        text, envelope = self._envelope
+        self._envelope = None
+        part_id = self._next_id("text")
+        if self.tool_calls:
+            return _whole_text(part_id, text)
+        if envelope.text is not None:
+            self.text_chars += len(envelope.text) - len(text)
+            return _whole_text(part_id, envelope.text) if envelope.text else []
+        self.text_chars -= len(text)
+        parts: list[StreamPart] = []
+        for i, call in enumerate(envelope.calls):
+            parts.append(
+                self._call_part(
+                    f"envelope-call-{self._counter}-{i}", call.tool_name, call.input, call.problem
+                )
+            )
+        return parts
+
+    def _call_part(
+        self, call_id: str, name: str, arguments: dict[str, Any], problem: str | None = None
+    ) -> ToolCallPart:
+        """A tool-call part; in single-turn mode it is checked against the exposed tools."""
+        self.tool_calls += 1
+        if not self._provider_executed and problem is None:
+            problem = self._invalid_reason(name, arguments)
+        return ToolCallPart(
+            tool_call_id=call_id,
+            tool_name=name,
+            input=arguments,
+            provider_executed=self._provider_executed,
+            invalid=problem is not None,
+            invalid_reason=problem,
+        )
+
+    def _invalid_reason(self, name: str, arguments: dict[str, Any]) -> str | None:
+        tool = self._tools.get(name)
+        if tool is None:
+            known = ", ".join(sorted(self._tools)) or "none"
+            return f"tool {name!r} is not exposed in this request (tools: {known})"
+        errors = sorted(tool.args_validator.iter_errors(arguments), key=lambda e: list(e.path))
+        if errors:
+            return f"arguments violate the schema of {name!r}: " + "; ".join(
+                f"{e.json_path}: {e.message}" for e in errors[:5]
+            )
+        return None
 
     # -- whole messages
 
@@ -220,11 +329,13 @@ class PartMapper:
             match block:
                 case TextBlock() if not streamed:
                     part_id = self._next_id("text")
-                    parts += [
-                        TextStartPart(id=part_id),
-                        TextDeltaPart(id=part_id, delta=block.text),
-                        TextEndPart(id=part_id),
-                    ]
+                    if self._hold_envelopes:
+                        self._held[part_id] = []
+                        parts += self._text_delta(part_id, block.text)
+                        parts += self._text_end(part_id)
+                    else:
+                        self.text_chars += len(block.text)
+                        parts += _whole_text(part_id, block.text)
                 case ThinkingBlock() if not streamed:
                     part_id = self._next_id("reasoning")
                     parts += [
@@ -253,14 +364,7 @@ class PartMapper:
                 ToolInputDeltaPart(id=block.id, delta=json.dumps(block.input, ensure_ascii=False)),
                 ToolInputEndPart(id=block.id),
             ]
-        parts.append(
-            ToolCallPart(
-                tool_call_id=block.id,
-                tool_name=name,
-                input=dict(block.input),
-                provider_executed=self._provider_executed,
-            )
-        )
+        parts.append(self._call_part(block.id, name, dict(block.input)))
         return parts
 
     def _user(self, message: UserMessage) -> list[StreamPart]:
@@ -308,10 +412,12 @@ class ResultCollector:
     def __init__(self) -> None:
         self._texts: dict[str, list[str]] = {}
         self._text_order: list[str] = []
-        self._final_from = 0  # index in _text_order where the last turn's text starts
+        # Index in _text_order where the last model turn's text starts: a turn ends with results.
+        self._final_from = 0
         self._reasoning: list[str] = []
         self._calls: dict[str, ToolCallRecord] = {}
         self._warnings: list[CallWarning] = []
+        self._mode: Mode = "executor"
         self._finish: FinishPart | None = None
         self.error: ErrorPart | None = None
 
@@ -320,6 +426,7 @@ class ResultCollector:
         match part:
             case StreamStartPart():
                 self._warnings.extend(part.warnings)
+                self._mode = part.mode
             case TextStartPart():
                 self._texts[part.id] = []
                 self._text_order.append(part.id)
@@ -333,8 +440,9 @@ class ResultCollector:
                     tool_name=part.tool_name,
                     input=part.input,
                     provider_executed=part.provider_executed,
+                    invalid=part.invalid,
+                    invalid_reason=part.invalid_reason,
                 )
-                self._final_from = len(self._text_order)
             case ToolResultPart():
                 call = self._calls.get(part.tool_call_id)
                 if call is not None:
@@ -370,5 +478,6 @@ class ResultCollector:
             num_turns=finish.num_turns if finish else 0,
             raw_stop_reason=finish.raw_stop_reason if finish else None,
             warnings=list(self._warnings),
+            mode=self._mode,
             provider_details=dict(finish.provider_details) if finish else {},
         )

@@ -16,15 +16,19 @@ __all__ = [
     "AuthenticationError",
     "CLINotFoundError",
     "DuplicateToolNameError",
+    "EmptyToolRoutingError",
     "InvalidMessagesError",
     "InvalidToolNameError",
     "InvalidToolSchemaError",
     "MaxTurnsError",
+    "MissingExecutorError",
     "OverloadedError",
     "ProcessDiedError",
     "ProviderError",
     "RateLimitError",
+    "ToolChoiceViolationError",
     "ToolDefinitionError",
+    "ToolRoutingError",
     "UnsupportedRequestError",
 ]
 
@@ -60,6 +64,27 @@ class InvalidMessagesError(ProviderError, ValueError):
 
 class UnsupportedRequestError(ProviderError, ValueError):
     """The request asks for something this version cannot do; the message says what instead."""
+
+
+class MissingExecutorError(ProviderError, ValueError):
+    """Executor mode was forced but a tool has no executor."""
+
+
+# -- single-turn tool routing
+
+
+class ToolRoutingError(ProviderError):
+    """A single-turn reply could not be turned into what the request asked for."""
+
+    retryable = True
+
+
+class EmptyToolRoutingError(ToolRoutingError):
+    """The model returned neither a tool call nor text."""
+
+
+class ToolChoiceViolationError(ToolRoutingError):
+    """`tool_choice` required a tool call and the reply had none."""
 
 
 # -- the CLI and the API

@@ -10,36 +10,62 @@ from collections.abc import AsyncGenerator, Sequence
 from contextlib import aclosing
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, cast
+from typing import Any, Literal, cast
 
 import claude_agent_sdk as sdk
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from ._bridge import bridge_tool_name, build_bridge_server
-from ._mapping import PartMapper, ResultCollector
+from ._mapping import PartMapper, ResultCollector, usage_from
 from ._messages import Conversation, MessagesInput, convert_messages
 from .errors import (
     APIError,
     AuthenticationError,
     CLINotFoundError,
+    EmptyToolRoutingError,
     MaxTurnsError,
+    MissingExecutorError,
     OverloadedError,
     ProcessDiedError,
     ProviderError,
     RateLimitError,
+    ToolChoiceViolationError,
     UnsupportedRequestError,
 )
 from .settings import ProviderSettings
 from .tools import FunctionTool, validate_tool_set
-from .types import ErrorPart, GenerateResult, Mode, StreamPart, StreamStartPart
+from .types import CallWarning, ErrorPart, GenerateResult, Mode, StreamPart, StreamStartPart
 
-__all__ = ["CallOptions", "ClaudeAgentProvider"]
+__all__ = ["CallOptions", "ClaudeAgentProvider", "NamedToolChoice", "ToolChoice"]
 
 _STDERR_TAIL_LINES = 40
 
 
+class NamedToolChoice(BaseModel):
+    """`tool_choice` naming the one tool the model must call."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    type: Literal["tool"] = "tool"
+    name: str
+
+
+#: How the model may use the tools: `auto` (its choice), `none` (no tool is exposed),
+#: `required` (at least one call), or one named tool (only that tool is exposed, and called).
+ToolChoice = Literal["auto", "none", "required"] | NamedToolChoice
+
+_REQUIRED_INSTRUCTION = "You must answer by calling {what}; do not answer with text alone."
+
+
 class CallOptions(BaseModel):
-    """Per-call options of `generate` / `stream`; each overrides the provider's settings."""
+    """Per-call options of `generate` / `stream`; each overrides the provider's settings.
+
+    - `mode`: `auto` runs executor mode when every exposed tool has an executor and single-turn
+      mode otherwise; `executor` / `single-turn` force one.
+    - `tool_choice`: see `ToolChoice`. `required` and a named tool are honoured by an instruction
+      in the system prompt (the CLI has no tool_choice switch) and checked on the reply: a reply
+      without a tool call raises `ToolChoiceViolationError`.
+    """
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
@@ -47,6 +73,8 @@ class CallOptions(BaseModel):
     system_prompt: str | None = None
     max_turns: int | None = Field(default=None, ge=1)
     tool_timeout: float | None = Field(default=None, gt=0)
+    mode: Literal["auto", "executor", "single-turn"] = "auto"
+    tool_choice: ToolChoice = "auto"
 
 
 @dataclass(frozen=True)
@@ -55,6 +83,7 @@ class _Prepared:
     tools: list[FunctionTool]
     options: CallOptions
     mode: Mode
+    warnings: list[CallWarning]
 
 
 class ClaudeAgentProvider:
@@ -117,13 +146,36 @@ class ClaudeAgentProvider:
             raise UnsupportedRequestError(f"invalid call options: {exc}") from None
         conversation = convert_messages(messages)
         checked = validate_tool_set(tools, bridge_name=self.settings.bridge_name)
+        choice = options.tool_choice
+        if choice == "none":
+            checked = []
+        elif isinstance(choice, NamedToolChoice):
+            checked = [t for t in checked if t.name == choice.name]
+            if not checked:
+                raise UnsupportedRequestError(
+                    f"tool_choice names {choice.name!r}, which is not among this request's tools"
+                )
+        elif choice == "required" and not checked:
+            raise UnsupportedRequestError("tool_choice='required' needs at least one tool")
         missing = [t.name for t in checked if t.executor is None]
-        if missing:
-            raise UnsupportedRequestError(
-                f"tools without an executor ({', '.join(missing)}) need single-turn mode, which "
-                f"this version does not provide yet; give every tool an executor"
+        warnings = list(conversation.warnings)
+        if options.mode == "executor" and missing:
+            raise MissingExecutorError(
+                f"mode='executor' runs every tool inside the query, but {', '.join(missing)} "
+                f"has no executor; give it one or use mode='single-turn'"
             )
-        return _Prepared(conversation=conversation, tools=checked, options=options, mode="executor")
+        mode: Mode = "executor"
+        if options.mode == "single-turn" or missing:
+            mode = "single-turn"
+        if missing and len(missing) < len(checked):
+            warnings.append(
+                CallWarning(
+                    code="tool-executors-partial",
+                    message=f"tools without an executor: {', '.join(missing)}; the query runs in "
+                    f"single-turn mode and no tool is executed by the provider",
+                )
+            )
+        return _Prepared(conversation, checked, options, mode, warnings)
 
     def _sdk_options(
         self, prepared: _Prepared, workdir: Path, stderr: deque[str]
@@ -133,11 +185,18 @@ class ClaudeAgentProvider:
         env = {"CLAUDE_CODE_MAX_RETRIES": str(settings.max_retries), **settings.env}
         if settings.isolate:
             env.update(_isolated_dirs(workdir, env))
+        choice = prepared.options.tool_choice
+        instruction = None
+        if isinstance(choice, NamedToolChoice):
+            instruction = _REQUIRED_INSTRUCTION.format(what=f"the tool {choice.name!r}")
+        elif choice == "required":
+            instruction = _REQUIRED_INSTRUCTION.format(what="at least one of the tools")
         system = [
             s
             for s in (
                 prepared.options.system_prompt or settings.system_prompt,
                 *prepared.conversation.system,
+                instruction,
             )
             if s
         ]
@@ -145,6 +204,20 @@ class ClaudeAgentProvider:
         servers: dict[str, Any] = {}
         if prepared.tools:
             servers[bridge] = build_bridge_server(bridge, prepared.tools, default_timeout=timeout)
+        extra_args: dict[str, str | None] = {"no-session-persistence": None}
+        hooks: dict[Any, list[sdk.HookMatcher]] | None = None
+        max_turns = prepared.options.max_turns or settings.max_turns
+        if prepared.mode == "executor":
+            # bare: the API sees exactly the bridge tools (no DeferredToolPlaceholder); executor
+            # mode needs no hooks, which bare mode disables.
+            extra_args["bare"] = None
+        else:
+            # One model turn, and every tool call deferred before it runs: the CLI stops and
+            # hands the calls back. ENABLE_TOOL_SEARCH=false drops the placeholder tool the way
+            # bare mode does, but keeps hooks working.
+            hooks = {"PreToolUse": [sdk.HookMatcher(matcher=None, hooks=[_defer_tool_call])]}
+            env.setdefault("ENABLE_TOOL_SEARCH", "false")
+            max_turns = 1
         return sdk.ClaudeAgentOptions(
             tools=[],
             allowed_tools=[bridge_tool_name(bridge, t.name) for t in prepared.tools],
@@ -152,16 +225,15 @@ class ClaudeAgentProvider:
             setting_sources=[],
             system_prompt="\n\n".join(system) if system else None,
             model=prepared.options.model or settings.model,
-            max_turns=prepared.options.max_turns or settings.max_turns,
+            max_turns=max_turns,
             include_partial_messages=True,
+            hooks=hooks,
             env=env,
             cwd=settings.cwd,
             cli_path=settings.cli_path,
             max_buffer_size=settings.max_buffer_size,
             stderr=stderr.append,
-            # bare: the API sees exactly the bridge tools (no DeferredToolPlaceholder); executor
-            # mode needs no hooks, which bare mode disables.
-            extra_args={"no-session-persistence": None, "bare": None, **settings.extra_args},
+            extra_args={**extra_args, **settings.extra_args},
         )
 
     # -- the query
@@ -169,13 +241,17 @@ class ClaudeAgentProvider:
     async def _run(self, prepared: _Prepared) -> AsyncGenerator[StreamPart, None]:
         workdir = Path(tempfile.mkdtemp(prefix="sf-provider-"))
         stderr: deque[str] = deque(maxlen=_STDERR_TAIL_LINES)
+        single_turn = prepared.mode == "single-turn"
         mapper = PartMapper(
-            self.settings.bridge_name, provider_executed=prepared.mode == "executor"
+            self.settings.bridge_name,
+            provider_executed=not single_turn,
+            tools={t.name: t for t in prepared.tools},
+            hold_envelopes=single_turn,
         )
         collector = ResultCollector()
         max_turns = prepared.options.max_turns or self.settings.max_turns
         try:
-            start = StreamStartPart(warnings=prepared.conversation.warnings, mode=prepared.mode)
+            start = StreamStartPart(warnings=prepared.warnings, mode=prepared.mode)
             collector.add(start)
             yield start
             options = self._sdk_options(prepared, workdir, stderr)
@@ -208,9 +284,14 @@ class ClaudeAgentProvider:
             if failure is None and result is None:
                 failure = _process_died(None, stderr)
             if failure is None and result is not None:
-                finish = mapper.finish(result)
-                failure = _result_failure(result, mapper, prepared.mode, max_turns, collector)
+                for part in mapper.flush():
+                    collector.add(part)
+                    yield part
+                failure = _result_failure(result, mapper, prepared, max_turns, collector)
                 if failure is None:
+                    finish = mapper.finish(result)
+                    if single_turn and mapper.tool_calls:
+                        finish = finish.model_copy(update={"finish_reason": "tool-calls"})
                     collector.add(finish)
                     yield finish
                     return
@@ -274,16 +355,37 @@ def _process_died(exit_code: int | None, stderr: deque[str]) -> ProcessDiedError
     )
 
 
+async def _defer_tool_call(
+    _input: sdk.HookInput, _tool_use_id: str | None, _context: sdk.HookContext
+) -> sdk.HookJSONOutput:
+    """PreToolUse hook of single-turn mode: stop before any tool runs and hand the call back."""
+    return {"hookSpecificOutput": {"hookEventName": "PreToolUse", "permissionDecision": "defer"}}
+
+
 def _result_failure(
     result: sdk.ResultMessage,
     mapper: PartMapper,
-    mode: Mode,
+    prepared: _Prepared,
     max_turns: int,
     collector: ResultCollector,
 ) -> ProviderError | None:
     """The error a finished query's result stands for, or None for a good result."""
+    if not result.is_error or result.subtype == "error_max_turns":
+        choice = prepared.options.tool_choice
+        if (choice == "required" or isinstance(choice, NamedToolChoice)) and not mapper.tool_calls:
+            wanted = choice.name if isinstance(choice, NamedToolChoice) else "a tool"
+            return ToolChoiceViolationError(
+                f"tool_choice required a call of {wanted}, but the model answered without one "
+                f"({mapper.text_chars} characters of text); retry, or relax tool_choice"
+            )
+        if prepared.mode == "single-turn" and not mapper.tool_calls and not mapper.text_chars:
+            return EmptyToolRoutingError(
+                f"the model returned neither a tool call nor text (stop reason "
+                f"{result.stop_reason!r}, {usage_from(result.usage).output_tokens} output "
+                f"tokens); nothing can be routed. Retry, or check the prompt and tools"
+            )
     if result.subtype == "error_max_turns":
-        if mode == "single-turn":
+        if prepared.mode == "single-turn":
             return None
         return MaxTurnsError(
             f"the query used its {max_turns} model turn(s) without finishing; raise max_turns or "

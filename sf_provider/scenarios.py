@@ -18,7 +18,7 @@ from __future__ import annotations
 import json
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -84,6 +84,9 @@ class ExpectedCall(_Spec):
 
     tool_name: str
     input: dict[str, Any] | None = Field(default=None, description="Exact arguments, if given.")
+    provider_executed: bool | None = None
+    invalid: bool | None = None
+    invalid_reason_contains: list[str] = Field(default_factory=list)
     is_error: bool | None = None
     output: str | None = Field(default=None, description="Exact result text, if given.")
     output_contains: list[str] = Field(default_factory=list)
@@ -108,6 +111,8 @@ class Expectations(_Spec):
         default=None, description="Per tool, the exact arguments each executor run received."
     )
     api_requests: int | None = Field(default=None, description="Messages API calls made.")
+    warnings: list[str] | None = Field(default=None, description="Warning codes, in order.")
+    mode: Literal["executor", "single-turn"] | None = None
     error: ExpectedError | None = None
 
 
@@ -133,7 +138,8 @@ def _build_tools(scenario: Scenario) -> tuple[list[FunctionTool], dict[str, list
     calls: dict[str, list[dict[str, Any]]] = {}
     tools = []
     for spec in scenario.tools:
-        calls[spec.name] = []
+        if spec.executor is not None:
+            calls[spec.name] = []
         tools.append(
             FunctionTool(
                 name=spec.name,
@@ -228,6 +234,8 @@ def _check_expectations(
     check("finish reason", result.finish_reason, expect.finish_reason)
     check("text", result.text, expect.text)
     check("reasoning", result.reasoning, expect.reasoning)
+    check("warnings", [w.code for w in result.warnings], expect.warnings)
+    check("mode", result.mode, expect.mode)
     problems += [
         f"text lacks {p!r}: {result.text!r}" for p in expect.text_contains if p not in result.text
     ]
@@ -236,6 +244,13 @@ def _check_expectations(
         for i, (got, want) in enumerate(zip(result.tool_calls, expect.tool_calls, strict=False)):
             check(f"call {i} tool", got.tool_name, want.tool_name)
             check(f"call {i} input", got.input, want.input)
+            check(f"call {i} provider_executed", got.provider_executed, want.provider_executed)
+            check(f"call {i} invalid", got.invalid, want.invalid)
+            problems += [
+                f"call {i} invalid_reason lacks {p!r}: {got.invalid_reason!r}"
+                for p in want.invalid_reason_contains
+                if p not in (got.invalid_reason or "")
+            ]
             output = got.result.output if got.result else None
             check(f"call {i} is_error", got.result.is_error if got.result else None, want.is_error)
             check(f"call {i} output", output, want.output)

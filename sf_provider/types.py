@@ -155,6 +155,10 @@ class ToolCallPart(_Model):
     tool_name: str
     input: dict[str, Any]
     provider_executed: bool = False
+    invalid: bool = Field(
+        default=False, description="Not a callable tool call: unknown tool or arguments off-schema."
+    )
+    invalid_reason: str | None = None
 
 
 class ToolResultPart(_Model):
@@ -219,13 +223,17 @@ class ToolCallRecord(_Model):
     tool_name: str
     input: dict[str, Any]
     provider_executed: bool = False
+    invalid: bool = False
+    invalid_reason: str | None = None
     result: ToolResultPart | None = None
 
 
 class GenerateResult(_Model):
     """Everything one `generate` call produced."""
 
-    text: str = Field(description="The final answer: the text of the last model turn.")
+    text: str = Field(
+        description="The text of the last model turn (after the last provider-executed results)."
+    )
     all_text: str = Field(default="", description="Every text block of every turn, joined.")
     reasoning: str = ""
     tool_calls: list[ToolCallRecord] = Field(default_factory=list)
@@ -236,4 +244,5 @@ class GenerateResult(_Model):
     num_turns: int = 0
     raw_stop_reason: str | None = None
     warnings: list[CallWarning] = Field(default_factory=list)
+    mode: Mode = "executor"
     provider_details: dict[str, Any] = Field(default_factory=dict)

@@ -18,6 +18,7 @@ from sf_provider import (
     FunctionTool,
     InvalidMessagesError,
     InvalidToolSchemaError,
+    MissingExecutorError,
     RateLimitError,
     StreamPart,
     StreamStartPart,
@@ -150,11 +151,21 @@ async def test_executors_run_in_the_event_loop_thread_or_a_worker_but_in_process
             InvalidMessagesError,
         ),
         (
-            lambda p, t: p.stream("x", tools=[FunctionTool(name="no_executor")]),
+            lambda p, t: p.stream("x", tools=[FunctionTool(name="manual")], mode="executor"),
+            MissingExecutorError,
+        ),
+        (
+            lambda p, t: p.stream("x", tools=[t], tool_choice={"type": "tool", "name": "nope"}),
             UnsupportedRequestError,
         ),
     ],
-    ids=["duplicate-names", "unknown-option", "unknown-role", "missing-executor"],
+    ids=[
+        "duplicate-names",
+        "unknown-option",
+        "unknown-role",
+        "forced-executor-without-executor",
+        "tool-choice-names-unknown-tool",
+    ],
 )
 async def test_bad_requests_fail_before_anything_is_spawned(
     make_request: Any, error: type[Exception]

@@ -423,10 +423,10 @@ def test_text_without_tool_calls_is_all_text() -> None:
     assert (result.text, result.all_text) == ("Hi there", "Hi there")
 
 
-def test_text_is_empty_when_the_run_ends_on_a_tool_call() -> None:
+def test_text_is_the_last_turns_text_when_the_run_ends_on_a_tool_call() -> None:
     result = collect([assistant(TextBlock("Calling."), ToolUseBlock("t", "mcp__sf__x", {}))])
 
-    assert result.text == ""
+    assert result.text == "Calling."
 
 
 def test_tool_calls_carry_their_results() -> None:
