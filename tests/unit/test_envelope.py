@@ -1,0 +1,156 @@
+"""The legacy JSON envelope parser and the single-turn text holding built on it."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from sf_provider._envelope import EnvelopeCall, ParsedEnvelope, could_be_envelope, parse_envelope
+from sf_provider._mapping import PartMapper
+from sf_provider.tools import FunctionTool
+
+CALL = {"toolName": "get_weather", "input": {"city": "Paris"}}
+
+
+@pytest.mark.parametrize(
+    "payload",
+    [
+        {"type": "tool-calls", "calls": [CALL]},
+        {"tool": "get_weather", "input": {"city": "Paris"}},
+        {"toolName": "get_weather", "parameters": {"city": "Paris"}},
+        {"tool": "get_weather", "arguments": {"city": "Paris"}},
+        {"tool_calls": [{"tool": "get_weather", "arguments": {"city": "Paris"}}]},
+    ],
+    ids=["tool-calls", "tool+input", "toolName+parameters", "tool+arguments", "tool_calls-list"],
+)
+@pytest.mark.parametrize("wrap", ["{}", "  \n{}\n ", "```json\n{}\n```", "```\n{}\n```"])
+def test_every_call_shape_is_recognised_bare_and_fenced(payload: dict[str, Any], wrap: str) -> None:
+    parsed = parse_envelope(wrap.replace("{}", json.dumps(payload)))
+    assert parsed == ParsedEnvelope(calls=[EnvelopeCall("get_weather", {"city": "Paris"})])
+
+
+def test_a_text_envelope_is_unwrapped() -> None:
+    assert parse_envelope('{"type": "text", "text": "hello"}') == ParsedEnvelope(text="hello")
+
+
+def test_parallel_calls_keep_their_order() -> None:
+    second = {"toolName": "get_time", "input": {}}
+    parsed = parse_envelope(json.dumps({"type": "tool-calls", "calls": [CALL, second]}))
+    assert parsed is not None
+    assert [c.tool_name for c in parsed.calls] == ["get_weather", "get_time"]
+
+
+def test_double_encoded_arguments_are_decoded() -> None:
+    parsed = parse_envelope(json.dumps({"tool": "x", "arguments": json.dumps({"a": 1})}))
+    assert parsed == ParsedEnvelope(calls=[EnvelopeCall("x", {"a": 1})])
+
+
+def test_arguments_that_are_not_an_object_make_a_call_with_a_problem() -> None:
+    parsed = parse_envelope(json.dumps({"tool": "x", "input": [1, 2]}))
+    assert parsed is not None
+    assert parsed.calls[0].problem == "its arguments must be an object, not list"
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        'You would send {"tool": "get_weather", "input": {"city": "Paris"}} to it.',
+        'Here:\n```json\n{"tool": "get_weather", "input": {}}\n```\nthat is all.',
+        '{"tool": "get_weather", "input": {}',  # truncated
+        '{"city": "Paris"}',  # an object, but not a call
+        '{"tool": "get_weather", "input": {}, "confidence": 0.9}',  # extra keys: not a call
+        '{"type": "tool-calls", "calls": []}',
+        '{"type": "text", "text": 5}',
+        "[1, 2, 3]",
+        "plain text",
+        "",
+    ],
+)
+def test_text_that_is_not_exactly_an_envelope_is_not_one(text: str) -> None:
+    assert parse_envelope(text) is None
+
+
+@pytest.mark.parametrize(
+    ("prefix", "expected"),
+    [("", True), ("  ", True), ("{", True), ('  {"to', True), ("`", True), ("``", True),
+     ("```js", True), ("Hello", False), ("  Sure, {", False), ("`x", False), ("[", False)],
+)  # fmt: skip
+def test_could_be_envelope_holds_back_only_what_starts_like_one(
+    prefix: str, expected: bool
+) -> None:
+    assert could_be_envelope(prefix) is expected
+
+
+@given(st.text())
+def test_the_parser_never_raises_on_arbitrary_text(text: str) -> None:
+    parsed = parse_envelope(text)
+    assert parsed is None or isinstance(parsed, ParsedEnvelope)
+
+
+_json = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.text(max_size=8),
+    lambda inner: (
+        st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=10), inner, max_size=4)
+    ),
+    max_leaves=12,
+)
+
+
+@given(st.dictionaries(st.sampled_from(["type", "tool", "toolName", "input", "parameters",
+                                        "arguments", "calls", "tool_calls", "text", "name"]),
+                       _json, max_size=4))  # fmt: skip
+def test_the_parser_never_raises_on_arbitrary_envelope_like_json(data: dict[str, Any]) -> None:
+    parsed = parse_envelope(json.dumps(data))
+    if parsed is not None:
+        assert all(isinstance(c.input, dict) for c in parsed.calls)
+
+
+def _events(text: str, chunk: int) -> list[dict[str, Any]]:
+    events: list[dict[str, Any]] = [
+        {"type": "message_start", "message": {"id": "m1"}},
+        {"type": "content_block_start", "index": 0, "content_block": {"type": "text", "text": ""}},
+    ]
+    for i in range(0, len(text), chunk):
+        events.append({"type": "content_block_delta", "index": 0,
+                       "delta": {"type": "text_delta", "text": text[i : i + chunk]}})  # fmt: skip
+    events.append({"type": "content_block_stop", "index": 0})
+    return events
+
+
+def _map(text: str, chunk: int = 3) -> tuple[PartMapper, list[Any]]:
+    from claude_agent_sdk import StreamEvent
+
+    tools = {"get_weather": FunctionTool(name="get_weather")}
+    mapper = PartMapper("sf", provider_executed=False, tools=tools, hold_envelopes=True)
+    parts = []
+    for event in _events(text, chunk):
+        parts += mapper.map(StreamEvent(uuid="u", session_id="s", event=event))
+    return mapper, parts
+
+
+def test_plain_text_is_released_as_soon_as_it_cannot_be_an_envelope() -> None:
+    _, parts = _map("Hello there, friend", chunk=3)
+    assert [p.type for p in parts[:2]] == ["text-start", "text-delta"]
+    assert parts[1].delta == "Hel"
+    assert len([p for p in parts if p.type == "text-delta"]) > 3
+
+
+def test_an_envelope_is_held_until_the_turn_ends_then_becomes_calls() -> None:
+    mapper, parts = _map(json.dumps(CALL), chunk=5)
+    assert parts == []
+    flushed = mapper.flush()
+    assert [(p.type, p.tool_name, p.input) for p in flushed] == [
+        ("tool-call", "get_weather", {"city": "Paris"})
+    ]
+    assert mapper.text_chars == 0 and mapper.tool_calls == 1
+
+
+def test_json_that_turns_out_not_to_be_an_envelope_is_released_whole_at_block_end() -> None:
+    _, parts = _map('{"city": "Paris"} is what I found', chunk=4)
+    text = "".join(p.delta for p in parts if p.type == "text-delta")
+    assert text == '{"city": "Paris"} is what I found'
+    assert parts[-1].type == "text-end"
