@@ -1,7 +1,26 @@
-"""Request messages -> what the CLI receives (a system prompt and one user turn)."""
+"""Request messages -> Messages API turns: prior history plus the user turn to answer.
+
+Input format (a list of dicts; a plain string is one user turn):
+
+- `{"role": "system", "content": str}`: joined into the system prompt.
+- `{"role": "user", "content": str | [blocks]}` with blocks `{"type": "text", "text"}` and
+  `{"type": "image", "data": <base64>, "media_type": "image/png"}` or
+  `{"type": "image", "url": "data:image/png;base64,..." | "https://..."}`.
+- `{"role": "assistant", "content": str | [blocks]}` with blocks `{"type": "text", "text"}`,
+  `{"type": "reasoning", "text", "signature"}` and
+  `{"type": "tool-call", "tool_call_id", "tool_name", "input"}`.
+- `{"role": "tool", "content": [{"type": "tool-result", "tool_call_id", "output", "is_error"}]}`:
+  results the application produced; `output` is text, or any JSON value (sent as JSON).
+
+Every tool call in the history needs a result, and every result a call. A reasoning block
+without a signature cannot be replayed natively: it is sent as text in a `<reasoning>` element
+and a `history-flattened` warning says so.
+"""
 
 from __future__ import annotations
 
+import json
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -14,56 +33,195 @@ __all__ = ["Conversation", "MessagesInput", "convert_messages"]
 #: A plain string (one user turn) or a list of `{"role": ..., "content": ...}` dicts.
 MessagesInput = str | Sequence[Mapping[str, Any]]
 
-_ROLES = {"system", "user", "assistant"}
+_ROLES = {"system", "user", "assistant", "tool"}
+_DATA_URL = re.compile(r"^data:(?P<media>[\w.+-]+/[\w.+-]+);base64,(?P<data>.+)$", re.DOTALL)
 
 
 @dataclass
 class Conversation:
-    """What a request's messages become for the CLI."""
+    """What a request's messages become: Messages API turns with the app's tool names.
 
-    prompt: str
+    `history` holds the turns before the one to answer (alternating roles, starting with a user
+    turn, ending with an assistant turn); `prompt` is the user turn to answer, as content blocks.
+    """
+
+    prompt: list[dict[str, Any]]
+    history: list[dict[str, Any]] = field(default_factory=list)
     system: list[str] = field(default_factory=list)
     warnings: list[CallWarning] = field(default_factory=list)
 
+    @property
+    def prompt_text(self) -> str | None:
+        """The prompt as plain text when it is exactly one text block, else None."""
+        if len(self.prompt) == 1 and self.prompt[0].get("type") == "text":
+            return str(self.prompt[0]["text"])
+        return None
 
-def _text_of(content: Any, where: str) -> str:
+
+def _fail(where: str, problem: str) -> InvalidMessagesError:
+    return InvalidMessagesError(f"{where}: {problem}")
+
+
+def _blocks(content: Any, where: str) -> list[Any]:
     if isinstance(content, str):
-        return content
-    if isinstance(content, Sequence):
-        texts: list[str] = []
-        for i, block in enumerate(content):
-            if isinstance(block, str):
-                texts.append(block)
-            elif isinstance(block, Mapping) and block.get("type") == "text":
-                texts.append(str(block.get("text", "")))
-            else:
-                kind = block.get("type") if isinstance(block, Mapping) else type(block).__name__
-                raise InvalidMessagesError(
-                    f"{where}, block {i}: content of type {kind!r} is not supported yet; "
-                    f"send text blocks (or a string)"
-                )
-        return "\n".join(texts)
-    raise InvalidMessagesError(
-        f"{where}: content must be a string or a list of blocks, got {type(content).__name__}"
+        return [{"type": "text", "text": content}]
+    if isinstance(content, Sequence) and not isinstance(content, bytes | bytearray):
+        return list(content)
+    raise _fail(
+        where, f"content must be a string or a list of blocks, not {type(content).__name__}"
     )
 
 
-def convert_messages(messages: MessagesInput) -> Conversation:
-    """Validate `messages` and turn them into a prompt (and system text).
+def _text_block(block: Mapping[str, Any], where: str) -> dict[str, Any]:
+    text = block.get("text")
+    if not isinstance(text, str):
+        raise _fail(where, "a text block needs a string 'text'")
+    return {"type": "text", "text": text}
 
-    A conversation with prior turns is replayed as a labelled transcript in one user turn, and a
-    `history-flattened` warning says so.
-    """
+
+def _image_block(block: Mapping[str, Any], where: str) -> dict[str, Any]:
+    if isinstance(block.get("data"), str):
+        media = block.get("media_type")
+        if not isinstance(media, str):
+            raise _fail(where, "a base64 image needs 'media_type' (e.g. 'image/png')")
+        source = {"type": "base64", "media_type": media, "data": block["data"]}
+    elif isinstance(block.get("url"), str):
+        url = str(block["url"])
+        match = _DATA_URL.match(url)
+        if match:
+            source = {"type": "base64", "media_type": match["media"], "data": match["data"]}
+        elif url.startswith(("https://", "http://")):
+            source = {"type": "url", "url": url}
+        else:
+            raise _fail(where, "an image url must be a data: URL (base64) or http(s)")
+    else:
+        raise _fail(where, "an image block needs 'data' + 'media_type' or 'url'")
+    return {"type": "image", "source": source}
+
+
+def _tool_output(block: Mapping[str, Any]) -> str:
+    output = block.get("output", "")
+    return output if isinstance(output, str) else json.dumps(output, ensure_ascii=False)
+
+
+class _Builder:
+    def __init__(self) -> None:
+        self.turns: list[dict[str, Any]] = []
+        self.system: list[str] = []
+        self.warnings: list[CallWarning] = []
+        self.open_calls: dict[str, str] = {}  # tool call id -> where it was made
+        self.seen_calls: set[str] = set()
+
+    def add(self, role: str, blocks: list[dict[str, Any]]) -> None:
+        if self.turns and self.turns[-1]["role"] == role:
+            self.turns[-1]["content"].extend(blocks)
+        else:
+            self.turns.append({"role": role, "content": blocks})
+
+    def user(self, content: Any, where: str) -> None:
+        blocks = []
+        for i, block in enumerate(_blocks(content, where)):
+            here = f"{where}, block {i}"
+            kind = block.get("type") if isinstance(block, Mapping) else None
+            if kind == "text":
+                blocks.append(_text_block(block, here))
+            elif kind == "image":
+                blocks.append(_image_block(block, here))
+            else:
+                raise _fail(here, f"a user block must be 'text' or 'image', not {kind!r}")
+        self._close_calls(where)
+        self.add("user", blocks)
+
+    def assistant(self, content: Any, where: str) -> None:
+        self._close_calls(where)
+        blocks = []
+        for i, block in enumerate(_blocks(content, where)):
+            here = f"{where}, block {i}"
+            kind = block.get("type") if isinstance(block, Mapping) else None
+            if kind == "text":
+                blocks.append(_text_block(block, here))
+            elif kind == "reasoning":
+                blocks.append(self._reasoning(block, here))
+            elif kind == "tool-call":
+                blocks.append(self._tool_call(block, here))
+            else:
+                raise _fail(
+                    here,
+                    f"an assistant block must be 'text', 'reasoning' or 'tool-call', not {kind!r}",
+                )
+        self.add("assistant", blocks)
+
+    def _reasoning(self, block: Mapping[str, Any], where: str) -> dict[str, Any]:
+        text = block.get("text")
+        if not isinstance(text, str):
+            raise _fail(where, "a reasoning block needs a string 'text'")
+        signature = block.get("signature")
+        if isinstance(signature, str) and signature:
+            return {"type": "thinking", "thinking": text, "signature": signature}
+        self.warnings.append(
+            CallWarning(
+                code="history-flattened",
+                message=f"{where}: reasoning without a signature was replayed as text",
+            )
+        )
+        return {"type": "text", "text": f"<reasoning>{text}</reasoning>"}
+
+    def _tool_call(self, block: Mapping[str, Any], where: str) -> dict[str, Any]:
+        call_id, name, arguments = (block.get(k) for k in ("tool_call_id", "tool_name", "input"))
+        if not isinstance(call_id, str) or not call_id:
+            raise _fail(where, "a tool-call needs a string 'tool_call_id'")
+        if not isinstance(name, str) or not name:
+            raise _fail(where, "a tool-call needs a string 'tool_name'")
+        if not isinstance(arguments, Mapping):
+            raise _fail(where, "a tool-call needs an object 'input'")
+        if call_id in self.seen_calls:
+            raise _fail(where, f"tool call id {call_id!r} is used twice")
+        self.seen_calls.add(call_id)
+        self.open_calls[call_id] = where
+        return {"type": "tool_use", "id": call_id, "name": name, "input": dict(arguments)}
+
+    def tool(self, content: Any, where: str) -> None:
+        blocks = []
+        for i, block in enumerate(_blocks(content, where)):
+            here = f"{where}, block {i}"
+            kind = block.get("type") if isinstance(block, Mapping) else None
+            if kind != "tool-result":
+                raise _fail(here, f"a tool message holds 'tool-result' blocks, not {kind!r}")
+            call_id = block.get("tool_call_id")
+            if not isinstance(call_id, str) or call_id not in self.open_calls:
+                raise _fail(
+                    here,
+                    f"tool result for {call_id!r} has no matching tool call before it "
+                    f"(or that call already has a result)",
+                )
+            del self.open_calls[call_id]
+            result: dict[str, Any] = {
+                "type": "tool_result",
+                "tool_use_id": call_id,
+                "content": _tool_output(block),
+            }
+            if block.get("is_error"):
+                result["is_error"] = True
+            blocks.append(result)
+        self.add("user", blocks)
+
+    def _close_calls(self, where: str) -> None:
+        if self.open_calls:
+            missing = ", ".join(sorted(self.open_calls))
+            raise _fail(where, f"the tool call(s) {missing} before it have no result")
+
+
+def convert_messages(messages: MessagesInput) -> Conversation:
+    """Validate `messages` and turn them into Messages API turns (see the module docstring)."""
     if isinstance(messages, str):
         if not messages.strip():
             raise InvalidMessagesError("the prompt is empty; send some text")
-        return Conversation(prompt=messages)
+        return Conversation(prompt=[{"type": "text", "text": messages}])
     if not isinstance(messages, Sequence) or not messages:
         raise InvalidMessagesError(
             "messages must be a non-empty string or list of role/content dicts"
         )
-    system: list[str] = []
-    turns: list[tuple[str, str]] = []
+    builder = _Builder()
     for i, message in enumerate(messages):
         if not isinstance(message, Mapping):
             raise InvalidMessagesError(f"message {i} must be a dict, got {type(message).__name__}")
@@ -74,22 +232,35 @@ def convert_messages(messages: MessagesInput) -> Conversation:
             )
         if "content" not in message:
             raise InvalidMessagesError(f"message {i} ({role}) has no 'content'")
-        text = _text_of(message["content"], f"message {i} ({role})")
+        where = f"message {i} ({role})"
         if role == "system":
-            system.append(text)
+            blocks = [_text_block(b, where) for b in _blocks(message["content"], where)]
+            builder.system.append("\n".join(b["text"] for b in blocks))
+        elif role == "user":
+            builder.user(message["content"], where)
+        elif role == "assistant":
+            builder.assistant(message["content"], where)
         else:
-            turns.append((str(role), text))
-    if not turns or turns[-1][0] != "user":
-        where = f"message {len(messages) - 1}" if turns else "messages"
+            builder.tool(message["content"], where)
+    turns = builder.turns
+    if builder.open_calls:
+        missing = ", ".join(sorted(builder.open_calls))
         raise InvalidMessagesError(
-            f"{where}: the last non-system message must come from the user (role 'user')"
+            f"the last tool call(s) {missing} have no result; add a 'tool' message with their "
+            f"results, or drop the calls"
         )
-    if len(turns) == 1:
-        return Conversation(prompt=turns[0][1], system=system)
-    transcript = "\n\n".join(f"[{role}]\n{text}" for role, text in turns[:-1])
-    prompt = f"Conversation so far:\n\n{transcript}\n\n[user]\n{turns[-1][1]}"
-    warning = CallWarning(
-        code="history-flattened",
-        message=f"{len(turns) - 1} earlier turn(s) were replayed as text in one user message",
+    if not turns or turns[-1]["role"] != "user":
+        raise InvalidMessagesError(
+            f"message {len(messages) - 1}: the conversation must end with a user or tool message "
+            f"(the turn to answer)"
+        )
+    if turns[0]["role"] != "user":
+        raise InvalidMessagesError("message 0: the conversation must start with a user message")
+    if not turns[-1]["content"]:
+        raise InvalidMessagesError("the last user turn is empty; send some text")
+    return Conversation(
+        prompt=turns[-1]["content"],
+        history=turns[:-1],
+        system=builder.system,
+        warnings=builder.warnings,
     )
-    return Conversation(prompt=prompt, system=system, warnings=[warning])

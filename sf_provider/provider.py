@@ -6,7 +6,7 @@ import os
 import shutil
 import tempfile
 from collections import deque
-from collections.abc import AsyncGenerator, Sequence
+from collections.abc import AsyncGenerator, AsyncIterator, Sequence
 from contextlib import aclosing
 from dataclasses import dataclass
 from pathlib import Path
@@ -16,6 +16,7 @@ import claude_agent_sdk as sdk
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from ._bridge import bridge_tool_name, build_bridge_server
+from ._history import write_transcript
 from ._mapping import PartMapper, ResultCollector, usage_from
 from ._messages import Conversation, MessagesInput, convert_messages
 from .errors import (
@@ -145,6 +146,11 @@ class ClaudeAgentProvider:
         except ValidationError as exc:
             raise UnsupportedRequestError(f"invalid call options: {exc}") from None
         conversation = convert_messages(messages)
+        if conversation.history and not self.settings.isolate:
+            raise UnsupportedRequestError(
+                "replaying conversation history needs ProviderSettings(isolate=True): the "
+                "history is written as a session into the per-query config dir"
+            )
         checked = validate_tool_set(tools, bridge_name=self.settings.bridge_name)
         choice = options.tool_choice
         if choice == "none":
@@ -205,6 +211,13 @@ class ClaudeAgentProvider:
         if prepared.tools:
             servers[bridge] = build_bridge_server(bridge, prepared.tools, default_timeout=timeout)
         extra_args: dict[str, str | None] = {"no-session-persistence": None}
+        resume: dict[str, Any] = {}
+        cwd = settings.cwd or os.getcwd()
+        if prepared.conversation.history:
+            session_id, last_entry = write_transcript(
+                Path(env["CLAUDE_CONFIG_DIR"]), cwd, prepared.conversation.history, bridge=bridge
+            )
+            resume = {"resume": session_id, "resume_session_at": last_entry}
         hooks: dict[Any, list[sdk.HookMatcher]] | None = None
         max_turns = prepared.options.max_turns or settings.max_turns
         if prepared.mode == "executor":
@@ -229,7 +242,8 @@ class ClaudeAgentProvider:
             include_partial_messages=True,
             hooks=hooks,
             env=env,
-            cwd=settings.cwd,
+            cwd=cwd,
+            **resume,
             cli_path=settings.cli_path,
             max_buffer_size=settings.max_buffer_size,
             stderr=stderr.append,
@@ -258,7 +272,7 @@ class ClaudeAgentProvider:
             result: sdk.ResultMessage | None = None
             failure: ProviderError | None = None
             try:
-                query = sdk.query(prompt=prepared.conversation.prompt, options=options)
+                query = sdk.query(prompt=_prompt(prepared.conversation), options=options)
                 async with aclosing(cast(AsyncGenerator[Any, None], query)) as messages:
                     async for message in messages:
                         if isinstance(message, sdk.ResultMessage):
@@ -317,6 +331,23 @@ class ClaudeAgentProvider:
             raise failure
         finally:
             shutil.rmtree(workdir, ignore_errors=True)
+
+
+def _prompt(conversation: Conversation) -> str | AsyncIterator[dict[str, Any]]:
+    """The prompt for `query`: plain text when it can be, else one streamed user message."""
+    text = conversation.prompt_text
+    if text is not None and not conversation.history:
+        return text
+
+    async def one_message() -> AsyncIterator[dict[str, Any]]:
+        yield {
+            "type": "user",
+            "message": {"role": "user", "content": conversation.prompt},
+            "parent_tool_use_id": None,
+            "session_id": "",
+        }
+
+    return one_message()
 
 
 def _isolated_dirs(workdir: Path, env: dict[str, str]) -> dict[str, str]:

@@ -246,3 +246,25 @@ class GenerateResult(_Model):
     warnings: list[CallWarning] = Field(default_factory=list)
     mode: Mode = "executor"
     provider_details: dict[str, Any] = Field(default_factory=dict)
+
+    def assistant_message(self) -> dict[str, Any]:
+        """This reply as an assistant message for the next request's history.
+
+        Holds the last turn's text and the calls the application must answer (those the provider
+        did not execute), in the request format: append it, then a `tool` message with one
+        `tool-result` per call, and call `generate` again.
+        """
+        content: list[dict[str, Any]] = []
+        if self.text:
+            content.append({"type": "text", "text": self.text})
+        content += [
+            {
+                "type": "tool-call",
+                "tool_call_id": call.tool_call_id,
+                "tool_name": call.tool_name,
+                "input": call.input,
+            }
+            for call in self.tool_calls
+            if not call.provider_executed
+        ]
+        return {"role": "assistant", "content": content}
