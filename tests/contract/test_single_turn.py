@@ -145,3 +145,19 @@ async def test_tool_choice_none_exposes_no_tool() -> None:
     parts, api = await run_stream([reply(text("ok"))], [counted_weather([])], tool_choice="none")
     assert api.requests[0].tool_names == []
     assert isinstance(parts[-1], FinishPart) and parts[-1].finish_reason == "stop"
+
+
+async def test_calls_are_recovered_from_tool_use_blocks_after_error_max_turns() -> None:
+    # Bare mode disables SDK hooks, so nothing defers the call: the CLI asks the bridge (which
+    # refuses a tool without an executor), then stops at max_turns=1 with error_max_turns. The
+    # calls are still recovered from the tool_use blocks: a normal tool-calls finish.
+    script = [reply(tool_use("get_weather", {"city": "Paris"}))]
+    async with ScriptedMessagesAPI(script) as api:
+        provider = ClaudeAgentProvider(api.settings(extra_args={"bare": None}))
+        result = await provider.generate("go", tools=[FunctionTool(name="get_weather")])
+    assert result.provider_details["subtype"] == "error_max_turns"
+    assert result.finish_reason == "tool-calls"
+    assert [(c.tool_name, c.input) for c in result.tool_calls] == [
+        ("get_weather", {"city": "Paris"})
+    ]
+    assert len(api.requests) == 1
