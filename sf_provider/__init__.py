@@ -4,6 +4,15 @@ model provider that really calls your application's function tools.
 Start with `ClaudeAgentProvider` and `FunctionTool`; test offline with `sf_provider.testing`.
 """
 
+from .capabilities import (
+    AuthStatus,
+    CapabilityReport,
+    CLIStatus,
+    ToolCapability,
+    check_capabilities,
+    ensure_capabilities,
+    find_cli,
+)
 from .errors import (
     APIError,
     AuthenticationError,
@@ -17,6 +26,7 @@ from .errors import (
     MissingExecutorError,
     OverloadedError,
     ProcessDiedError,
+    ProviderCompatibilityError,
     ProviderError,
     RateLimitError,
     ToolChoiceViolationError,
@@ -24,7 +34,9 @@ from .errors import (
     ToolRoutingError,
     UnsupportedRequestError,
 )
+from .gates import CallContext, Gate, GateDecision, GateRequest, Transport
 from .provider import CallOptions, ClaudeAgentProvider, NamedToolChoice, ToolChoice
+from .registry import GUIDANCE_TOOL_NAME, ToolRegistry, group_env_var
 from .settings import ProviderSettings
 from .tools import Executor, FunctionTool, ToolOutput, normalize_input_schema
 from .types import (
@@ -54,11 +66,16 @@ from .types import (
 __version__ = "0.1.0"
 
 __all__ = [
+    "GUIDANCE_TOOL_NAME",
     "APIError",
+    "AuthStatus",
     "AuthenticationError",
     "CLINotFoundError",
+    "CLIStatus",
+    "CallContext",
     "CallOptions",
     "CallWarning",
+    "CapabilityReport",
     "ClaudeAgentProvider",
     "DuplicateToolNameError",
     "EmptyToolRoutingError",
@@ -67,6 +84,9 @@ __all__ = [
     "FinishPart",
     "FinishReason",
     "FunctionTool",
+    "Gate",
+    "GateDecision",
+    "GateRequest",
     "GenerateResult",
     "InvalidMessagesError",
     "InvalidToolNameError",
@@ -77,6 +97,7 @@ __all__ = [
     "NamedToolChoice",
     "OverloadedError",
     "ProcessDiedError",
+    "ProviderCompatibilityError",
     "ProviderError",
     "ProviderSettings",
     "RateLimitError",
@@ -90,6 +111,7 @@ __all__ = [
     "TextStartPart",
     "ToolCallPart",
     "ToolCallRecord",
+    "ToolCapability",
     "ToolChoice",
     "ToolChoiceViolationError",
     "ToolDefinitionError",
@@ -97,11 +119,17 @@ __all__ = [
     "ToolInputEndPart",
     "ToolInputStartPart",
     "ToolOutput",
+    "ToolRegistry",
     "ToolResultPart",
     "ToolRoutingError",
+    "Transport",
     "UnsupportedRequestError",
     "Usage",
     "__version__",
+    "check_capabilities",
+    "ensure_capabilities",
+    "find_cli",
+    "group_env_var",
     "normalize_input_schema",
 ]
 

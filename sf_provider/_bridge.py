@@ -10,9 +10,10 @@ from mcp import types
 from mcp.server import Server
 
 from ._invoke import invoke_tool
+from .gates import CallContext, Gate, Transport
 from .tools import FunctionTool
 
-__all__ = ["app_tool_name", "bridge_tool_name", "build_bridge_server"]
+__all__ = ["app_tool_name", "bridge_tool_name", "build_bridge_server", "build_mcp_server"]
 
 
 def bridge_tool_name(bridge: str, name: str) -> str:
@@ -42,9 +43,17 @@ def _wire_tool(tool: FunctionTool) -> types.Tool:
 
 
 def build_mcp_server(
-    name: str, tools: Sequence[FunctionTool], *, default_timeout: float | None
+    name: str,
+    tools: Sequence[FunctionTool],
+    *,
+    default_timeout: float | None,
+    gate: Gate | None = None,
+    transport: Transport = "sdk-bridge",
 ) -> Server[Any]:
-    """An official low-level MCP server serving `tools` through the one invocation layer."""
+    """An official low-level MCP server serving `tools` through the one invocation layer.
+
+    Used for the per-query SDK bridge and for `sf-provider serve` (stdio) alike.
+    """
     by_name = {tool.name: tool for tool in tools}
     listing = types.ListToolsResult(tools=[_wire_tool(t) for t in tools])
 
@@ -61,7 +70,16 @@ def build_mcp_server(
                 content=[types.TextContent(text=f"Unknown tool {params.name!r}; tools: {known}")],
                 is_error=True,
             )
-        output = await invoke_tool(tool, params.arguments, default_timeout=default_timeout)
+        meta: dict[str, Any] = dict(params.meta or {})
+        call_id = meta.get("claudecode/toolUseId")
+        context = CallContext(
+            transport=transport,
+            tool_call_id=call_id if isinstance(call_id, str) else None,
+            metadata=meta,
+        )
+        output = await invoke_tool(
+            tool, params.arguments, default_timeout=default_timeout, gate=gate, context=context
+        )
         return types.CallToolResult.model_validate(
             {"content": output.content, "isError": output.is_error}
         )
@@ -70,8 +88,12 @@ def build_mcp_server(
 
 
 def build_bridge_server(
-    bridge: str, tools: Sequence[FunctionTool], *, default_timeout: float | None
+    bridge: str,
+    tools: Sequence[FunctionTool],
+    *,
+    default_timeout: float | None,
+    gate: Gate | None = None,
 ) -> McpSdkServerConfig:
     """The SDK server config for one query: exactly these tools, shared with no other query."""
-    server = build_mcp_server(bridge, tools, default_timeout=default_timeout)
+    server = build_mcp_server(bridge, tools, default_timeout=default_timeout, gate=gate)
     return McpSdkServerConfig(type="sdk", name=bridge, instance=server)

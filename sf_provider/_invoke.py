@@ -18,6 +18,7 @@ import anyio.to_thread
 from pydantic import BaseModel
 from pydantic_core import to_jsonable_python
 
+from .gates import CallContext, Gate, GateDecision, GateRequest
 from .tools import FunctionTool, ToolOutput
 
 logger = logging.getLogger("sf_provider.tools")
@@ -42,15 +43,36 @@ def _argument_errors(tool: FunctionTool, arguments: Mapping[str, Any]) -> list[s
     return [f"{e.json_path}: {e.message}" for e in errors[:5]]
 
 
+async def _gate_denial(
+    gate: Gate, tool: FunctionTool, args: dict[str, Any], context: CallContext
+) -> str | None:
+    """None when the gate allows the call, else the reason it was denied."""
+    try:
+        decision = gate(GateRequest(tool=tool, arguments=args, context=context))
+        if inspect.isawaitable(decision):
+            decision = await decision
+    except Exception as exc:  # a broken gate must not open the door
+        logger.warning("safety gate raised for tool %r", tool.name, exc_info=True)
+        return f"the gate failed ({type(exc).__name__}: {exc})"
+    if isinstance(decision, GateDecision):
+        return None if decision.allowed else (decision.reason or "no reason given")
+    if isinstance(decision, bool):
+        return None if decision else "no reason given"
+    return f"the gate answered {type(decision).__name__}, not a GateDecision or bool"
+
+
 async def invoke_tool(
     tool: FunctionTool,
     arguments: Mapping[str, Any] | None,
     *,
     default_timeout: float | None,
+    gate: Gate | None = None,
+    context: CallContext | None = None,
 ) -> ToolOutput:
     """Run `tool` with `arguments`; never raises for a tool failure, returns an error result.
 
     - arguments that violate the schema never reach the executor;
+    - a `mutating` tool runs only if `gate` (when there is one) allows it;
     - the executor runs under `tool.timeout` or else `default_timeout` seconds;
     - an exception or a timeout becomes an error result naming the tool and the cause, logged on
       the `sf_provider.tools` logger.
@@ -65,6 +87,13 @@ async def invoke_tool(
         message = f"Invalid arguments for tool {tool.name!r}: " + "; ".join(problems)
         logger.warning("%s (arguments: %.500s)", message, json.dumps(args, default=repr))
         return ToolOutput.from_text(message, is_error=True)
+    if gate is not None and tool.mutating:
+        context = context or CallContext()
+        denial = await _gate_denial(gate, tool, args, context)
+        if denial is not None:
+            message = f"Tool {tool.name!r} was denied by the safety gate: {denial}"
+            logger.warning("%s (transport: %s)", message, context.transport)
+            return ToolOutput.from_text(message, is_error=True)
     timeout = tool.timeout if tool.timeout is not None else default_timeout
     executor = tool.executor
     try:

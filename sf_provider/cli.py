@@ -35,6 +35,7 @@ def public_schemas() -> dict[str, dict[str, Any]]:
         Scenario,
         Reply,
         HTTPErrorReply,
+        CapabilityReport,
     ]
     schemas = {m.__name__: m.model_json_schema(mode="serialization") for m in models}
     schemas["StreamPart"] = TypeAdapter(types.StreamPart).json_schema(mode="serialization")

@@ -24,6 +24,7 @@ __all__ = [
     "MissingExecutorError",
     "OverloadedError",
     "ProcessDiedError",
+    "ProviderCompatibilityError",
     "ProviderError",
     "RateLimitError",
     "ToolChoiceViolationError",
@@ -66,7 +67,22 @@ class UnsupportedRequestError(ProviderError, ValueError):
     """The request asks for something this version cannot do; the message says what instead."""
 
 
-class MissingExecutorError(ProviderError, ValueError):
+class ProviderCompatibilityError(ProviderError):
+    """The provider cannot reach what the request needs; `problems` lists every missing piece.
+
+    Raised before the CLI starts (by `generate`/`stream` and `ensure_capabilities`), so a
+    workflow fails at dispatch, never mid-run. `report` holds the full `CapabilityReport` when
+    one was made.
+    """
+
+    def __init__(self, problems: list[str], *, report: Any = None) -> None:
+        self.problems = list(problems)
+        self.report = report
+        listed = "\n".join(f"- {p}" for p in self.problems)
+        super().__init__(f"the provider cannot serve this request:\n{listed}")
+
+
+class MissingExecutorError(ProviderCompatibilityError):
     """Executor mode was forced but a tool has no executor."""
 
 

@@ -19,6 +19,7 @@ from ._bridge import bridge_tool_name, build_bridge_server
 from ._history import write_transcript
 from ._mapping import PartMapper, ResultCollector, usage_from
 from ._messages import Conversation, MessagesInput, convert_messages
+from .capabilities import CapabilityReport, check_capabilities
 from .errors import (
     APIError,
     AuthenticationError,
@@ -28,11 +29,13 @@ from .errors import (
     MissingExecutorError,
     OverloadedError,
     ProcessDiedError,
+    ProviderCompatibilityError,
     ProviderError,
     RateLimitError,
     ToolChoiceViolationError,
     UnsupportedRequestError,
 )
+from .registry import ToolRegistry
 from .settings import ProviderSettings
 from .tools import FunctionTool, validate_tool_set
 from .types import CallWarning, ErrorPart, GenerateResult, Mode, StreamPart, StreamStartPart
@@ -76,6 +79,13 @@ class CallOptions(BaseModel):
     tool_timeout: float | None = Field(default=None, gt=0)
     mode: Literal["auto", "executor", "single-turn"] = "auto"
     tool_choice: ToolChoice = "auto"
+    tool_names: list[str] | None = Field(
+        default=None, description="Expose only these registry tools (one workflow step)."
+    )
+    groups: list[str] | None = Field(default=None, description="Expose only these registry groups.")
+    require: list[str] = Field(
+        default_factory=list, description="Tools the request needs; checked before dispatch."
+    )
 
 
 @dataclass(frozen=True)
@@ -101,14 +111,32 @@ class ClaudeAgentProvider:
         print(result.text, result.tool_calls, result.usage, result.cost_usd)
     """
 
-    def __init__(self, settings: ProviderSettings | None = None) -> None:
+    def __init__(
+        self, settings: ProviderSettings | None = None, *, registry: ToolRegistry | None = None
+    ) -> None:
         self.settings = settings or ProviderSettings()
+        self.registry = registry
+
+    def check_capabilities(
+        self, tools: Sequence[FunctionTool] | None = None, **call_options: Any
+    ) -> CapabilityReport:
+        """What a request with these tools and options would need, and what is missing."""
+        options = _call_options(call_options)
+        return check_capabilities(
+            self.settings,
+            self.registry,
+            tools=tools,
+            require=options.require,
+            tool_names=options.tool_names,
+            groups=options.groups,
+            mode=options.mode,
+        )
 
     async def generate(
         self,
         messages: MessagesInput,
         *,
-        tools: Sequence[FunctionTool] = (),
+        tools: Sequence[FunctionTool] | None = None,
         **call_options: Any,
     ) -> GenerateResult:
         """Run one query to the end and return its text, tool calls, usage and cost.
@@ -125,7 +153,7 @@ class ClaudeAgentProvider:
         self,
         messages: MessagesInput,
         *,
-        tools: Sequence[FunctionTool] = (),
+        tools: Sequence[FunctionTool] | None = None,
         **call_options: Any,
     ) -> AsyncGenerator[StreamPart, None]:
         """Run one query, yielding stream parts as they happen.
@@ -139,19 +167,26 @@ class ClaudeAgentProvider:
     # -- preparation (no process yet)
 
     def _prepare(
-        self, messages: MessagesInput, tools: Sequence[FunctionTool], call_options: dict[str, Any]
+        self,
+        messages: MessagesInput,
+        tools: Sequence[FunctionTool] | None,
+        call_options: dict[str, Any],
     ) -> _Prepared:
-        try:
-            options = CallOptions(**call_options)
-        except ValidationError as exc:
-            raise UnsupportedRequestError(f"invalid call options: {exc}") from None
+        options = _call_options(call_options)
         conversation = convert_messages(messages)
         if conversation.history and not self.settings.isolate:
             raise UnsupportedRequestError(
                 "replaying conversation history needs ProviderSettings(isolate=True): the "
                 "history is written as a session into the per-query config dir"
             )
-        checked = validate_tool_set(tools, bridge_name=self.settings.bridge_name)
+        if tools is None and self.registry is not None:
+            tools = self.registry.select(options.tool_names, options.groups)
+        elif options.tool_names is not None or options.groups is not None:
+            raise UnsupportedRequestError(
+                "tool_names / groups scope the provider's ToolRegistry: create the provider with "
+                "registry=..., and do not pass tools= as well"
+            )
+        checked = validate_tool_set(tools or (), bridge_name=self.settings.bridge_name)
         choice = options.tool_choice
         if choice == "none":
             checked = []
@@ -167,9 +202,21 @@ class ClaudeAgentProvider:
         warnings = list(conversation.warnings)
         if options.mode == "executor" and missing:
             raise MissingExecutorError(
-                f"mode='executor' runs every tool inside the query, but {', '.join(missing)} "
-                f"has no executor; give it one or use mode='single-turn'"
+                [
+                    f"mode='executor' runs every tool inside the query, but {', '.join(missing)} "
+                    f"has no executor; give it one or use mode='single-turn'"
+                ]
             )
+        report = check_capabilities(
+            self.settings,
+            self.registry,
+            tools=checked,
+            require=options.require,
+            mode=options.mode,
+            check_schemas=False,  # checked when each FunctionTool was built
+        )
+        if report.problems:
+            raise ProviderCompatibilityError(report.problems, report=report)
         mode: Mode = "executor"
         if options.mode == "single-turn" or missing:
             mode = "single-turn"
@@ -209,7 +256,10 @@ class ClaudeAgentProvider:
         timeout = prepared.options.tool_timeout or settings.tool_timeout
         servers: dict[str, Any] = {}
         if prepared.tools:
-            servers[bridge] = build_bridge_server(bridge, prepared.tools, default_timeout=timeout)
+            gate = self.registry.gate if self.registry else None
+            servers[bridge] = build_bridge_server(
+                bridge, prepared.tools, default_timeout=timeout, gate=gate
+            )
         extra_args: dict[str, str | None] = {"no-session-persistence": None}
         resume: dict[str, Any] = {}
         cwd = settings.cwd or os.getcwd()
@@ -331,6 +381,13 @@ class ClaudeAgentProvider:
             raise failure
         finally:
             shutil.rmtree(workdir, ignore_errors=True)
+
+
+def _call_options(call_options: dict[str, Any]) -> CallOptions:
+    try:
+        return CallOptions(**call_options)
+    except ValidationError as exc:
+        raise UnsupportedRequestError(f"invalid call options: {exc}") from None
 
 
 def _prompt(conversation: Conversation) -> str | AsyncIterator[dict[str, Any]]:

@@ -1,0 +1,263 @@
+"""Capability checks: can this provider reach what a request needs, before anything is spawned?
+
+`check_capabilities` reports the CLI (found, version), the authentication configured, and for
+each tool whether it is registered, exposed in the current scope, has an executor, has a valid
+schema and is gated, plus the mode the request would run in. `ensure_capabilities` raises
+`ProviderCompatibilityError` naming every missing piece at once. `generate` and `stream` run the
+cheap part of the check (no subprocess) before starting the CLI.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+import shutil
+import subprocess
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any, Literal
+
+import claude_agent_sdk
+from pydantic import BaseModel, ConfigDict, Field
+
+from .errors import ProviderCompatibilityError, ToolDefinitionError
+from .registry import ToolRegistry
+from .settings import ProviderSettings
+from .tools import FunctionTool, normalize_input_schema
+from .types import Mode
+
+__all__ = [
+    "AuthStatus",
+    "CLIStatus",
+    "CapabilityReport",
+    "ToolCapability",
+    "check_capabilities",
+    "ensure_capabilities",
+    "find_cli",
+]
+
+_AUTH_VARS = (
+    ("ANTHROPIC_API_KEY", "api-key"),
+    ("ANTHROPIC_AUTH_TOKEN", "auth-token"),
+    ("CLAUDE_CODE_OAUTH_TOKEN", "oauth-token"),
+)
+_CLOUD_VARS = ("CLAUDE_CODE_USE_BEDROCK", "CLAUDE_CODE_USE_VERTEX", "CLAUDE_CODE_USE_FOUNDRY")
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+class CLIStatus(_Model):
+    """Where the Claude Code CLI is and which version it is."""
+
+    found: bool
+    path: str | None = None
+    version: str | None = None
+    problem: str | None = None
+
+
+class AuthStatus(_Model):
+    """How the CLI will authenticate (never the secret itself)."""
+
+    configured: bool
+    method: Literal["api-key", "auth-token", "oauth-token", "credentials-file", "cloud", "none"]
+    detail: str = ""
+
+
+class ToolCapability(_Model):
+    """One tool as the request would see it."""
+
+    name: str
+    registered: bool
+    exposed: bool = Field(description="Offered to the model in this request's scope.")
+    has_executor: bool
+    schema_valid: bool
+    gated: bool = Field(description="Mutating, with a safety gate configured.")
+    mutating: bool = False
+    group: str | None = None
+    group_enabled: bool = True
+    problem: str | None = None
+
+
+class CapabilityReport(_Model):
+    """Whether a request can run here, and every reason it cannot."""
+
+    cli: CLIStatus
+    auth: AuthStatus
+    tools: list[ToolCapability]
+    required: list[str] = Field(default_factory=list)
+    mode: Mode
+    problems: list[str] = Field(default_factory=list)
+
+    @property
+    def compatible(self) -> bool:
+        """True when nothing is missing."""
+        return not self.problems
+
+
+def find_cli(cli_path: str | None = None) -> CLIStatus:
+    """Find the CLI the way the SDK does: `cli_path`, the bundled binary, then `claude` on PATH."""
+    if cli_path is not None:
+        path = Path(cli_path)
+        if not path.is_file() or not os.access(path, os.X_OK):
+            return CLIStatus(
+                found=False,
+                path=cli_path,
+                problem=f"ProviderSettings.cli_path {cli_path!r} is not an executable file",
+            )
+        return CLIStatus(found=True, path=str(path), version=_cli_version(str(path)))
+    bundled = Path(claude_agent_sdk.__file__).parent / "_bundled" / "claude"
+    if bundled.is_file():
+        return CLIStatus(found=True, path=str(bundled), version=_cli_version(str(bundled)))
+    on_path = shutil.which("claude")
+    if on_path:
+        return CLIStatus(found=True, path=on_path, version=_cli_version(on_path))
+    return CLIStatus(
+        found=False,
+        problem="the Claude Code CLI was not found: reinstall claude-agent-sdk (it bundles the "
+        "CLI), put `claude` on PATH, or set ProviderSettings.cli_path",
+    )
+
+
+@functools.cache
+def _cli_version(path: str) -> str | None:
+    stamp = Path(path).with_name("claude.version")
+    if stamp.is_file():
+        return stamp.read_text(encoding="utf-8").strip() or None
+    try:
+        done = subprocess.run(
+            [path, "--version"], capture_output=True, text=True, timeout=30, check=False
+        )
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    return done.stdout.strip().split(" ")[0] or None
+
+
+def check_auth(settings: ProviderSettings, environ: Mapping[str, str] | None = None) -> AuthStatus:
+    """The authentication the CLI would use with `settings` (environment, then a login)."""
+    env = {**(os.environ if environ is None else environ), **settings.env}
+    for var, method in _AUTH_VARS:
+        if env.get(var):
+            return AuthStatus(configured=True, method=method, detail=f"{var} is set")  # type: ignore[arg-type]
+    for var in _CLOUD_VARS:
+        if env.get(var, "").strip().lower() in {"1", "true"}:
+            return AuthStatus(configured=True, method="cloud", detail=f"{var} is set")
+    config = Path(
+        env.get("CLAUDE_CONFIG_DIR") or Path(env.get("HOME", "~")).expanduser() / ".claude"
+    )
+    credentials = config / ".credentials.json"
+    if credentials.is_file():
+        return AuthStatus(
+            configured=True, method="credentials-file", detail=f"logged in ({credentials})"
+        )
+    return AuthStatus(
+        configured=False,
+        method="none",
+        detail="no ANTHROPIC_API_KEY, ANTHROPIC_AUTH_TOKEN or CLAUDE_CODE_OAUTH_TOKEN, and no "
+        "Claude login: set one of them or run `claude` once and log in",
+    )
+
+
+def _schema_problem(tool: FunctionTool) -> str | None:
+    try:
+        normalize_input_schema(tool.input_schema, tool_name=tool.name)
+    except ToolDefinitionError as exc:
+        return str(exc)
+    return None
+
+
+def check_capabilities(
+    settings: ProviderSettings | None = None,
+    registry: ToolRegistry | None = None,
+    *,
+    tools: Sequence[FunctionTool] | None = None,
+    require: Sequence[str] = (),
+    tool_names: Sequence[str] | None = None,
+    groups: Sequence[str] | None = None,
+    mode: Literal["auto", "executor", "single-turn"] = "auto",
+    environ: Mapping[str, str] | None = None,
+    check_schemas: bool = True,
+) -> CapabilityReport:
+    """Report whether a request with this scope can run, and every reason it cannot.
+
+    `tools` are the request's own tools (as passed to `generate`); otherwise the registry's
+    tools in the scope named by `tool_names` / `groups`. `require` names tools the request
+    needs; each must be exposed (and have an executor when `mode="executor"`).
+    """
+    settings = settings or ProviderSettings()
+    problems: list[str] = []
+    cli = find_cli(settings.cli_path)
+    if cli.problem:
+        problems.append(cli.problem)
+    auth = check_auth(settings, environ)
+    if not auth.configured:
+        problems.append(f"authentication: {auth.detail}")
+    registered: dict[str, FunctionTool] = dict(registry.tools) if registry else {}
+    if tools is not None:
+        exposed = list(tools)
+        registered.update({t.name: t for t in tools})
+    elif registry is not None:
+        try:
+            exposed = registry.select(tool_names, groups)
+        except ProviderCompatibilityError as exc:
+            problems += exc.problems
+            exposed = []
+    else:
+        exposed = []
+        if tool_names or groups:
+            problems.append("the request names tools or groups, but no ToolRegistry is configured")
+    exposed_names = {t.name: t for t in exposed}
+    gate = registry.gate if registry else None
+    report_tools: list[ToolCapability] = []
+    for name in [*registered, *(n for n in exposed_names if n not in registered)]:
+        tool = exposed_names.get(name) or registered[name]
+        problem = _schema_problem(tool) if check_schemas else None
+        enabled = registry.group_enabled(tool.group) if registry else True
+        report_tools.append(
+            ToolCapability(
+                name=name,
+                registered=name in registered or name in exposed_names,
+                exposed=name in exposed_names,
+                has_executor=tool.executor is not None,
+                schema_valid=problem is None,
+                gated=tool.mutating and gate is not None,
+                mutating=tool.mutating,
+                group=tool.group,
+                group_enabled=enabled,
+                problem=problem,
+            )
+        )
+        if problem:
+            problems.append(problem)
+    for name in require:
+        needed = exposed_names.get(name)
+        if name not in registered and needed is None:
+            problems.append(f"required tool {name!r} is not registered")
+        elif needed is None:
+            problems.append(f"required tool {name!r} is registered but not exposed in this scope")
+        elif mode == "executor" and needed.executor is None:
+            problems.append(f"required tool {name!r} has no executor, which executor mode needs")
+    missing = [t for t in exposed if t.executor is None]
+    if mode == "executor" and missing:
+        problems.append(
+            f"executor mode needs an executor on every exposed tool; missing: "
+            f"{', '.join(t.name for t in missing)}"
+        )
+    run_mode: Mode = "single-turn" if mode == "single-turn" or missing else "executor"
+    return CapabilityReport(
+        cli=cli,
+        auth=auth,
+        tools=report_tools,
+        required=list(require),
+        mode=run_mode,
+        problems=problems,
+    )
+
+
+def ensure_capabilities(*args: Any, **kwargs: Any) -> CapabilityReport:
+    """`check_capabilities`, raising `ProviderCompatibilityError` when anything is missing."""
+    report = check_capabilities(*args, **kwargs)
+    if report.problems:
+        raise ProviderCompatibilityError(report.problems, report=report)
+    return report
