@@ -18,6 +18,7 @@ __all__ = ["main", "public_schemas"]
 def public_schemas() -> dict[str, dict[str, Any]]:
     """The JSON Schemas of the public models, by file stem (what `contracts/schemas/` holds)."""
     from . import types
+    from .capabilities import CapabilityReport
     from .provider import CallOptions
     from .scenarios import Scenario
     from .settings import ProviderSettings
