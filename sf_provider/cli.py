@@ -79,6 +79,18 @@ def _demo(args: argparse.Namespace) -> int:
     return anyio.run(lambda: run_demo(live=args.live))
 
 
+def _serve(args: argparse.Namespace) -> int:
+    from ._serve import run_serve
+
+    return run_serve(args)
+
+
+def _check(args: argparse.Namespace) -> int:
+    from ._check_cli import run_check
+
+    return run_check(args)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the `sf-provider` console script."""
     parser = argparse.ArgumentParser(prog="sf-provider", description=__doc__)
@@ -91,6 +103,18 @@ def main(argv: Sequence[str] | None = None) -> int:
     group.add_argument("--write", dest="dir", metavar="DIR", help="write the schemas to DIR")
     group.add_argument("--check", dest="check_dir", metavar="DIR", help="fail if DIR is stale")
     schemas.set_defaults(run=_schemas)
+    serve = commands.add_parser("serve", help="serve a tool registry over stdio (MCP)")
+    serve.add_argument("--tools", required=True, metavar="MODULE:ATTR", help="the tools to serve")
+    serve.add_argument("--name", default="sf-provider", help="the MCP server name")
+    serve.add_argument("--timeout", type=float, default=60.0, help="per-tool timeout, seconds")
+    serve.set_defaults(run=_serve)
+    check = commands.add_parser("check", help="check what a request needs before dispatch")
+    check.add_argument("--tools", metavar="MODULE:ATTR", help="the tool registry to check")
+    check.add_argument("--require", default="", help="comma-separated tools the request needs")
+    check.add_argument("--json", action="store_true", help="print the report as JSON")
+    check.add_argument("--probe", action="store_true", help="also run one real round trip")
+    check.add_argument("--live", action="store_true", help="probe the real API, not a script")
+    check.set_defaults(run=_check)
     args = parser.parse_args(argv)
     if getattr(args, "check_dir", None):
         args.dir, args.check = args.check_dir, True

@@ -12,6 +12,7 @@ not exist, or that is disabled, raises `ProviderCompatibilityError` at dispatch.
 
 from __future__ import annotations
 
+import importlib
 import os
 import re
 from collections.abc import Iterable, Mapping, Sequence
@@ -67,6 +68,33 @@ class ToolRegistry:
         self._tools: dict[str, FunctionTool] = {}
         for tool in tools:
             self.register(tool)
+
+    @classmethod
+    def load(cls, spec: str) -> ToolRegistry:
+        """The registry named by `module:attr` (as the `--tools` option of the CLI takes it).
+
+        `attr` may be a `ToolRegistry`, a list of `FunctionTool`, or a callable returning either.
+        """
+        module_name, _, attr = spec.partition(":")
+        if not module_name or not attr:
+            raise ValueError(f"--tools takes 'module:attr', got {spec!r}")
+        module = importlib.import_module(module_name)
+        try:
+            value: Any = getattr(module, attr)
+        except AttributeError:
+            raise ValueError(f"module {module_name!r} has no attribute {attr!r}") from None
+        if callable(value) and not isinstance(value, ToolRegistry | FunctionTool):
+            value = value()
+        if isinstance(value, ToolRegistry):
+            return value
+        if isinstance(value, Iterable) and not isinstance(value, str | bytes | Mapping):
+            items = list(value)
+            if all(isinstance(t, FunctionTool) for t in items):
+                return cls(items)
+        raise ValueError(
+            f"{spec} must be a ToolRegistry, a list of FunctionTool, or a callable returning one; "
+            f"got {type(value).__name__}"
+        )
 
     def register(self, tool: FunctionTool) -> FunctionTool:
         """Add `tool`; a second tool with the same name is an error, never an overwrite."""
