@@ -26,6 +26,7 @@ __all__ = [
     "ProcessDiedError",
     "ProviderCompatibilityError",
     "ProviderError",
+    "QueryTimeoutError",
     "RateLimitError",
     "ToolChoiceViolationError",
     "ToolDefinitionError",
@@ -117,6 +118,20 @@ class ProcessDiedError(ProviderError):
         super().__init__(message)
         self.exit_code = exit_code
         self.stderr = stderr
+
+
+class QueryTimeoutError(ProviderError, TimeoutError):
+    """The query ran past `timeout` (whole query) or `idle_timeout` (no message from the CLI).
+
+    The CLI was stopped; `kind` says which limit expired and `seconds` its value.
+    """
+
+    retryable = True
+
+    def __init__(self, message: str, *, kind: str, seconds: float) -> None:
+        super().__init__(message)
+        self.kind = kind
+        self.seconds = seconds
 
 
 class APIError(ProviderError):

@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import shutil
 import tempfile
+import time
 from collections import deque
 from collections.abc import AsyncGenerator, AsyncIterator, Sequence
 from contextlib import aclosing
@@ -12,6 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal, cast
 
+import anyio
 import claude_agent_sdk as sdk
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
@@ -31,6 +33,7 @@ from .errors import (
     ProcessDiedError,
     ProviderCompatibilityError,
     ProviderError,
+    QueryTimeoutError,
     RateLimitError,
     ToolChoiceViolationError,
     UnsupportedRequestError,
@@ -323,8 +326,16 @@ class ClaudeAgentProvider:
             failure: ProviderError | None = None
             try:
                 query = sdk.query(prompt=_prompt(prepared.conversation), options=options)
+                clock = _Deadlines(self.settings.timeout, self.settings.idle_timeout)
                 async with aclosing(cast(AsyncGenerator[Any, None], query)) as messages:
-                    async for message in messages:
+                    while True:
+                        try:
+                            message = await clock.next(messages)
+                        except StopAsyncIteration:
+                            break
+                        if message is None:
+                            failure = clock.expired()
+                            break
                         if isinstance(message, sdk.ResultMessage):
                             result = message
                             continue
@@ -381,6 +392,48 @@ class ClaudeAgentProvider:
             raise failure
         finally:
             shutil.rmtree(workdir, ignore_errors=True)
+
+
+class _Deadlines:
+    """The whole-query and idle timeouts, applied to each wait for the CLI's next message.
+
+    Each wait gets its own cancel scope, entered and left inside one `await`, never across a
+    `yield` of the stream.
+    """
+
+    def __init__(self, timeout: float | None, idle_timeout: float | None) -> None:
+        self._timeout = timeout
+        self._idle = idle_timeout
+        self._deadline = None if timeout is None else time.monotonic() + timeout
+        self._which: Literal["timeout", "idle_timeout"] = "idle_timeout"
+
+    async def next(self, messages: AsyncGenerator[Any, None]) -> Any | None:
+        """The next SDK message, or None when a timeout expired first."""
+        limit = self._idle
+        self._which = "idle_timeout"
+        if self._deadline is not None:
+            left = max(self._deadline - time.monotonic(), 0.0)
+            if limit is None or left <= limit:
+                limit, self._which = left, "timeout"
+        with anyio.move_on_after(limit):
+            return await anext(messages)
+        return None  # only reached when the limit expired
+
+    def expired(self) -> QueryTimeoutError:
+        """The error for the timeout that expired."""
+        if self._which == "timeout":
+            return QueryTimeoutError(
+                f"the query did not finish within timeout={self._timeout:g} s; the CLI was "
+                f"stopped. Raise ProviderSettings.timeout for long tasks",
+                kind="timeout",
+                seconds=float(self._timeout or 0),
+            )
+        return QueryTimeoutError(
+            f"the CLI sent nothing for idle_timeout={self._idle:g} s; it was stopped. A hung API "
+            f"or a tool running longer than that; raise ProviderSettings.idle_timeout if needed",
+            kind="idle_timeout",
+            seconds=float(self._idle or 0),
+        )
 
 
 def _call_options(call_options: dict[str, Any]) -> CallOptions:

@@ -25,7 +25,19 @@ class ProviderSettings(BaseModel):
         default=60.0, gt=0, description="Seconds one executor may run before its call fails."
     )
     max_retries: int = Field(
-        default=2, ge=0, description="HTTP retries the CLI makes (CLAUDE_CODE_MAX_RETRIES)."
+        default=2,
+        ge=0,
+        description="HTTP retries the CLI makes (CLAUDE_CODE_MAX_RETRIES); the CLI's own default "
+        "is 10 retries over about three minutes.",
+    )
+    timeout: float | None = Field(
+        default=None, gt=0, description="Seconds the whole query may take; None = no limit."
+    )
+    idle_timeout: float | None = Field(
+        default=300.0,
+        gt=0,
+        description="Seconds without any message from the CLI before it is stopped; keep it "
+        "above the longest tool run. None = no limit.",
     )
     env: dict[str, str] = Field(default_factory=dict, description="Extra environment for the CLI.")
     cli_path: str | None = Field(default=None, description="CLI binary; None = the bundled one.")
