@@ -124,7 +124,7 @@ def find_cli(cli_path: str | None = None) -> CLIStatus:
 def _cli_version(path: str) -> str | None:
     stamp = Path(path).with_name("claude.version")
     if stamp.is_file():
-        return stamp.read_text(encoding="utf-8").strip() or None
+        return stamp.read_text(encoding="utf-8").strip().split(" ")[0] or None
     try:
         done = subprocess.run(
             [path, "--version"], capture_output=True, text=True, timeout=30, check=False
@@ -132,6 +132,12 @@ def _cli_version(path: str) -> str | None:
     except (OSError, subprocess.TimeoutExpired):
         return None
     return done.stdout.strip().split(" ")[0] or None
+
+
+def credentials_path(env: Mapping[str, str]) -> Path:
+    """Where a Claude login is stored for the environment `env` (the CLI's own rule)."""
+    home = Path(env.get("HOME") or Path.home()).expanduser()
+    return Path(env.get("CLAUDE_CONFIG_DIR") or home / ".claude") / ".credentials.json"
 
 
 def check_auth(settings: ProviderSettings, environ: Mapping[str, str] | None = None) -> AuthStatus:
@@ -143,10 +149,7 @@ def check_auth(settings: ProviderSettings, environ: Mapping[str, str] | None = N
     for var in _CLOUD_VARS:
         if env.get(var, "").strip().lower() in {"1", "true"}:
             return AuthStatus(configured=True, method="cloud", detail=f"{var} is set")
-    config = Path(
-        env.get("CLAUDE_CONFIG_DIR") or Path(env.get("HOME", "~")).expanduser() / ".claude"
-    )
-    credentials = config / ".credentials.json"
+    credentials = credentials_path(env)
     if credentials.is_file():
         return AuthStatus(
             configured=True, method="credentials-file", detail=f"logged in ({credentials})"

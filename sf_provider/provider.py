@@ -21,7 +21,7 @@ from ._bridge import bridge_tool_name, build_bridge_server
 from ._history import write_transcript
 from ._mapping import PartMapper, ResultCollector, usage_from
 from ._messages import Conversation, MessagesInput, convert_messages
-from .capabilities import CapabilityReport, check_capabilities
+from .capabilities import CapabilityReport, check_capabilities, credentials_path
 from .errors import (
     APIError,
     AuthenticationError,
@@ -182,8 +182,12 @@ class ClaudeAgentProvider:
                 "replaying conversation history needs ProviderSettings(isolate=True): the "
                 "history is written as a session into the per-query config dir"
             )
+        scope_error: ProviderCompatibilityError | None = None
         if tools is None and self.registry is not None:
-            tools = self.registry.select(options.tool_names, options.groups)
+            try:
+                tools = self.registry.select(options.tool_names, options.groups)
+            except ProviderCompatibilityError as exc:
+                scope_error = exc  # reported below with every other missing piece
         elif options.tool_names is not None or options.groups is not None:
             raise UnsupportedRequestError(
                 "tool_names / groups scope the provider's ToolRegistry: create the provider with "
@@ -213,7 +217,9 @@ class ClaudeAgentProvider:
         report = check_capabilities(
             self.settings,
             self.registry,
-            tools=checked,
+            tools=None if scope_error else checked,
+            tool_names=options.tool_names,
+            groups=options.groups,
             require=options.require,
             mode=options.mode,
             check_schemas=False,  # checked when each FunctionTool was built
@@ -473,10 +479,7 @@ def _isolated_dirs(workdir: Path, env: dict[str, str]) -> dict[str, str]:
         env.get(k) or os.environ.get(k) for k in ("ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN")
     )
     if not has_key:
-        source = (
-            Path(os.environ.get("CLAUDE_CONFIG_DIR") or Path.home() / ".claude")
-            / ".credentials.json"
-        )
+        source = credentials_path({**os.environ, **env})
         if source.is_file():
             shutil.copy2(source, dirs["config"] / ".credentials.json")
     return {

@@ -1,0 +1,467 @@
+"""Capability checks: the CLI, authentication, and each tool as one request would see it."""
+
+from __future__ import annotations
+
+import os
+import re
+import stat
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from sf_provider import (
+    GUIDANCE_TOOL_NAME,
+    CapabilityReport,
+    FunctionTool,
+    GateDecision,
+    ProviderCompatibilityError,
+    ProviderSettings,
+    ToolCapability,
+    ToolRegistry,
+    check_capabilities,
+    ensure_capabilities,
+    find_cli,
+)
+from sf_provider.capabilities import check_auth
+
+SECRET = "sk-ant-very-secret-value-0123456789"
+#: An environment in which the CLI is authenticated, so auth adds no problem.
+AUTHED = {"ANTHROPIC_API_KEY": SECRET}
+
+
+def _tool(
+    name: str, group: str | None = None, *, executor: bool = True, **options: Any
+) -> FunctionTool:
+    return FunctionTool(
+        name=name, group=group, executor=(lambda _: name) if executor else None, **options
+    )
+
+
+def _registry(**options: Any) -> ToolRegistry:
+    options.setdefault("environ", {})
+    return ToolRegistry(
+        [
+            _tool("search", "read"),
+            _tool("manual", "read", executor=False),
+            _tool("write_note", "write", mutating=True),
+            _tool("drop_table", "admin", mutating=True),
+        ],
+        **options,
+    )
+
+
+def _check(registry: ToolRegistry | None = None, **options: Any) -> CapabilityReport:
+    options.setdefault("environ", AUTHED)
+    return check_capabilities(ProviderSettings(), registry, **options)
+
+
+def _by_name(report: CapabilityReport) -> dict[str, ToolCapability]:
+    return {t.name: t for t in report.tools}
+
+
+def _executable(path: Path, body: str) -> Path:
+    path.write_text(body, encoding="utf-8")
+    path.chmod(path.stat().st_mode | stat.S_IXUSR)
+    return path
+
+
+# -- find_cli
+
+
+def test_find_cli_finds_the_bundled_cli_and_its_version() -> None:
+    status = find_cli()
+
+    assert status.found and status.problem is None
+    assert status.path is not None and Path(status.path).is_file()
+    assert Path(status.path).parent.name == "_bundled"
+    assert status.version and re.match(r"\d+\.\d+\.\d+", status.version)
+
+
+def test_find_cli_reports_a_cli_path_that_does_not_exist(tmp_path: Path) -> None:
+    missing = str(tmp_path / "no-claude")
+
+    status = find_cli(missing)
+
+    assert not status.found
+    assert status.path == missing
+    assert status.problem == f"ProviderSettings.cli_path {missing!r} is not an executable file"
+
+
+def test_find_cli_reports_a_cli_path_that_is_not_executable(tmp_path: Path) -> None:
+    plain = tmp_path / "claude"
+    plain.write_text("#!/bin/sh\n", encoding="utf-8")
+
+    status = find_cli(str(plain))
+
+    assert not status.found and status.problem and "not an executable file" in status.problem
+
+
+def test_find_cli_asks_a_cli_path_for_its_version(tmp_path: Path) -> None:
+    cli = _executable(tmp_path / "claude", '#!/bin/sh\necho "9.8.7 (Claude Code)"\n')
+
+    status = find_cli(str(cli))
+
+    assert status.found and status.path == str(cli)
+    assert status.version == "9.8.7"
+
+
+def test_find_cli_reports_one_version_for_one_binary_however_it_is_found(tmp_path: Path) -> None:
+    bundled = find_cli()
+    assert bundled.path is not None
+    link = tmp_path / "claude"
+    link.symlink_to(bundled.path)
+
+    assert find_cli(str(link)).version == bundled.version
+
+
+def test_a_missing_cli_path_is_a_problem_of_the_report(tmp_path: Path) -> None:
+    settings = ProviderSettings(cli_path=str(tmp_path / "nope"))
+
+    report = check_capabilities(settings, environ=AUTHED)
+
+    assert not report.cli.found
+    assert report.problems == [report.cli.problem]
+
+
+# -- check_auth
+
+
+@pytest.mark.parametrize(
+    ("var", "method"),
+    [
+        ("ANTHROPIC_API_KEY", "api-key"),
+        ("ANTHROPIC_AUTH_TOKEN", "auth-token"),
+        ("CLAUDE_CODE_OAUTH_TOKEN", "oauth-token"),
+    ],
+)
+def test_check_auth_recognises_a_key_or_token_in_the_environment(var: str, method: str) -> None:
+    status = check_auth(ProviderSettings(), {var: SECRET})
+
+    assert status.configured
+    assert status.method == method
+    assert status.detail == f"{var} is set"
+
+
+@pytest.mark.parametrize(
+    "var", ["ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN", "CLAUDE_CODE_OAUTH_TOKEN"]
+)
+def test_the_report_never_contains_the_secret(var: str) -> None:
+    report = check_capabilities(ProviderSettings(env={var: SECRET}), environ={var: SECRET})
+
+    assert report.auth.configured
+    assert SECRET not in report.model_dump_json()
+    assert SECRET not in repr(report)
+
+
+def test_check_auth_reads_the_settings_env_too() -> None:
+    status = check_auth(ProviderSettings(env={"ANTHROPIC_AUTH_TOKEN": SECRET}), {})
+
+    assert status.method == "auth-token"
+
+
+def test_check_auth_ignores_an_empty_key() -> None:
+    status = check_auth(ProviderSettings(), {"ANTHROPIC_API_KEY": "", "HOME": "/nonexistent"})
+
+    assert not status.configured
+
+
+@pytest.mark.parametrize(
+    "var", ["CLAUDE_CODE_USE_BEDROCK", "CLAUDE_CODE_USE_VERTEX", "CLAUDE_CODE_USE_FOUNDRY"]
+)
+def test_check_auth_recognises_a_cloud_provider_switch(var: str) -> None:
+    status = check_auth(ProviderSettings(), {var: "1"})
+
+    assert status.configured and status.method == "cloud" and var in status.detail
+
+
+def test_check_auth_ignores_a_cloud_switch_that_is_off(tmp_path: Path) -> None:
+    status = check_auth(ProviderSettings(), {"CLAUDE_CODE_USE_BEDROCK": "0", "HOME": str(tmp_path)})
+
+    assert not status.configured
+
+
+def test_check_auth_finds_a_credentials_file_in_claude_config_dir(tmp_path: Path) -> None:
+    credentials = tmp_path / ".credentials.json"
+    credentials.write_text(f'{{"claudeAiOauth": {{"accessToken": "{SECRET}"}}}}', "utf-8")
+
+    status = check_auth(ProviderSettings(), {"CLAUDE_CONFIG_DIR": str(tmp_path)})
+
+    assert status.configured and status.method == "credentials-file"
+    assert str(credentials) in status.detail
+    assert SECRET not in status.model_dump_json()
+
+
+def test_check_auth_finds_a_credentials_file_under_home(tmp_path: Path) -> None:
+    (tmp_path / ".claude").mkdir()
+    (tmp_path / ".claude" / ".credentials.json").write_text("{}", "utf-8")
+
+    status = check_auth(ProviderSettings(), {"HOME": str(tmp_path)})
+
+    assert status.method == "credentials-file"
+
+
+def test_a_login_found_in_the_settings_config_dir_reaches_the_isolated_query(
+    tmp_path: Path,
+) -> None:
+    from sf_provider.provider import _isolated_dirs
+
+    login = tmp_path / "login"
+    login.mkdir()
+    (login / ".credentials.json").write_text("{}", "utf-8")
+    settings = ProviderSettings(env={"CLAUDE_CONFIG_DIR": str(login)})
+    assert check_auth(settings, {}).method == "credentials-file"
+    workdir = tmp_path / "query"
+    workdir.mkdir()
+
+    dirs = _isolated_dirs(workdir, dict(settings.env))
+
+    assert (Path(dirs["CLAUDE_CONFIG_DIR"]) / ".credentials.json").is_file()
+
+
+def test_check_auth_without_anything_says_how_to_authenticate(tmp_path: Path) -> None:
+    status = check_auth(ProviderSettings(), {"HOME": str(tmp_path)})
+
+    assert not status.configured and status.method == "none"
+    assert "ANTHROPIC_API_KEY" in status.detail and "log in" in status.detail
+
+
+def test_missing_authentication_is_a_problem_of_the_report(tmp_path: Path) -> None:
+    report = check_capabilities(ProviderSettings(), environ={"HOME": str(tmp_path)})
+
+    assert report.problems == [f"authentication: {report.auth.detail}"]
+    assert not report.compatible
+
+
+def test_the_environment_key_outranks_a_login(tmp_path: Path) -> None:
+    (tmp_path / ".credentials.json").write_text("{}", "utf-8")
+
+    status = check_auth(
+        ProviderSettings(), {"CLAUDE_CONFIG_DIR": str(tmp_path), "ANTHROPIC_API_KEY": SECRET}
+    )
+
+    assert status.method == "api-key"
+
+
+# -- per-tool fields
+
+
+def test_each_registered_tool_is_reported_with_its_facts() -> None:
+    gate = lambda _request: GateDecision.allow()  # noqa: E731
+    report = _check(_registry(gate=gate, groups={"admin": False}))
+
+    assert _by_name(report) == {
+        "search": ToolCapability(
+            name="search", registered=True, exposed=True, has_executor=True, schema_valid=True,
+            gated=False, group="read",
+        ),
+        "manual": ToolCapability(
+            name="manual", registered=True, exposed=True, has_executor=False, schema_valid=True,
+            gated=False, group="read",
+        ),
+        "write_note": ToolCapability(
+            name="write_note", registered=True, exposed=True, has_executor=True,
+            schema_valid=True, gated=True, mutating=True, group="write",
+        ),
+        "drop_table": ToolCapability(
+            name="drop_table", registered=True, exposed=False, has_executor=True,
+            schema_valid=True, gated=True, mutating=True, group="admin", group_enabled=False,
+        ),
+    }  # fmt: skip
+
+
+def test_a_mutating_tool_without_a_gate_is_not_gated() -> None:
+    tool = _by_name(_check(_registry()))["write_note"]
+
+    assert tool.mutating and not tool.gated
+
+
+def test_a_scope_exposes_only_the_named_tools() -> None:
+    report = _check(_registry(), tool_names=["search"], groups=["write"])
+
+    assert {t.name for t in report.tools if t.exposed} == {"search", "write_note"}
+    assert all(t.registered for t in report.tools)
+
+
+def test_the_request_tools_are_exposed_and_the_registry_tools_stay_registered() -> None:
+    own = _tool("own")
+
+    report = _check(_registry(), tools=[own])
+
+    tools = _by_name(report)
+    assert tools["own"].exposed and tools["own"].registered
+    assert not tools["search"].exposed and tools["search"].registered
+
+
+def test_the_guidance_tool_is_reported_when_it_is_on() -> None:
+    guidance = _by_name(_check(_registry(guidance=True)))[GUIDANCE_TOOL_NAME]
+
+    assert guidance.exposed and guidance.has_executor and guidance.group is None
+
+
+def test_an_invalid_schema_is_reported_on_the_tool_and_as_a_problem() -> None:
+    # Built without validation: the only way to hold a tool whose schema is broken.
+    broken = FunctionTool.model_construct(
+        name="broken", input_schema={"type": "string"}, executor=None, group=None
+    )
+
+    report = _check(tools=[broken])
+
+    tool = _by_name(report)["broken"]
+    assert not tool.schema_valid
+    assert tool.problem is not None and "must describe an object" in tool.problem
+    assert report.problems == [tool.problem]
+
+
+def test_schema_checks_can_be_skipped() -> None:
+    broken = FunctionTool.model_construct(
+        name="broken", input_schema={"type": "string"}, executor=None, group=None
+    )
+
+    report = _check(tools=[broken], check_schemas=False)
+
+    assert _by_name(report)["broken"].schema_valid and report.compatible
+
+
+# -- require
+
+
+def test_a_required_tool_that_is_not_registered_is_a_problem() -> None:
+    report = _check(_registry(), require=["translate"])
+
+    assert report.problems == ["required tool 'translate' is not registered"]
+    assert report.required == ["translate"]
+
+
+def test_a_required_tool_outside_the_scope_is_a_problem() -> None:
+    report = _check(_registry(), require=["write_note"], groups=["read"])
+
+    assert report.problems == [
+        "required tool 'write_note' is registered but not exposed in this scope"
+    ]
+
+
+def test_a_required_tool_in_a_disabled_group_is_not_exposed() -> None:
+    report = _check(_registry(groups={"admin": False}), require=["drop_table"])
+
+    assert report.problems == [
+        "required tool 'drop_table' is registered but not exposed in this scope"
+    ]
+
+
+def test_a_required_tool_without_an_executor_is_a_problem_in_executor_mode() -> None:
+    report = _check(_registry(), require=["manual"], tool_names=["manual"], mode="executor")
+
+    assert "required tool 'manual' has no executor, which executor mode needs" in report.problems
+
+
+def test_a_required_tool_without_an_executor_is_fine_in_auto_mode() -> None:
+    report = _check(_registry(), require=["manual"])
+
+    assert report.compatible
+
+
+def test_required_tools_that_are_exposed_raise_no_problem() -> None:
+    report = _check(_registry(), require=["search", "write_note"])
+
+    assert report.problems == [] and report.compatible
+
+
+def test_executor_mode_names_every_exposed_tool_without_an_executor() -> None:
+    registry = ToolRegistry([_tool("a", executor=False), _tool("b", executor=False)], environ={})
+
+    report = _check(registry, mode="executor")
+
+    assert report.problems == [
+        "executor mode needs an executor on every exposed tool; missing: a, b"
+    ]
+
+
+def test_scope_problems_of_the_registry_are_problems_of_the_report() -> None:
+    report = _check(_registry(), tool_names=["nope"], groups=["ghosts"])
+
+    assert len(report.problems) == 2
+    assert any("'nope' is not registered" in p for p in report.problems)
+    assert any("'ghosts' does not exist" in p for p in report.problems)
+
+
+def test_naming_tools_without_a_registry_is_a_problem() -> None:
+    report = _check(None, tool_names=["search"])
+
+    assert report.problems == [
+        "the request names tools or groups, but no ToolRegistry is configured"
+    ]
+
+
+# -- mode
+
+
+def test_mode_is_executor_when_every_exposed_tool_has_an_executor() -> None:
+    assert _check(_registry(), groups=["write"]).mode == "executor"
+
+
+def test_mode_is_single_turn_when_an_exposed_tool_has_no_executor() -> None:
+    assert _check(_registry()).mode == "single-turn"
+
+
+def test_mode_is_single_turn_when_forced() -> None:
+    assert _check(_registry(), groups=["write"], mode="single-turn").mode == "single-turn"
+
+
+def test_mode_ignores_unexposed_tools_without_an_executor() -> None:
+    assert _check(_registry(groups={"read": False})).mode == "executor"
+
+
+# -- ensure_capabilities
+
+
+def test_ensure_capabilities_raises_listing_every_problem_at_once(tmp_path: Path) -> None:
+    settings = ProviderSettings(cli_path=str(tmp_path / "nope"))
+
+    with pytest.raises(ProviderCompatibilityError) as info:
+        ensure_capabilities(
+            settings,
+            _registry(),
+            require=["translate"],
+            groups=["ghosts"],
+            environ={"HOME": str(tmp_path)},
+        )
+
+    problems = info.value.problems
+    assert len(problems) == 4
+    assert problems[0].startswith("ProviderSettings.cli_path")
+    assert problems[1].startswith("authentication: ")
+    assert any("'ghosts' does not exist" in p for p in problems)
+    assert "required tool 'translate' is not registered" in problems
+    assert all(f"- {p}" in str(info.value) for p in problems)
+    assert isinstance(info.value.report, CapabilityReport)
+    assert info.value.report.problems == problems
+
+
+def test_ensure_capabilities_returns_the_report_when_nothing_is_missing() -> None:
+    report = ensure_capabilities(ProviderSettings(), _registry(), environ=AUTHED)
+
+    assert report.compatible and len(report.tools) == 4
+
+
+# -- the report as data
+
+
+def test_the_report_survives_a_json_round_trip() -> None:
+    report = _check(_registry(groups={"admin": False}), require=["translate"])
+
+    again = CapabilityReport.model_validate_json(report.model_dump_json())
+
+    assert again == report
+    assert not again.compatible
+
+
+def test_the_report_reads_the_process_environment_when_no_environ_is_given(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("ANTHROPIC_AUTH_TOKEN", SECRET)
+
+    report = check_capabilities(ProviderSettings())
+
+    assert report.auth.method == "auth-token"
+    assert os.environ["ANTHROPIC_AUTH_TOKEN"] not in report.model_dump_json()

@@ -1,0 +1,295 @@
+"""Safety gates, enforced in the one invocation layer (`invoke_tool` and `ToolRegistry.call`)."""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+import pytest
+
+from sf_provider import CallContext, FunctionTool, GateDecision, GateRequest, ToolRegistry
+from sf_provider._invoke import invoke_tool
+
+pytestmark = pytest.mark.anyio
+
+SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "properties": {"path": {"type": "string"}},
+    "required": ["path"],
+}
+
+
+class Executor:
+    """A sync executor that counts its calls."""
+
+    def __init__(self) -> None:
+        self.calls: list[dict[str, Any]] = []
+
+    def __call__(self, arguments: dict[str, Any]) -> str:
+        self.calls.append(arguments)
+        return f"deleted {arguments['path']}"
+
+
+class Gate:
+    """A gate that records what it was asked and answers `answer` (or raises it)."""
+
+    def __init__(self, answer: Any) -> None:
+        self.answer = answer
+        self.requests: list[GateRequest] = []
+
+    def __call__(self, request: GateRequest) -> Any:
+        self.requests.append(request)
+        if isinstance(self.answer, BaseException):
+            raise self.answer
+        return self.answer
+
+
+class AsyncGate(Gate):
+    async def __call__(self, request: GateRequest) -> Any:  # type: ignore[override]
+        return super().__call__(request)
+
+
+def _tool(executor: Executor, *, mutating: bool = True, name: str = "delete_file") -> FunctionTool:
+    return FunctionTool(name=name, input_schema=SCHEMA, executor=executor, mutating=mutating)
+
+
+async def _invoke(tool: FunctionTool, gate: Any, arguments: dict[str, Any] | None = None) -> Any:
+    return await invoke_tool(
+        tool, arguments or {"path": "/etc/passwd"}, default_timeout=None, gate=gate
+    )
+
+
+# -- denial
+
+
+async def test_a_sync_gate_denial_is_an_error_result_naming_the_tool_and_reason() -> None:
+    executor = Executor()
+
+    output = await _invoke(_tool(executor), Gate(GateDecision.deny("system files are off limits")))
+
+    assert output.is_error
+    assert output.text == (
+        "Tool 'delete_file' was denied by the safety gate: system files are off limits"
+    )
+
+
+async def test_a_denied_call_never_runs_the_executor() -> None:
+    executor = Executor()
+
+    await _invoke(_tool(executor), Gate(GateDecision.deny("no")))
+
+    assert executor.calls == []
+
+
+async def test_an_async_gate_denial_is_enforced() -> None:
+    executor = Executor()
+
+    output = await _invoke(_tool(executor), AsyncGate(GateDecision.deny("async says no")))
+
+    assert output.is_error
+    assert output.text == "Tool 'delete_file' was denied by the safety gate: async says no"
+    assert executor.calls == []
+
+
+@pytest.mark.parametrize("answer", [False, GateDecision(False)], ids=["false", "empty-reason"])
+async def test_a_denial_without_a_reason_says_no_reason_given(answer: Any) -> None:
+    executor = Executor()
+
+    output = await _invoke(_tool(executor), Gate(answer))
+
+    assert output.text == "Tool 'delete_file' was denied by the safety gate: no reason given"
+    assert executor.calls == []
+
+
+async def test_a_gate_that_raises_denies_the_call_and_names_the_exception() -> None:
+    executor = Executor()
+
+    output = await _invoke(_tool(executor), Gate(RuntimeError("policy server down")))
+
+    assert output.is_error
+    assert output.text == (
+        "Tool 'delete_file' was denied by the safety gate: "
+        "the gate failed (RuntimeError: policy server down)"
+    )
+    assert executor.calls == []
+
+
+async def test_an_async_gate_that_raises_denies_the_call() -> None:
+    executor = Executor()
+
+    output = await _invoke(_tool(executor), AsyncGate(KeyError("missing")))
+
+    assert output.is_error and "the gate failed (KeyError" in output.text
+    assert executor.calls == []
+
+
+@pytest.mark.parametrize("junk", [None, "yes", 1, {"allowed": True}], ids=repr)
+async def test_a_gate_answering_junk_denies_the_call_naming_what_it_got(junk: Any) -> None:
+    executor = Executor()
+
+    output = await _invoke(_tool(executor), Gate(junk))
+
+    assert output.is_error
+    assert output.text == (
+        f"Tool 'delete_file' was denied by the safety gate: the gate answered "
+        f"{type(junk).__name__}, not a GateDecision or bool"
+    )
+    assert executor.calls == []
+
+
+async def test_a_denial_is_logged_on_the_tools_logger_with_the_transport(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    caplog.set_level(logging.WARNING, logger="sf_provider.tools")
+
+    await invoke_tool(
+        _tool(Executor()),
+        {"path": "/etc"},
+        default_timeout=None,
+        gate=Gate(GateDecision.deny("off limits")),
+        context=CallContext(transport="stdio"),
+    )
+
+    records = [r for r in caplog.records if r.name == "sf_provider.tools"]
+    assert [r.getMessage() for r in records] == [
+        "Tool 'delete_file' was denied by the safety gate: off limits (transport: stdio)"
+    ]
+    assert records[0].levelno == logging.WARNING
+
+
+async def test_a_gate_that_raises_is_logged_with_its_traceback(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    caplog.set_level(logging.WARNING, logger="sf_provider.tools")
+
+    await _invoke(_tool(Executor()), Gate(RuntimeError("boom")))
+
+    failure = next(r for r in caplog.records if "safety gate raised" in r.getMessage())
+    assert failure.name == "sf_provider.tools"
+    assert failure.exc_info is not None and isinstance(failure.exc_info[1], RuntimeError)
+
+
+# -- what reaches the gate
+
+
+async def test_a_tool_that_is_not_mutating_never_reaches_the_gate() -> None:
+    executor = Executor()
+    gate = Gate(GateDecision.deny("would deny"))
+
+    output = await _invoke(_tool(executor, mutating=False), gate)
+
+    assert not output.is_error
+    assert gate.requests == []
+    assert executor.calls == [{"path": "/etc/passwd"}]
+
+
+@pytest.mark.parametrize(
+    "answer", [True, GateDecision.allow(), GateDecision.allow("fine")], ids=repr
+)
+async def test_an_allowed_call_runs_the_executor(answer: Any) -> None:
+    executor = Executor()
+
+    output = await _invoke(_tool(executor), Gate(answer), {"path": "/tmp/x"})
+
+    assert not output.is_error and output.text == "deleted /tmp/x"
+    assert executor.calls == [{"path": "/tmp/x"}]
+
+
+async def test_an_async_gate_allowing_the_call_lets_it_run() -> None:
+    executor = Executor()
+
+    output = await _invoke(_tool(executor), AsyncGate(GateDecision.allow()))
+
+    assert not output.is_error
+    assert len(executor.calls) == 1
+
+
+async def test_without_a_gate_a_mutating_tool_runs() -> None:
+    executor = Executor()
+
+    output = await _invoke(_tool(executor), None)
+
+    assert not output.is_error and len(executor.calls) == 1
+
+
+async def test_the_gate_is_asked_once_per_call() -> None:
+    gate = Gate(True)
+    tool = _tool(Executor())
+
+    await _invoke(tool, gate)
+    await _invoke(tool, gate)
+
+    assert len(gate.requests) == 2
+
+
+async def test_invalid_arguments_are_rejected_before_the_gate_is_asked() -> None:
+    executor = Executor()
+    gate = Gate(True)
+
+    output = await _invoke(_tool(executor), gate, {"path": 5})
+
+    assert output.is_error and output.text.startswith("Invalid arguments for tool 'delete_file'")
+    assert gate.requests == []
+    assert executor.calls == []
+
+
+async def test_the_gate_sees_the_tool_the_arguments_and_the_context() -> None:
+    gate = Gate(True)
+    tool = _tool(Executor())
+    context = CallContext(transport="sdk-bridge", tool_call_id="toolu_1", metadata={"k": "v"})
+
+    await invoke_tool(tool, {"path": "/tmp/x"}, default_timeout=None, gate=gate, context=context)
+
+    (request,) = gate.requests
+    assert request.tool is tool
+    assert request.arguments == {"path": "/tmp/x"}
+    assert request.context is context
+
+
+# -- through ToolRegistry.call
+
+
+async def test_registry_call_enforces_the_registry_gate() -> None:
+    executor = Executor()
+    gate = Gate(GateDecision.deny("read-only day"))
+    registry = ToolRegistry([_tool(executor)], gate=gate, environ={})
+
+    output = await registry.call("delete_file", {"path": "/tmp/x"})
+
+    assert output.is_error
+    assert output.text == "Tool 'delete_file' was denied by the safety gate: read-only day"
+    assert executor.calls == []
+
+
+async def test_registry_call_passes_a_direct_context_and_the_validated_arguments() -> None:
+    gate = Gate(True)
+    registry = ToolRegistry([_tool(Executor())], gate=gate, environ={})
+
+    await registry.call("delete_file", {"path": "/tmp/x"})
+
+    (request,) = gate.requests
+    assert request.context.transport == "direct"
+    assert request.arguments == {"path": "/tmp/x"}
+    assert request.tool.name == "delete_file"
+
+
+async def test_registry_call_passes_the_callers_context_through() -> None:
+    gate = Gate(True)
+    registry = ToolRegistry([_tool(Executor())], gate=gate, environ={})
+    context = CallContext(transport="stdio", tool_call_id="call-7")
+
+    await registry.call("delete_file", {"path": "/tmp/x"}, context=context)
+
+    assert gate.requests[0].context is context
+
+
+async def test_registry_call_of_a_read_only_tool_skips_the_gate() -> None:
+    gate = Gate(GateDecision.deny("no"))
+    executor = Executor()
+    registry = ToolRegistry([_tool(executor, mutating=False)], gate=gate, environ={})
+
+    output = await registry.call("delete_file", {"path": "/tmp/x"})
+
+    assert not output.is_error
+    assert gate.requests == []
+    assert len(executor.calls) == 1
