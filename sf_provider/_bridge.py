@@ -84,7 +84,15 @@ def build_mcp_server(
             {"content": output.content, "isError": output.is_error}
         )
 
-    return Server(name, version="1", on_list_tools=on_list_tools, on_call_tool=on_call_tool)
+    return Server(
+        name, version=_package_version(), on_list_tools=on_list_tools, on_call_tool=on_call_tool
+    )
+
+
+def _package_version() -> str:
+    from . import __version__
+
+    return __version__
 
 
 def build_bridge_server(

@@ -1,4 +1,4 @@
-"""The `sf-provider` command: `demo` and `schemas`."""
+"""The `sf-provider` command: `demo`, `check`, `serve` and `schemas`."""
 
 from __future__ import annotations
 

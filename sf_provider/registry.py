@@ -13,6 +13,7 @@ not exist, or that is disabled, raises `ProviderCompatibilityError` at dispatch.
 from __future__ import annotations
 
 import importlib
+import inspect
 import os
 import re
 from collections.abc import Iterable, Mapping, Sequence
@@ -83,6 +84,8 @@ class ToolRegistry:
             value: Any = getattr(module, attr)
         except AttributeError:
             raise ValueError(f"module {module_name!r} has no attribute {attr!r}") from None
+        if inspect.isclass(value):
+            raise ValueError(f"{spec} is a class; name a ToolRegistry, a list or a factory")
         if callable(value) and not isinstance(value, ToolRegistry | FunctionTool):
             value = value()
         if isinstance(value, ToolRegistry):

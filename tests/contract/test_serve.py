@@ -1,0 +1,514 @@
+"""`sf-provider serve`: the tool registry as an MCP server over stdio.
+
+Four levels: the server in memory (the official `mcp` client), the real `sf-provider serve`
+subprocess over stdio, the real Claude Code CLI using it as an external stdio MCP server, and
+the safety gate on every transport. The tools are `tests/fixtures/serve_tools.py`; subprocesses
+find it through `PYTHONPATH`, this process through `sys.path` (set below, so any import mode and
+pytest-xdist work).
+"""
+
+from __future__ import annotations
+
+import importlib
+import json
+import os
+import signal
+import sys
+import time
+import uuid
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any, TypeVar
+
+import anyio
+import anyio.abc
+import claude_agent_sdk as sdk
+import mcp
+import pytest
+from anyio.streams.buffered import BufferedByteReceiveStream
+from mcp.client.stdio import StdioServerParameters, stdio_client
+from mcp.types import CallToolResult, TextContent
+
+from sf_provider import ClaudeAgentProvider, ToolRegistry
+from sf_provider._bridge import build_mcp_server
+from sf_provider.cli import main
+from sf_provider.testing import ScriptedMessagesAPI, offline_env, reply, text, tool_use
+
+pytestmark = pytest.mark.anyio
+
+TESTS_DIR = Path(__file__).resolve().parents[1]
+if str(TESTS_DIR) not in sys.path:
+    sys.path.insert(0, str(TESTS_DIR))
+serve_tools: Any = importlib.import_module("fixtures.serve_tools")
+
+SPEC = "fixtures.serve_tools:registry"
+MiB = 1 << 20
+DENIED = "Tool 'delete_file' was denied by the safety gate: system files are off limits"
+BOOM = "Tool 'boom' failed: RuntimeError: the boom tool always fails"
+
+T = TypeVar("T")
+
+
+@pytest.fixture
+def registry() -> ToolRegistry:
+    serve_tools.CALLS.clear()
+    loaded: ToolRegistry = ToolRegistry.load(SPEC)
+    return loaded
+
+
+def result_text(result: CallToolResult) -> str:
+    return "".join(block.text for block in result.content if isinstance(block, TextContent))
+
+
+def tool_result_view(block: Mapping[str, Any]) -> tuple[str, bool]:
+    """(text, is_error) of a Messages API tool_result block, whatever shape its content has."""
+    content = block.get("content")
+    if isinstance(content, str):
+        body = content
+    else:
+        body = "".join(str(b.get("text", "")) for b in content or [] if b.get("type") == "text")
+    return body, bool(block.get("is_error"))
+
+
+def tool_results_by_tool(request: Any) -> list[tuple[str, tuple[str, bool]]]:
+    """(app tool name, (text, is_error)) for each tool_use of a recorded request, in order."""
+    results = {r["tool_use_id"]: tool_result_view(r) for r in request.tool_results()}
+    return [(use["name"].rsplit("__", 1)[-1], results[use["id"]]) for use in request.tool_uses()]
+
+
+async def concurrently(*runs: Callable[[], Awaitable[T]]) -> list[T]:
+    """The results of `runs`, run at the same time (the CLI and subprocess starts overlap)."""
+    results: dict[int, T] = {}
+
+    async def run_one(index: int, run: Callable[[], Awaitable[T]]) -> None:
+        results[index] = await run()
+
+    async with anyio.create_task_group() as group:
+        for index, run in enumerate(runs):
+            group.start_soon(run_one, index, run)
+    return [results[index] for index in range(len(runs))]
+
+
+# --------------------------------------------------------------------------- subprocess helpers
+
+
+def isolated_env(tmp_path: Path) -> dict[str, str]:
+    """HOME / CLAUDE_CONFIG_DIR / TMPDIR under tmp_path."""
+    dirs = {"HOME": "home", "CLAUDE_CONFIG_DIR": "config", "TMPDIR": "tmp"}
+    for name in dirs.values():
+        (tmp_path / name).mkdir(exist_ok=True)
+    return {key: str(tmp_path / name) for key, name in dirs.items()}
+
+
+def server_env(tmp_path: Path, call_log: Path | None = None) -> dict[str, str]:
+    """What a `sf-provider serve` subprocess needs on top of its inherited environment."""
+    env = isolated_env(tmp_path) | {"PYTHONPATH": str(TESTS_DIR)}
+    if call_log is not None:
+        env[serve_tools.CALL_LOG_ENV] = str(call_log)
+    return env
+
+
+def serve_args(name: str = "ext") -> list[str]:
+    return ["-m", "sf_provider.cli", "serve", "--tools", SPEC, "--name", name]
+
+
+def processes_running(marker: str) -> list[str]:
+    """Command lines of live processes that contain `marker`."""
+    found = []
+    for cmdline in Path("/proc").glob("[0-9]*/cmdline"):
+        try:
+            args = cmdline.read_bytes().split(b"\0")
+        except OSError:
+            continue  # gone meanwhile
+        if marker.encode() in args:
+            found.append(b" ".join(args).decode(errors="replace"))
+    return found
+
+
+@asynccontextmanager
+async def stdio_session(tmp_path: Path, call_log: Path | None = None) -> AsyncIterator[mcp.Client]:
+    """The official mcp client over stdio to a real `sf-provider serve` subprocess."""
+    params = StdioServerParameters(
+        command=sys.executable,
+        args=serve_args(),
+        env=server_env(tmp_path, call_log),
+        cwd=tmp_path,
+    )
+    # stdio_client waits for, then kills, the process tree when the block ends.
+    with (tmp_path / "serve-stderr.log").open("w") as errlog:
+        async with mcp.Client(stdio_client(params, errlog=errlog)) as client:
+            yield client
+
+
+class RawServer:
+    """A `sf-provider serve` subprocess driven with plain JSON-RPC lines."""
+
+    def __init__(self, process: anyio.abc.Process, stderr: Path) -> None:
+        assert process.stdin is not None and process.stdout is not None
+        self.process = process
+        self.stdin = process.stdin
+        self.stderr = stderr
+        self.stdout_lines: list[bytes] = []
+        self._stdout = BufferedByteReceiveStream(process.stdout)
+
+    async def send(self, message: dict[str, Any]) -> None:
+        await self.stdin.send((json.dumps(message) + "\n").encode())
+
+    async def receive(self) -> dict[str, Any]:
+        with anyio.fail_after(10):
+            line = await self._stdout.receive_until(b"\n", 64 * MiB)
+        self.stdout_lines.append(line)
+        message: dict[str, Any] = json.loads(line)
+        return message
+
+    async def request(self, id: int, method: str, params: dict[str, Any]) -> dict[str, Any]:
+        await self.send({"jsonrpc": "2.0", "id": id, "method": method, "params": params})
+        return await self.receive()
+
+    async def initialize(self) -> None:
+        answer = await self.request(
+            0,
+            "initialize",
+            {
+                "protocolVersion": "2025-06-18",
+                "capabilities": {},
+                "clientInfo": {"name": "raw-test", "version": "0"},
+            },
+        )
+        assert answer["result"]["serverInfo"]["name"] == "ext"
+        await self.send({"jsonrpc": "2.0", "method": "notifications/initialized"})
+
+    async def call(self, id: int, name: str, arguments: dict[str, Any]) -> dict[str, Any]:
+        answer = await self.request(id, "tools/call", {"name": name, "arguments": arguments})
+        result: dict[str, Any] = answer["result"]
+        return result
+
+    async def rest_of_stdout(self) -> bytes:
+        rest = bytearray()
+        with anyio.fail_after(10):
+            while True:
+                try:
+                    rest += await self._stdout.receive()
+                except (anyio.EndOfStream, anyio.ClosedResourceError):
+                    return bytes(rest)
+
+    async def exit_code_within(self, seconds: float) -> int:
+        with anyio.fail_after(seconds):
+            return await self.process.wait()
+
+
+@asynccontextmanager
+async def raw_server(tmp_path: Path) -> AsyncIterator[RawServer]:
+    stderr = tmp_path / "serve-stderr.log"
+    with stderr.open("w") as errlog:
+        process = await anyio.open_process(
+            [sys.executable, *serve_args()],
+            env={**os.environ, **server_env(tmp_path)},
+            stderr=errlog,
+            cwd=tmp_path,
+        )
+        try:
+            yield RawServer(process, stderr)
+        finally:
+            with anyio.CancelScope(shield=True):
+                if process.returncode is None:
+                    process.kill()
+                await process.aclose()
+
+
+# --------------------------------------------------------------------------- 1. in memory
+
+MODES = pytest.mark.parametrize("mode", ["auto", "legacy"])
+
+
+@asynccontextmanager
+async def in_memory_client(registry: ToolRegistry, mode: str) -> AsyncIterator[mcp.Client]:
+    server = build_mcp_server(
+        "ext", registry.enabled_tools(), default_timeout=5, gate=registry.gate, transport="stdio"
+    )
+    async with mcp.Client(server, mode=mode) as client:
+        yield client
+
+
+@MODES
+async def test_listed_schemas_are_the_function_tool_schemas_intact(
+    registry: ToolRegistry, mode: str
+) -> None:
+    async with in_memory_client(registry, mode) as client:
+        listed = await client.list_tools()
+    schemas = {tool.name: tool.input_schema for tool in listed.tools}
+    assert schemas == {t.name: t.input_schema for t in registry.enabled_tools()}
+    book = schemas["book"]
+    assert book["required"] == ["party", "time"]
+    assert book["properties"]["time"]["enum"] == ["18:00", "19:30", "21:00"]
+    assert book["properties"]["party"]["required"] == ["name", "size"]
+
+
+@MODES
+async def test_arguments_violating_the_schema_give_an_error_result(
+    registry: ToolRegistry, mode: str
+) -> None:
+    async with in_memory_client(registry, mode) as client:
+        bad = await client.call_tool("book", {"party": {"name": "Ada"}, "time": "noon"})
+        good = await client.call_tool(
+            "book", {"party": {"name": "Ada", "size": 2}, "time": "21:00"}
+        )
+    assert bad.is_error
+    assert "Invalid arguments for tool 'book'" in result_text(bad)
+    assert "'size' is a required property" in result_text(bad)
+    assert "'noon' is not one of" in result_text(bad)
+    assert not good.is_error
+    assert json.loads(result_text(good)) == {"booked": "Ada", "size": 2, "time": "21:00"}
+
+
+@MODES
+async def test_a_raising_executor_gives_an_error_result_and_the_next_call_works(
+    registry: ToolRegistry, mode: str
+) -> None:
+    async with in_memory_client(registry, mode) as client:
+        boom = await client.call_tool("boom", {})
+        add = await client.call_tool("add", {"a": 2, "b": 3})
+    assert boom.is_error and result_text(boom) == BOOM
+    assert not add.is_error and result_text(add) == "5"
+
+
+@MODES
+async def test_a_timed_out_executor_gives_an_error_result(
+    registry: ToolRegistry, mode: str
+) -> None:
+    async with in_memory_client(registry, mode) as client:
+        started = time.monotonic()
+        slow = await client.call_tool("slow", {})
+        elapsed = time.monotonic() - started
+        echo = await client.call_tool("echo", {"text": "still here"})
+    assert slow.is_error and result_text(slow) == "Tool 'slow' timed out after 0.3 s"
+    assert elapsed < serve_tools.SLOW_SECONDS / 2
+    assert result_text(echo) == "still here"
+
+
+@MODES
+async def test_an_unknown_tool_gives_an_error_result_naming_the_known_tools(
+    registry: ToolRegistry, mode: str
+) -> None:
+    async with in_memory_client(registry, mode) as client:
+        result = await client.call_tool("nope", {})
+    assert result.is_error
+    assert result_text(result) == (
+        "Unknown tool 'nope'; tools: add, big, book, boom, delete_file, echo, slow"
+    )
+
+
+@pytest.mark.parametrize(
+    ("spec", "problem"),
+    [
+        ("no_colon", "--tools takes 'module:attr'"),
+        ("no_such_module_xyz:tools", "No module named 'no_such_module_xyz'"),
+        ("fixtures.serve_tools:missing", "has no attribute 'missing'"),
+        ("fixtures.serve_tools:DENIAL_REASON", "must be a ToolRegistry"),
+    ],
+)
+def test_an_unloadable_tools_spec_exits_2_with_a_clear_error(
+    spec: str, problem: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["serve", "--tools", spec]) == 2
+    captured = capsys.readouterr()
+    assert captured.out == ""
+    assert f"sf-provider serve: cannot load --tools {spec!r}" in captured.err
+    assert problem in captured.err
+
+
+# --------------------------------------------------------------------------- 2. stdio subprocess
+
+
+async def test_the_stdio_server_lists_the_registry_and_calls_tools(
+    registry: ToolRegistry, tmp_path: Path
+) -> None:
+    async with stdio_session(tmp_path) as client:
+        listed = await client.list_tools()
+        echo = await client.call_tool("echo", {"text": "hello ✓"})
+        add = await client.call_tool("add", {"a": 2, "b": 3})
+    assert [(t.name, t.input_schema) for t in listed.tools] == [
+        (t.name, t.input_schema) for t in registry.enabled_tools()
+    ]
+    assert (result_text(echo), echo.is_error) == ("hello ✓", False)
+    assert (result_text(add), add.is_error) == ("5", False)
+
+
+def utf8_text(pattern: str, size: int) -> str:
+    """`pattern` repeated, padded with 'x' to exactly `size` UTF-8 bytes."""
+    repeated = pattern * (size // len(pattern.encode()))
+    return repeated + "x" * (size - len(repeated.encode()))
+
+
+async def test_payloads_of_up_to_10_mib_pass_intact_both_ways(tmp_path: Path) -> None:
+    # Newlines, quotes and backslashes inside strings must not break line framing. The 10 MiB
+    # text keeps to Latin-1, as the mcp client's line splitting is slow on wider strings.
+    sent = {
+        1 * MiB: utf8_text('ünïcødé ✓ 🙂 中文 "quoted" \\ line\nbreak\t', 1 * MiB),
+        10 * MiB: utf8_text('Grüße, café "naïve" \\ line\nbreak\t', 10 * MiB),
+    }
+    async with stdio_session(tmp_path) as client:
+        big = await client.call_tool("big", {"size": 10 * MiB})
+        echoed = {
+            size: await client.call_tool("echo", {"text": text}) for size, text in sent.items()
+        }
+    assert not big.is_error
+    assert result_text(big) == serve_tools.big_text(10 * MiB)
+    for size, result in echoed.items():
+        assert not result.is_error
+        assert result_text(result) == sent[size], f"{size} bytes of arguments came back changed"
+
+
+async def test_stdout_carries_only_json_rpc_and_logs_go_to_stderr(tmp_path: Path) -> None:
+    async with raw_server(tmp_path) as server:
+        await server.initialize()
+        boom = await server.call(1, "boom", {})
+        echo = await server.call(2, "echo", {"text": "after the boom"})
+        await server.stdin.aclose()
+        rest = await server.rest_of_stdout()
+        code = await server.exit_code_within(5)
+    assert boom == {"content": [{"type": "text", "text": BOOM}], "isError": True}
+    assert echo["content"][0]["text"] == "after the boom" and not echo.get("isError")
+    assert rest == b""
+    for line in server.stdout_lines:
+        assert json.loads(line)["jsonrpc"] == "2.0"
+    stderr = server.stderr.read_text()
+    assert f"WARNING sf_provider.tools: {BOOM}" in stderr
+    assert "Traceback" in stderr
+    assert code == 0
+
+
+async def test_end_of_stdin_exits_0_without_waiting_for_a_timed_out_tool_thread(
+    tmp_path: Path,
+) -> None:
+    async with raw_server(tmp_path) as server:
+        await server.initialize()
+        slow = await server.call(1, "slow", {})
+        assert slow["isError"]
+        started = time.monotonic()
+        await server.stdin.aclose()
+        code = await server.exit_code_within(2)
+        elapsed = time.monotonic() - started
+    assert code == 0
+    assert elapsed < serve_tools.SLOW_SECONDS - 1, "shutdown waited for the sleeping executor"
+
+
+@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT], ids=["SIGTERM", "SIGINT"])
+async def test_a_termination_signal_exits_0_within_2_seconds(
+    tmp_path: Path, signum: signal.Signals
+) -> None:
+    async with raw_server(tmp_path) as server:
+        await server.initialize()  # answered: the signal handler is in place
+        await server.call(1, "add", {"a": 1, "b": 1})
+        server.process.send_signal(signum)
+        code = await server.exit_code_within(2)
+    assert code == 0
+    assert f"{signum.name} received: shutting down" in server.stderr.read_text()
+
+
+# --------------------------------------------------------------------------- 3. the Claude CLI
+
+
+def add_and_boom_script() -> list[Any]:
+    return [reply(tool_use("add", {"a": 2, "b": 3}), tool_use("boom")), reply(text("done"))]
+
+
+@pytest.mark.cli
+async def test_the_claude_cli_gets_the_same_tool_results_from_serve_as_from_the_bridge(
+    registry: ToolRegistry, tmp_path: Path
+) -> None:
+    (tmp_path / "server").mkdir()
+    server_name = f"ext-{uuid.uuid4().hex}"
+
+    async def through_serve() -> list[tuple[str, tuple[str, bool]]]:
+        async with ScriptedMessagesAPI(add_and_boom_script()) as api:
+            options = sdk.ClaudeAgentOptions(
+                tools=[],
+                allowed_tools=["mcp__ext__add", "mcp__ext__boom"],
+                mcp_servers={
+                    "ext": {
+                        "type": "stdio",
+                        "command": sys.executable,
+                        "args": serve_args(name=server_name),
+                        "env": server_env(tmp_path / "server"),
+                    }
+                },
+                setting_sources=[],
+                env=offline_env(api.base_url) | isolated_env(tmp_path),
+                cwd=str(tmp_path),
+                extra_args={"no-session-persistence": None, "bare": None},
+            )
+            messages = [m async for m in sdk.query(prompt="2+3, then boom", options=options)]
+        result = messages[-1]
+        assert isinstance(result, sdk.ResultMessage) and not result.is_error, result
+        assert api.errors == []
+        assert "mcp__ext__add" in api.requests[0].tool_names
+        for _ in range(60):  # the CLI stops its stdio servers (with SIGINT): allow 3 s
+            if not processes_running(server_name):
+                break
+            await anyio.sleep(0.05)
+        assert not processes_running(server_name), "the serve process outlived the CLI"
+        return tool_results_by_tool(api.requests[1])
+
+    async def through_the_bridge() -> list[tuple[str, tuple[str, bool]]]:
+        async with ScriptedMessagesAPI(add_and_boom_script()) as api:
+            provider = ClaudeAgentProvider(api.settings())
+            await provider.generate("2+3, then boom", tools=registry.enabled_tools())
+        return tool_results_by_tool(api.requests[1])
+
+    # One after the other: two CLIs and a server starting at once only contend for 2 cores.
+    external = await through_serve()
+    bridge = await through_the_bridge()
+    assert external == bridge == [("add", ("5", False)), ("boom", (BOOM, True))]
+
+
+# --------------------------------------------------------------------------- 4. the safety gate
+
+
+async def delete_through_every_transport(
+    registry: ToolRegistry, tmp_path: Path, path: str
+) -> tuple[list[tuple[str, bool]], Path]:
+    """(text, is_error) of one `delete_file(path)` call per transport, and the stdio call log."""
+    call_log = tmp_path / "stdio-calls.jsonl"
+
+    async def direct() -> tuple[str, bool]:
+        output = await registry.call("delete_file", {"path": path})
+        return output.text, output.is_error
+
+    async def sdk_bridge() -> tuple[str, bool]:
+        script = [reply(tool_use("delete_file", {"path": path})), reply(text("ok"))]
+        async with ScriptedMessagesAPI(script) as api:
+            await ClaudeAgentProvider(api.settings(), registry=registry).generate("delete it")
+        [result] = api.requests[1].tool_results()
+        return tool_result_view(result)
+
+    async def stdio() -> tuple[str, bool]:
+        async with stdio_session(tmp_path, call_log=call_log) as client:
+            result = await client.call_tool("delete_file", {"path": path})
+        return result_text(result), bool(result.is_error)
+
+    return await concurrently(direct, sdk_bridge, stdio), call_log
+
+
+@pytest.mark.cli
+async def test_the_safety_gate_denies_identically_on_all_three_transports(
+    registry: ToolRegistry, tmp_path: Path
+) -> None:
+    outcomes, call_log = await delete_through_every_transport(registry, tmp_path, "/etc/passwd")
+    assert outcomes == [(DENIED, True)] * 3  # direct, SDK bridge, stdio server
+    assert serve_tools.CALLS == [], "the executor ran in this process"
+    assert not call_log.exists(), "the executor ran in the stdio server"
+
+
+@pytest.mark.cli
+async def test_an_allowed_mutating_call_runs_on_all_three_transports(
+    registry: ToolRegistry, tmp_path: Path
+) -> None:
+    path = str(tmp_path / "scratch.txt")
+    outcomes, call_log = await delete_through_every_transport(registry, tmp_path, path)
+    assert outcomes == [(f"deleted {path}", False)] * 3
+    in_process_calls = serve_tools.CALLS
+    assert in_process_calls == [("delete_file", {"path": path})] * 2  # direct, SDK bridge
+    logged = [json.loads(line) for line in call_log.read_text().splitlines()]
+    assert logged == [{"tool": "delete_file", "arguments": {"path": path}}]
