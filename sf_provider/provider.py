@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import tempfile
@@ -15,6 +16,8 @@ from typing import Any, Literal, cast
 
 import anyio
 import claude_agent_sdk as sdk
+from claude_agent_sdk._internal.client import InternalClient
+from claude_agent_sdk._internal.transport.subprocess_cli import SubprocessCLITransport
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from ._bridge import bridge_tool_name, build_bridge_server
@@ -46,6 +49,7 @@ from .types import CallWarning, ErrorPart, GenerateResult, Mode, StreamPart, Str
 __all__ = ["CallOptions", "ClaudeAgentProvider", "NamedToolChoice", "ToolChoice"]
 
 _STDERR_TAIL_LINES = 40
+_KILL_GRACE_SECONDS = 0.3
 
 
 class NamedToolChoice(BaseModel):
@@ -331,7 +335,14 @@ class ClaudeAgentProvider:
             result: sdk.ResultMessage | None = None
             failure: ProviderError | None = None
             try:
-                query = sdk.query(prompt=_prompt(prepared.conversation), options=options)
+                prompt = _prompt(prepared.conversation)
+                transport = _QueryTransport(prompt=prompt, options=options)
+                # InternalClient.process_query is what sdk.query wraps; sdk.query's own
+                # `async for` does not close it when the stream is left early (PEP 533), which
+                # would leave the CLI to the garbage collector. Closing this one stops it now.
+                query = InternalClient().process_query(
+                    prompt=prompt, options=options, transport=transport
+                )
                 clock = _Deadlines(self.settings.timeout, self.settings.idle_timeout)
                 async with aclosing(cast(AsyncGenerator[Any, None], query)) as messages:
                     while True:
@@ -344,6 +355,7 @@ class ClaudeAgentProvider:
                             break
                         if isinstance(message, sdk.ResultMessage):
                             result = message
+                            transport.finished = True
                             continue
                         for part in mapper.map(message):
                             collector.add(part)
@@ -398,6 +410,39 @@ class ClaudeAgentProvider:
             raise failure
         finally:
             shutil.rmtree(workdir, ignore_errors=True)
+
+
+class _QueryTransport(SubprocessCLITransport):
+    """The SDK's subprocess transport, stopping the CLI at once when a query is abandoned.
+
+    The SDK closes a query gently (end of input, then up to 5 s for the CLI to save its session
+    before SIGTERM, which the CLI takes seconds more to honour). Until the result message arrived,
+    closing means the query was cancelled, left early, timed out or failed: nothing is worth
+    saving (sessions are not persisted), so the CLI is stopped right away. The close may run
+    inside a cancelled wait of the SDK's own generator, hence a flag set on the result rather
+    than on the way out.
+    """
+
+    finished = False
+
+    async def close(self) -> None:
+        process = getattr(self, "_process", None)
+        if not self.finished and process is not None and process.returncode is None:
+            # SIGTERM first; the CLI takes seconds to shut down gracefully, so SIGKILL after a
+            # short grace: nothing of an abandoned query is worth waiting for.
+            with contextlib.suppress(ProcessLookupError):
+                process.terminate()
+            with anyio.CancelScope(shield=True), anyio.move_on_after(_KILL_GRACE_SECONDS):
+                await process.wait()
+            if process.returncode is None:
+                with contextlib.suppress(ProcessLookupError):
+                    process.kill()
+        await super().close()
+        # The SDK drops its process without closing the asyncio pipe transport; one left to the
+        # garbage collector after the loop closed complains ("Event loop is closed").
+        pipes = getattr(getattr(process, "_process", None), "_transport", None)
+        if pipes is not None:
+            pipes.close()
 
 
 class _Deadlines:
