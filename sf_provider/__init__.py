@@ -14,9 +14,12 @@ from .capabilities import (
     find_cli,
 )
 from .errors import (
+    APIConnectionError,
     APIError,
     AuthenticationError,
+    BudgetExceededError,
     CLINotFoundError,
+    CLIOutputError,
     DuplicateToolNameError,
     EmptyToolRoutingError,
     InvalidMessagesError,
@@ -25,6 +28,7 @@ from .errors import (
     MaxTurnsError,
     MissingExecutorError,
     OverloadedError,
+    PartialResultError,
     ProcessDiedError,
     ProviderCompatibilityError,
     ProviderError,
@@ -42,6 +46,7 @@ from .settings import ProviderSettings
 from .tools import Executor, FunctionTool, ToolOutput, normalize_input_schema
 from .types import (
     CallWarning,
+    DiscardPart,
     ErrorPart,
     FinishPart,
     FinishReason,
@@ -68,16 +73,20 @@ __version__ = "0.1.0"
 
 __all__ = [
     "GUIDANCE_TOOL_NAME",
+    "APIConnectionError",
     "APIError",
     "AuthStatus",
     "AuthenticationError",
+    "BudgetExceededError",
     "CLINotFoundError",
+    "CLIOutputError",
     "CLIStatus",
     "CallContext",
     "CallOptions",
     "CallWarning",
     "CapabilityReport",
     "ClaudeAgentProvider",
+    "DiscardPart",
     "DuplicateToolNameError",
     "EmptyToolRoutingError",
     "ErrorPart",
@@ -97,6 +106,7 @@ __all__ = [
     "Mode",
     "NamedToolChoice",
     "OverloadedError",
+    "PartialResultError",
     "ProcessDiedError",
     "ProviderCompatibilityError",
     "ProviderError",

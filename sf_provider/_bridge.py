@@ -9,7 +9,7 @@ from claude_agent_sdk.types import McpSdkServerConfig
 from mcp import types
 from mcp.server import Server
 
-from ._invoke import invoke_tool
+from ._invoke import DEFAULT_MAX_RESULT_CHARS, invoke_tool
 from .gates import CallContext, Gate, Transport
 from .tools import FunctionTool
 
@@ -27,18 +27,23 @@ def app_tool_name(bridge: str, name: str) -> str:
     return name[len(prefix) :] if name.startswith(prefix) else name
 
 
-def _wire_tool(tool: FunctionTool) -> types.Tool:
+def _wire_tool(tool: FunctionTool, max_result_chars: int | None) -> types.Tool:
     annotations = None
     if tool.read_only or tool.mutating:
         # readOnlyHint lets the CLI overlap parallel calls of side-effect-free tools.
         annotations = types.ToolAnnotations(
             read_only_hint=tool.read_only or None, destructive_hint=tool.mutating or None
         )
-    return types.Tool(
-        name=tool.name,
-        description=tool.description,
-        input_schema=tool.input_schema,
-        annotations=annotations,
+    # Without this the CLI replaces any result over 50,000 characters by a preview.
+    meta = {"anthropic/maxResultSizeChars": max_result_chars} if max_result_chars else None
+    return types.Tool.model_validate(
+        {
+            "name": tool.name,
+            "description": tool.description,
+            "inputSchema": tool.input_schema,
+            "annotations": annotations,
+            "_meta": meta,
+        }
     )
 
 
@@ -49,13 +54,14 @@ def build_mcp_server(
     default_timeout: float | None,
     gate: Gate | None = None,
     transport: Transport = "sdk-bridge",
+    max_result_chars: int | None = DEFAULT_MAX_RESULT_CHARS,
 ) -> Server[Any]:
     """An official low-level MCP server serving `tools` through the one invocation layer.
 
     Used for the per-query SDK bridge and for `sf-provider serve` (stdio) alike.
     """
     by_name = {tool.name: tool for tool in tools}
-    listing = types.ListToolsResult(tools=[_wire_tool(t) for t in tools])
+    listing = types.ListToolsResult(tools=[_wire_tool(t, max_result_chars) for t in tools])
 
     async def on_list_tools(
         _ctx: Any, _params: types.PaginatedRequestParams | None
@@ -78,7 +84,12 @@ def build_mcp_server(
             metadata=meta,
         )
         output = await invoke_tool(
-            tool, params.arguments, default_timeout=default_timeout, gate=gate, context=context
+            tool,
+            params.arguments,
+            default_timeout=default_timeout,
+            gate=gate,
+            context=context,
+            max_result_chars=max_result_chars,
         )
         return types.CallToolResult.model_validate(
             {"content": output.content, "isError": output.is_error}
@@ -101,7 +112,14 @@ def build_bridge_server(
     *,
     default_timeout: float | None,
     gate: Gate | None = None,
+    max_result_chars: int | None = DEFAULT_MAX_RESULT_CHARS,
 ) -> McpSdkServerConfig:
     """The SDK server config for one query: exactly these tools, shared with no other query."""
-    server = build_mcp_server(bridge, tools, default_timeout=default_timeout, gate=gate)
+    server = build_mcp_server(
+        bridge,
+        tools,
+        default_timeout=default_timeout,
+        gate=gate,
+        max_result_chars=max_result_chars,
+    )
     return McpSdkServerConfig(type="sdk", name=bridge, instance=server)

@@ -23,7 +23,38 @@ from .tools import FunctionTool, ToolOutput
 
 logger = logging.getLogger("sf_provider.tools")
 
-__all__ = ["invoke_tool", "to_tool_output"]
+__all__ = ["DEFAULT_MAX_RESULT_CHARS", "invoke_tool", "to_tool_output", "truncate_output"]
+
+#: The largest tool result (in characters of text) the Claude Code CLI passes to the model when
+#: the tool asks for it (`_meta["anthropic/maxResultSizeChars"]`, measured with CLI 2.1.330;
+#: without it the CLI replaces anything over 50,000 characters by a preview the model cannot
+#: open). Longer results are truncated here, with a marker both the model and the app see.
+DEFAULT_MAX_RESULT_CHARS = 500_000
+
+
+def truncate_output(output: ToolOutput, limit: int | None, tool_name: str) -> ToolOutput:
+    """`output` cut to `limit` characters of text, ending with an explicit marker."""
+    total = sum(len(str(b.get("text", ""))) for b in output.content if b.get("type") == "text")
+    if limit is None or total <= limit:
+        return output
+    marker = (
+        f"\n[truncated by sf-provider: the result of {tool_name!r} has {total} characters; only "
+        f"the first {{kept}} are shown (limit {limit}, ProviderSettings.max_result_chars)]"
+    )
+    budget = max(limit - len(marker.format(kept=limit)), 0)
+    content: list[dict[str, Any]] = []
+    for block in output.content:
+        if block.get("type") != "text":
+            content.append(block)
+            continue
+        piece = str(block.get("text", ""))[:budget]
+        budget -= len(piece)
+        if piece:
+            content.append({**block, "text": piece})
+    kept = limit - len(marker.format(kept=limit))
+    content.append({"type": "text", "text": marker.format(kept=kept)})
+    logger.warning("result of tool %r truncated from %d to %d characters", tool_name, total, kept)
+    return ToolOutput(content=content, is_error=output.is_error)
 
 
 def to_tool_output(value: Any) -> ToolOutput:
@@ -68,6 +99,7 @@ async def invoke_tool(
     default_timeout: float | None,
     gate: Gate | None = None,
     context: CallContext | None = None,
+    max_result_chars: int | None = None,
 ) -> ToolOutput:
     """Run `tool` with `arguments`; never raises for a tool failure, returns an error result.
 
@@ -75,7 +107,8 @@ async def invoke_tool(
     - a `mutating` tool runs only if `gate` (when there is one) allows it;
     - the executor runs under `tool.timeout` or else `default_timeout` seconds;
     - an exception or a timeout becomes an error result naming the tool and the cause, logged on
-      the `sf_provider.tools` logger.
+      the `sf_provider.tools` logger;
+    - a result longer than `max_result_chars` is truncated with an explicit marker.
     """
     args = dict(arguments or {})
     if tool.executor is None:
@@ -114,7 +147,7 @@ async def invoke_tool(
         logger.warning(message, exc_info=True)
         return ToolOutput.from_text(message, is_error=True)
     try:
-        return to_tool_output(value)
+        return truncate_output(to_tool_output(value), max_result_chars, tool.name)
     except Exception as exc:  # a value that cannot be encoded is the executor's failure too
         message = f"Tool {tool.name!r} returned a value that cannot be sent: {exc}"
         logger.warning(message)

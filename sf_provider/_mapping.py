@@ -27,6 +27,7 @@ from ._envelope import ParsedEnvelope, could_be_envelope, parse_envelope
 from .tools import FunctionTool
 from .types import (
     CallWarning,
+    DiscardPart,
     ErrorPart,
     FinishPart,
     FinishReason,
@@ -64,9 +65,9 @@ _STOP_REASONS: dict[str, FinishReason] = {
 
 def finish_reason_for(result: ResultMessage) -> FinishReason:
     """The finish reason of a finished query."""
-    if result.is_error and result.subtype != "error_max_turns":
+    if result.is_error and result.subtype not in ("error_max_turns", "error_max_budget_usd"):
         return "error"
-    if result.subtype == "error_max_turns":
+    if result.subtype in ("error_max_turns", "error_max_budget_usd"):
         return "length"
     return _STOP_REASONS.get(result.stop_reason or "", "other")
 
@@ -131,6 +132,11 @@ class PartMapper:
         self._envelope: tuple[str, ParsedEnvelope] | None = None
         self.tool_calls = 0
         self.text_chars = 0
+        # The streamed API message in progress: its part ids, and whether it ended properly.
+        self._attempt: list[str] = []
+        self._attempt_done = True
+        self._attempt_chars = 0
+        self._attempt_calls = 0
         self._streamed: set[str] = set()
         self._message_id: str | None = None
         self._open: dict[int, tuple[str, str]] = {}  # block index -> (kind, part id)
@@ -138,6 +144,7 @@ class PartMapper:
         self._tool_names: dict[str, str] = {}
         self._counter = 0
         self.api_error: str | None = None
+        self.retry_delay: float | None = None
         self.api_error_text: str | None = None
 
     def _next_id(self, prefix: str) -> str:
@@ -158,6 +165,13 @@ class PartMapper:
             case ResultMessage():
                 return [self.finish(message)]
             case SystemMessage():
+                if message.subtype == "api_retry":
+                    parts = self._discard_cut_attempt()
+                    # The delay the CLI waited follows the API's retry-after, when it sent one.
+                    delay = message.data.get("retry_delay_ms")
+                    if isinstance(delay, int | float):
+                        self.retry_delay = delay / 1000
+                    return parts
                 return []
             case _:
                 # RateLimitEvent, ConversationResetMessage and future types carry nothing the
@@ -169,10 +183,15 @@ class PartMapper:
     def _event(self, event: dict[str, Any]) -> list[StreamPart]:
         kind = event.get("type")
         if kind == "message_start":
+            parts = self._discard_cut_attempt()
             message_id = str((event.get("message") or {}).get("id") or self._next_id("msg"))
             self._message_id = message_id
             self._streamed.add(message_id)
             self._open = {}
+            self._attempt_done = False
+            return parts
+        if kind == "message_delta" and (event.get("delta") or {}).get("stop_reason"):
+            self._attempt_done = True
             return []
         index = event.get("index")
         if not isinstance(index, int):
@@ -190,6 +209,7 @@ class PartMapper:
         if block_type == "text":
             part_id = self._next_id("text")
             self._open[index] = ("text", part_id)
+            self._attempt.append(part_id)
             if self._hold_envelopes:
                 self._held[part_id] = []
                 return []
@@ -197,12 +217,14 @@ class PartMapper:
         if block_type == "thinking":
             part_id = self._next_id("reasoning")
             self._open[index] = ("reasoning", part_id)
+            self._attempt.append(part_id)
             return [ReasoningStartPart(id=part_id)]
         if block_type == "tool_use":
             call_id = str(block.get("id"))
             name = app_tool_name(self._bridge, str(block.get("name")))
             self._tool_names[call_id] = name
             self._open[index] = ("tool", call_id)
+            self._attempt.append(call_id)
             return [ToolInputStartPart(id=call_id, tool_name=name)]
         return []
 
@@ -234,8 +256,27 @@ class PartMapper:
 
     # -- text, held back while it may be an envelope
 
+    def _discard_cut_attempt(self) -> list[StreamPart]:
+        """Take back the parts of a streamed message that was cut before it ended.
+
+        The CLI then asks again (a retry, or its non-streaming fallback), so the same turn is
+        about to arrive a second time.
+        """
+        if self._attempt_done or not self._attempt:
+            self._attempt = []
+            return []
+        ids = self._attempt
+        for part_id in ids:
+            self._held.pop(part_id, None)
+        self.text_chars -= self._attempt_chars
+        self.tool_calls -= self._attempt_calls
+        self._attempt, self._attempt_done = [], True
+        self._attempt_chars = self._attempt_calls = 0
+        return [DiscardPart(ids=ids, reason="the API stream was cut; the CLI asked again")]
+
     def _text_delta(self, part_id: str, delta: str) -> list[StreamPart]:
         self.text_chars += len(delta)
+        self._attempt_chars += len(delta)
         held = self._held.get(part_id)
         if held is None:
             return [TextDeltaPart(id=part_id, delta=delta)]
@@ -288,6 +329,8 @@ class PartMapper:
     ) -> ToolCallPart:
         """A tool-call part; in single-turn mode it is checked against the exposed tools."""
         self.tool_calls += 1
+        if call_id in self._attempt:
+            self._attempt_calls += 1
         if not self._provider_executed and problem is None:
             problem = self._invalid_reason(name, arguments)
         return ToolCallPart(
@@ -324,7 +367,7 @@ class PartMapper:
             )
             return []
         streamed = message.message_id is not None and message.message_id in self._streamed
-        parts: list[StreamPart] = []
+        parts: list[StreamPart] = [] if streamed else self._discard_cut_attempt()
         for block in message.content:
             match block:
                 case TextBlock() if not streamed:
@@ -414,7 +457,7 @@ class ResultCollector:
         self._text_order: list[str] = []
         # Index in _text_order where the last model turn's text starts: a turn ends with results.
         self._final_from = 0
-        self._reasoning: list[str] = []
+        self._reasoning: dict[str, list[str]] = {}
         self._calls: dict[str, ToolCallRecord] = {}
         self._warnings: list[CallWarning] = []
         self._mode: Mode = "executor"
@@ -433,7 +476,16 @@ class ResultCollector:
             case TextDeltaPart():
                 self._texts.setdefault(part.id, []).append(part.delta)
             case ReasoningDeltaPart():
-                self._reasoning.append(part.delta)
+                self._reasoning.setdefault(part.id, []).append(part.delta)
+            case DiscardPart():
+                for part_id in part.ids:
+                    self._texts.pop(part_id, None)
+                    self._reasoning.pop(part_id, None)
+                    self._calls.pop(part_id, None)
+                kept = [i for i in self._text_order if i in self._texts]
+                self._final_from -= sum(1 for i in self._text_order[: self._final_from]
+                                        if i not in self._texts)  # fmt: skip
+                self._text_order = kept
             case ToolCallPart():
                 self._calls[part.tool_call_id] = ToolCallRecord(
                     tool_call_id=part.tool_call_id,
@@ -469,7 +521,7 @@ class ResultCollector:
         return GenerateResult(
             text="".join(texts[self._final_from :]),
             all_text="".join(texts),
-            reasoning="".join(self._reasoning),
+            reasoning="".join("".join(chunks) for chunks in self._reasoning.values()),
             tool_calls=list(self._calls.values()),
             finish_reason=finish.finish_reason if finish else ("error" if self.error else "other"),
             usage=finish.usage if finish else Usage(),

@@ -102,8 +102,15 @@ def run_serve(args: argparse.Namespace) -> int:
     )
     logger.setLevel(logging.INFO)
     tools = registry.enabled_tools()
+    # No result limit here: MCP clients other than the Claude Code CLI take any size (a Claude
+    # Code client applies its own, unless the tool asks otherwise).
     server = build_mcp_server(
-        args.name, tools, default_timeout=args.timeout, gate=registry.gate, transport="stdio"
+        args.name,
+        tools,
+        default_timeout=args.timeout,
+        gate=registry.gate,
+        transport="stdio",
+        max_result_chars=None,
     )
     logger.info(
         "serving %d tool(s) as %r over stdio: %s",

@@ -22,7 +22,7 @@ def public_schemas() -> dict[str, dict[str, Any]]:
     from .provider import CallOptions
     from .scenarios import Scenario
     from .settings import ProviderSettings
-    from .testing import HTTPErrorReply, Reply
+    from .testing import FaultReply, HTTPErrorReply, Reply
     from .tools import FunctionTool, ToolOutput
 
     models: list[type[BaseModel]] = [
@@ -36,6 +36,7 @@ def public_schemas() -> dict[str, dict[str, Any]]:
         Scenario,
         Reply,
         HTTPErrorReply,
+        FaultReply,
         CapabilityReport,
     ]
     schemas = {m.__name__: m.model_json_schema(mode="serialization") for m in models}

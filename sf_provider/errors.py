@@ -12,9 +12,12 @@ if TYPE_CHECKING:
     from .types import GenerateResult
 
 __all__ = [
+    "APIConnectionError",
     "APIError",
     "AuthenticationError",
+    "BudgetExceededError",
     "CLINotFoundError",
+    "CLIOutputError",
     "DuplicateToolNameError",
     "EmptyToolRoutingError",
     "InvalidMessagesError",
@@ -23,6 +26,7 @@ __all__ = [
     "MaxTurnsError",
     "MissingExecutorError",
     "OverloadedError",
+    "PartialResultError",
     "ProcessDiedError",
     "ProviderCompatibilityError",
     "ProviderError",
@@ -111,6 +115,10 @@ class CLINotFoundError(ProviderError):
     """The Claude Code CLI could not be found or started."""
 
 
+class CLIOutputError(ProviderError):
+    """The CLI's output could not be read (too large for `max_buffer_size`, or malformed)."""
+
+
 class ProcessDiedError(ProviderError):
     """The CLI process ended without finishing the query."""
 
@@ -144,15 +152,25 @@ class APIError(ProviderError):
         status: int | None = None,
         error_kind: str | None = None,
         session_id: str | None = None,
+        retry_after: float | None = None,
     ) -> None:
         super().__init__(message)
         self.status = status
         self.error_kind = error_kind
         self.session_id = session_id
+        self.retry_after = retry_after
 
     @property
     def retryable(self) -> bool:  # type: ignore[override]
         return self.status is not None and (self.status >= 500 or self.status in (408, 409))
+
+
+class APIConnectionError(APIError):
+    """The connection to the Messages API was lost, or its answer could not be read (no status)."""
+
+    @property
+    def retryable(self) -> bool:  # type: ignore[override]
+        return True
 
 
 class AuthenticationError(APIError):
@@ -179,17 +197,28 @@ class OverloadedError(APIError):
         return True
 
 
-class MaxTurnsError(ProviderError):
-    """Executor mode used up `max_turns` without finishing; `partial` holds what was done."""
+class PartialResultError(ProviderError):
+    """A query stopped at a limit; `partial` holds what was done: text, tool calls and results."""
 
-    def __init__(self, message: str, *, partial: GenerateResult, max_turns: int) -> None:
+    def __init__(self, message: str, *, partial: GenerateResult) -> None:
         super().__init__(message)
         self.partial = partial
+
+
+class MaxTurnsError(PartialResultError):
+    """Executor mode used up `max_turns` without finishing."""
+
+    def __init__(self, message: str, *, partial: GenerateResult, max_turns: int) -> None:
+        super().__init__(message, partial=partial)
         self.max_turns = max_turns
 
-    def __reduce__(self) -> tuple[Any, ...]:
-        return (_rebuild_max_turns, (str(self), self.partial, self.max_turns))
 
+class BudgetExceededError(PartialResultError):
+    """The query reached `max_budget_usd`; `cost_usd` is what it had cost when it stopped."""
 
-def _rebuild_max_turns(message: str, partial: GenerateResult, max_turns: int) -> MaxTurnsError:
-    return MaxTurnsError(message, partial=partial, max_turns=max_turns)
+    def __init__(
+        self, message: str, *, partial: GenerateResult, budget_usd: float, cost_usd: float | None
+    ) -> None:
+        super().__init__(message, partial=partial)
+        self.budget_usd = budget_usd
+        self.cost_usd = cost_usd

@@ -26,13 +26,17 @@ from ._mapping import PartMapper, ResultCollector, usage_from
 from ._messages import Conversation, MessagesInput, convert_messages
 from .capabilities import CapabilityReport, check_capabilities, credentials_path
 from .errors import (
+    APIConnectionError,
     APIError,
     AuthenticationError,
+    BudgetExceededError,
     CLINotFoundError,
+    CLIOutputError,
     EmptyToolRoutingError,
     MaxTurnsError,
     MissingExecutorError,
     OverloadedError,
+    PartialResultError,
     ProcessDiedError,
     ProviderCompatibilityError,
     ProviderError,
@@ -83,6 +87,7 @@ class CallOptions(BaseModel):
     model: str | None = None
     system_prompt: str | None = None
     max_turns: int | None = Field(default=None, ge=1)
+    max_budget_usd: float | None = Field(default=None, gt=0)
     tool_timeout: float | None = Field(default=None, gt=0)
     mode: Literal["auto", "executor", "single-turn"] = "auto"
     tool_choice: ToolChoice = "auto"
@@ -271,7 +276,11 @@ class ClaudeAgentProvider:
         if prepared.tools:
             gate = self.registry.gate if self.registry else None
             servers[bridge] = build_bridge_server(
-                bridge, prepared.tools, default_timeout=timeout, gate=gate
+                bridge,
+                prepared.tools,
+                default_timeout=timeout,
+                gate=gate,
+                max_result_chars=settings.max_result_chars,
             )
         extra_args: dict[str, str | None] = {"no-session-persistence": None}
         resume: dict[str, Any] = {}
@@ -302,6 +311,7 @@ class ClaudeAgentProvider:
             system_prompt="\n\n".join(system) if system else None,
             model=prepared.options.model or settings.model,
             max_turns=max_turns,
+            max_budget_usd=prepared.options.max_budget_usd or settings.max_budget_usd,
             include_partial_messages=True,
             hooks=hooks,
             env=env,
@@ -369,6 +379,12 @@ class ClaudeAgentProvider:
                 )
             except sdk.ProcessError as exc:
                 failure = _process_died(exc.exit_code, stderr)
+            except sdk.CLIJSONDecodeError as exc:
+                failure = CLIOutputError(
+                    f"the CLI sent a message the SDK could not read ({exc}). A message larger "
+                    f"than max_buffer_size={self.settings.max_buffer_size} bytes (a long answer "
+                    f"or large tool arguments) causes this: raise ProviderSettings.max_buffer_size"
+                )
             except sdk.CLIConnectionError as exc:
                 failure = ProcessDiedError(
                     f"lost the connection to the Claude Code CLI: {exc}",
@@ -380,7 +396,14 @@ class ClaudeAgentProvider:
                 for part in mapper.flush():
                     collector.add(part)
                     yield part
-                failure = _result_failure(result, mapper, prepared, max_turns, collector)
+                failure = _result_failure(
+                    result,
+                    mapper,
+                    prepared,
+                    max_turns,
+                    collector,
+                    settings_budget=self.settings.max_budget_usd or 0.0,
+                )
                 if failure is None:
                     finish = mapper.finish(result)
                     if single_turn and mapper.tool_calls:
@@ -394,19 +417,12 @@ class ClaudeAgentProvider:
             yield error
             if result is not None:
                 finish = mapper.finish(result)
-                if isinstance(failure, MaxTurnsError):
-                    failure.partial = collector.result().model_copy(
-                        update={
-                            "finish_reason": finish.finish_reason,
-                            "usage": finish.usage,
-                            "cost_usd": finish.cost_usd,
-                            "num_turns": finish.num_turns,
-                            "session_id": finish.session_id,
-                        }
-                    )
-                else:
+                if not isinstance(failure, PartialResultError):
                     finish = finish.model_copy(update={"finish_reason": "error"})
+                collector.add(finish)
                 yield finish
+            if isinstance(failure, PartialResultError):
+                failure.partial = collector.result()
             raise failure
         finally:
             shutil.rmtree(workdir, ignore_errors=True)
@@ -557,6 +573,7 @@ def _result_failure(
     prepared: _Prepared,
     max_turns: int,
     collector: ResultCollector,
+    settings_budget: float = 0.0,
 ) -> ProviderError | None:
     """The error a finished query's result stands for, or None for a good result."""
     if not result.is_error or result.subtype == "error_max_turns":
@@ -573,6 +590,16 @@ def _result_failure(
                 f"{result.stop_reason!r}, {usage_from(result.usage).output_tokens} output "
                 f"tokens); nothing can be routed. Retry, or check the prompt and tools"
             )
+    if result.subtype == "error_max_budget_usd":
+        budget = prepared.options.max_budget_usd or settings_budget
+        return BudgetExceededError(
+            f"the query reached its budget of ${budget:g} (it cost "
+            f"${result.total_cost_usd or 0:g}); raise max_budget_usd or read the partial "
+            f"result on this error (.partial)",
+            partial=collector.result(),
+            budget_usd=budget,
+            cost_usd=result.total_cost_usd,
+        )
     if result.subtype == "error_max_turns":
         if prepared.mode == "single-turn":
             return None
@@ -596,12 +623,28 @@ def _result_failure(
             session_id=result.session_id,
         )
     if status == 429 or kind == "rate_limit":
-        return RateLimitError(message, status=status, error_kind=kind, session_id=result.session_id)
+        return RateLimitError(
+            message,
+            status=status,
+            error_kind=kind,
+            session_id=result.session_id,
+            retry_after=mapper.retry_delay,
+        )
     if status == 529:
         return OverloadedError(
             message, status=status, error_kind=kind, session_id=result.session_id
         )
-    if status is None and not detail:
-        detail = f"result subtype {result.subtype!r}"
-        message = f"the query failed: {detail}"
+    if status is None:
+        if not detail:
+            return APIError(
+                f"the query failed: result subtype {result.subtype!r}",
+                error_kind=kind,
+                session_id=result.session_id,
+            )
+        return APIConnectionError(
+            f"the connection to the Messages API was lost or its answer was unreadable: "
+            f"{detail}; retrying may help (ProviderSettings.max_retries)",
+            error_kind=kind,
+            session_id=result.session_id,
+        )
     return APIError(message, status=status, error_kind=kind, session_id=result.session_id)

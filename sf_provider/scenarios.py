@@ -25,7 +25,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from ._bridge import bridge_tool_name
 from .errors import ProviderError
 from .provider import ClaudeAgentProvider
-from .testing import HTTPErrorReply, Reply, ScriptedMessagesAPI
+from .testing import FaultReply, HTTPErrorReply, Reply, ScriptedMessagesAPI
 from .tools import FunctionTool
 from .types import FinishReason, GenerateResult
 
@@ -123,7 +123,9 @@ class Scenario(_Spec):
     description: str = ""
     prompt: str | list[dict[str, Any]] = Field(description="A string or role/content messages.")
     tools: list[ScenarioTool] = Field(default_factory=list)
-    replies: list[Reply | HTTPErrorReply] = Field(description="The scripted model turns.")
+    replies: list[Reply | HTTPErrorReply | FaultReply] = Field(
+        description="The scripted model turns."
+    )
     options: dict[str, Any] = Field(default_factory=dict, description="Call options.")
     expect: Expectations = Field(default_factory=Expectations)
 

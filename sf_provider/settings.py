@@ -30,6 +30,9 @@ class ProviderSettings(BaseModel):
         description="HTTP retries the CLI makes (CLAUDE_CODE_MAX_RETRIES); the CLI's own default "
         "is 10 retries over about three minutes.",
     )
+    max_budget_usd: float | None = Field(
+        default=None, gt=0, description="Cost limit of one query in USD (BudgetExceededError)."
+    )
     timeout: float | None = Field(
         default=None, gt=0, description="Seconds the whole query may take; None = no limit."
     )
@@ -50,6 +53,13 @@ class ProviderSettings(BaseModel):
         default="sf",
         pattern=r"^[a-z][a-z0-9_]{0,15}$",
         description="MCP server name of the bridge.",
+    )
+    max_result_chars: int = Field(
+        default=500_000,
+        ge=1000,
+        le=500_000,
+        description="Longest tool result (text characters) sent to the model; longer ones are "
+        "truncated with a marker. 500,000 is the most the Claude Code CLI passes on.",
     )
     max_buffer_size: int = Field(
         default=32 * 1024 * 1024, ge=1024, description="Largest CLI stdout line the SDK accepts."

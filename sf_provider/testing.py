@@ -24,6 +24,10 @@ Example::
 
 Tool names in scripted `tool_use` blocks may be the application's names (`add`): the server
 resolves them against the tools of the request it is answering (`mcp__<bridge>__add`).
+
+Besides replies, a script can hold HTTP errors (`http_error(529)`) and network faults
+(`fault("drop")`, `fault("drop_mid_stream")`, `fault("malformed_sse")`, `fault("hang")`); see
+`FaultReply` for what the CLI does with each.
 """
 
 from __future__ import annotations
@@ -33,21 +37,27 @@ import contextlib
 import inspect
 import itertools
 import json
+import math
+import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from types import TracebackType
-from typing import Any, Literal
+from typing import Any, Literal, get_args
 
 from pydantic import BaseModel, ConfigDict, Field
 
 from .settings import ProviderSettings
 
 __all__ = [
+    "FaultKind",
+    "FaultReply",
     "HTTPErrorReply",
     "RecordedRequest",
     "Reply",
     "ScriptExhaustedError",
+    "ScriptItem",
     "ScriptedMessagesAPI",
+    "fault",
     "http_error",
     "offline_env",
     "reply",
@@ -113,7 +123,64 @@ class HTTPErrorReply(BaseModel):
     retry_after: float | None = None
 
 
-ScriptItem = Reply | HTTPErrorReply
+#: The network faults `FaultReply` can script.
+FaultKind = Literal["drop", "drop_mid_stream", "malformed_sse", "hang"]
+
+
+class FaultReply(BaseModel):
+    """A scripted network fault: the answer to one request goes wrong on the wire.
+
+    What each kind sends, and what the bundled CLI (2.1.330) was seen doing with it. "Falls back"
+    means the CLI repeats the request once with `stream: false`; the **next scripted item answers
+    that fallback**, and a fallback that fails is not retried. A query that still fails ends in an
+    API error result without an HTTP status (`APIError(status=None)` from the provider).
+
+    - `drop`: the connection is closed without a byte of answer. Retried like an HTTP error, up to
+      `CLAUDE_CODE_MAX_RETRIES` times (~0.5 s apart); with none left the query fails with
+      "Connection dropped (ECONNRESET)".
+    - `drop_mid_stream`: the SSE headers and the first `events` events of `reply` (a text by
+      default) are sent, then the connection is closed. The CLI closes the partial message itself
+      (it emits `content_block_stop` and `message_stop`), so **the partial text reaches the
+      stream**. A stream cut after one or more events is retried as a stream while retries remain,
+      then falls back; one cut right after the headers (`events=0`) falls back at once. A failed
+      fallback reads "Connection to the API was lost (ECONNRESET)". A `stream: false` request
+      gets the headers and half of the JSON body.
+    - `malformed_sse`: the SSE headers, then each line of `garbage` as the `data:` of a
+      `message_start` event, then the connection is closed. Nothing reaches the stream; the CLI
+      falls back at once, whatever `CLAUDE_CODE_MAX_RETRIES` says. A `stream: false` request
+      gets a 200 whose body is `garbage` (not JSON): "JSON Parse error: ...".
+    - `hang`: nothing is sent; the connection stays open for `seconds` and is then closed (seen
+      as a `drop`), or, with `seconds=None`, until the server stops (`__aexit__` ends it at
+      once). The CLI waits without retrying, so only `ProviderSettings.idle_timeout` / `timeout`
+      end the query (`QueryTimeoutError`).
+
+    Every fault closes its connection; what comes next is a new connection and the next item.
+    In a scenario file a fault is `{"kind": "drop"}` (or another kind, with the fields below).
+    """
+
+    model_config = ConfigDict(extra="forbid")
+
+    kind: FaultKind
+    reply: Reply | None = Field(
+        default=None,
+        description="drop_mid_stream: the reply whose first events are sent (a text by default).",
+    )
+    events: int = Field(
+        default=3, ge=0, description="drop_mid_stream: SSE events sent before the connection drops."
+    )
+    garbage: list[str] = Field(
+        default_factory=lambda: ['{"type": "message_start", "message": {', "not json at all"],
+        description="malformed_sse: the `data:` lines sent instead of JSON.",
+    )
+    seconds: float | None = Field(
+        default=None,
+        gt=0,
+        description="hang: seconds before the connection is closed; None = until the server stops.",
+    )
+
+
+#: One scripted answer to a `POST /v1/messages`.
+ScriptItem = Reply | HTTPErrorReply | FaultReply
 Responder = Callable[["RecordedRequest"], ScriptItem | Awaitable[ScriptItem]]
 
 
@@ -167,6 +234,26 @@ def http_error(
     )
 
 
+def fault(
+    kind: FaultKind,
+    *,
+    reply: Reply | None = None,
+    events: int = 3,
+    garbage: Sequence[str] | None = None,
+    seconds: float | None = None,
+) -> FaultReply:
+    """A scripted network fault (`drop`, `drop_mid_stream`, `malformed_sse`, `hang`).
+
+    See `FaultReply` for what each does on the wire and what the CLI does with it. Example::
+
+        # The stream breaks after message_start and one text delta; the CLI's non-streaming
+        # fallback gets the good reply.
+        script = [fault("drop_mid_stream", events=3), reply(text("Five."))]
+    """
+    extra: dict[str, Any] = {} if garbage is None else {"garbage": list(garbage)}
+    return FaultReply(kind=kind, reply=reply, events=events, seconds=seconds, **extra)
+
+
 class ScriptExhaustedError(AssertionError):
     """The CLI asked for more model turns than the script holds."""
 
@@ -180,6 +267,8 @@ class RecordedRequest:
     headers: dict[str, str]
     body: dict[str, Any]
     index: int = 0
+    #: `time.monotonic()` when the request was read: gaps between requests show retry delays.
+    received_at: float = 0.0
 
     @property
     def tools(self) -> list[dict[str, Any]]:
@@ -230,12 +319,13 @@ class _State:
 class ScriptedMessagesAPI:
     """A scripted Messages API served over HTTP on 127.0.0.1 (an ephemeral port).
 
-    `script` is either a list of `Reply` / `HTTPErrorReply` items, answered in order one per
-    `POST /v1/messages`, or a function (sync or async) of the `RecordedRequest` returning one.
-    Every request is recorded in `.requests` (other paths get a 404 and are recorded too). When a
-    list script runs out, the server answers HTTP 500 and notes it in `.errors`.
+    `script` is either a list of `Reply` / `HTTPErrorReply` / `FaultReply` items, answered in order
+    one per `POST /v1/messages`, or a function (sync or async) of the `RecordedRequest` returning
+    one. Every request is recorded in `.requests` (other paths get a 404 and are recorded too).
+    When a list script runs out, the server answers HTTP 500 and notes it in `.errors`.
 
-    Use it as an async context manager; `.base_url` is set while it runs.
+    Use it as an async context manager; `.base_url` is set while it runs. Leaving it closes every
+    connection and ends answers still being made (a `hang` fault, a slow function script) at once.
     """
 
     def __init__(self, script: Sequence[ScriptItem | Mapping[str, Any]] | Responder) -> None:
@@ -245,6 +335,7 @@ class ScriptedMessagesAPI:
             items = [_coerce_item(item) for item in script]
         self._state = _State(script=items)
         self._server: asyncio.Server | None = None
+        self._handlers: set[asyncio.Task[None]] = set()
         self._ids = itertools.count(1)
         self.base_url = ""
 
@@ -293,6 +384,12 @@ class ScriptedMessagesAPI:
     ) -> None:
         if self._server is not None:
             self._server.close()
+            # Connections still open (a keep-alive client, a hang, a slow responder) would keep
+            # their handlers alive past the test: end them now.
+            for task in self._handlers:
+                task.cancel()
+            with contextlib.suppress(Exception):
+                await asyncio.wait_for(asyncio.gather(*self._handlers, return_exceptions=True), 2)
             with contextlib.suppress(Exception):
                 await asyncio.wait_for(self._server.wait_closed(), 2)
             self._server = None
@@ -300,6 +397,10 @@ class ScriptedMessagesAPI:
     # -- HTTP plumbing
 
     async def _handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        task = asyncio.current_task()
+        if task is not None:
+            self._handlers.add(task)
+            task.add_done_callback(self._handlers.discard)
         try:
             while True:
                 request = await _read_request(reader)
@@ -312,8 +413,8 @@ class ScriptedMessagesAPI:
         except (ConnectionError, asyncio.IncompleteReadError):
             pass
         except asyncio.CancelledError:
-            # The server is closing under a reply still being made (a hanging responder): end
-            # this connection quietly; asyncio would otherwise log the cancelled handler.
+            # The server is closing under a reply still being made (a hang, a slow responder):
+            # end this connection quietly; asyncio would otherwise log the cancelled handler.
             pass
         finally:
             writer.close()
@@ -330,7 +431,13 @@ class ScriptedMessagesAPI:
             body = json.loads(raw) if raw else {}
         except ValueError:
             body = {"_unparsed": raw.decode("utf-8", "replace")}
-        recorded = RecordedRequest(method, path, headers, body if isinstance(body, dict) else {})
+        recorded = RecordedRequest(
+            method,
+            path,
+            headers,
+            body if isinstance(body, dict) else {},
+            received_at=time.monotonic(),
+        )
         self._state.requests.append(recorded)
         if not _is_model_turn(method, path):
             await _write_json(writer, 404, _error_body("not_found_error", f"no route {path}"))
@@ -348,12 +455,46 @@ class ScriptedMessagesAPI:
                 writer, item.status, _error_body(item.error_type, item.message), extra
             )
             return True
+        if isinstance(item, FaultReply):
+            await self._fault(writer, item, recorded)
+            return False
         message = self._message(item, recorded)
         if recorded.body.get("stream"):
             await _write_sse(writer, message, item.chunk_size)
             return False
         await _write_json(writer, 200, message)
         return True
+
+    async def _fault(
+        self, writer: asyncio.StreamWriter, item: FaultReply, request: RecordedRequest
+    ) -> None:
+        """Play a network fault; the caller closes the connection afterwards."""
+        streamed = bool(request.body.get("stream"))
+        if item.kind == "drop":
+            return
+        if item.kind == "hang":
+            # Cancelled by __aexit__ when seconds is None (or longer than the test).
+            await asyncio.sleep(item.seconds if item.seconds is not None else math.inf)
+            return
+        if item.kind == "drop_mid_stream":
+            partial = item.reply or reply(text(_PARTIAL_TEXT))
+            message = self._message(partial, request)
+            if streamed:
+                events = _sse_events(message, partial.chunk_size)
+                writer.write(_SSE_HEAD + b"".join(events[: item.events]))
+            else:
+                data = json.dumps(message).encode()
+                writer.write(_json_head(200, len(data)) + data[: len(data) // 2])
+        else:  # malformed_sse
+            if streamed:
+                garbage = b"".join(
+                    f"event: message_start\ndata: {line}\n\n".encode() for line in item.garbage
+                )
+                writer.write(_SSE_HEAD + garbage)
+            else:
+                data = "\n".join(item.garbage).encode()
+                writer.write(_json_head(200, len(data)) + data)
+        await writer.drain()
 
     async def _next_item(self, request: RecordedRequest) -> ScriptItem | None:
         script = self._state.script
@@ -405,13 +546,17 @@ def _is_model_turn(method: str, path: str) -> bool:
 
 
 def _coerce_item(item: Any) -> ScriptItem:
-    if isinstance(item, Reply | HTTPErrorReply):
+    if isinstance(item, Reply | HTTPErrorReply | FaultReply):
         return item
     if isinstance(item, Mapping):
         if item.get("kind") == "http_error" or "status" in item:
             return HTTPErrorReply.model_validate(dict(item))
+        if item.get("kind") in get_args(FaultKind):
+            return FaultReply.model_validate(dict(item))
         return Reply.model_validate(dict(item))
-    raise TypeError(f"a script item must be a Reply, an HTTPErrorReply or a mapping, not {item!r}")
+    raise TypeError(
+        f"a script item must be a Reply, an HTTPErrorReply, a FaultReply or a mapping, not {item!r}"
+    )
 
 
 def _resolve_tool_name(name: str, offered: list[str]) -> str:
@@ -458,6 +603,17 @@ async def _read_request(
 _REASONS = {200: "OK", 404: "Not Found", 500: "Internal Server Error"}
 
 
+def _json_head(status: int, length: int, extra: Mapping[str, str] | None = None) -> bytes:
+    head = [
+        f"HTTP/1.1 {status} {_REASONS.get(status, 'Error')}",
+        "content-type: application/json",
+        f"content-length: {length}",
+        "request-id: req_scripted",
+        *(f"{k}: {v}" for k, v in (extra or {}).items()),
+    ]
+    return ("\r\n".join(head) + "\r\n\r\n").encode()
+
+
 async def _write_json(
     writer: asyncio.StreamWriter,
     status: int,
@@ -465,14 +621,7 @@ async def _write_json(
     extra: Mapping[str, str] | None = None,
 ) -> None:
     data = json.dumps(body).encode()
-    head = [
-        f"HTTP/1.1 {status} {_REASONS.get(status, 'Error')}",
-        "content-type: application/json",
-        f"content-length: {len(data)}",
-        "request-id: req_scripted",
-        *(f"{k}: {v}" for k, v in (extra or {}).items()),
-    ]
-    writer.write(("\r\n".join(head) + "\r\n\r\n").encode() + data)
+    writer.write(_json_head(status, len(data), extra) + data)
     await writer.drain()
 
 
@@ -484,16 +633,20 @@ def _chunks(value: str, size: int) -> list[str]:
     return [value[i : i + size] for i in range(0, len(value), size)] or [""]
 
 
-async def _write_sse(
-    writer: asyncio.StreamWriter, message: dict[str, Any], chunk_size: int
-) -> None:
-    writer.write(
-        b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ncache-control: no-cache\r\n"
-        b"request-id: req_scripted\r\nconnection: close\r\n\r\n"
-    )
+_SSE_HEAD = (
+    b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ncache-control: no-cache\r\n"
+    b"request-id: req_scripted\r\nconnection: close\r\n\r\n"
+)
+
+#: The text a `drop_mid_stream` fault starts to stream when it names no reply.
+_PARTIAL_TEXT = "This answer is cut off before it ends."
+
+
+def _sse_events(message: dict[str, Any], chunk_size: int) -> list[bytes]:
+    """The SSE events streaming `message`, one encoded event each, in order."""
     usage = message["usage"]
     start = {**message, "content": [], "stop_reason": None, "usage": {**usage, "output_tokens": 1}}
-    writer.write(_sse("message_start", {"type": "message_start", "message": start}))
+    events = [_sse("message_start", {"type": "message_start", "message": start})]
     for index, block in enumerate(message["content"]):
         kind = block.get("type")
         if kind == "text":
@@ -515,30 +668,21 @@ async def _write_sse(
             ]
         else:
             opening, deltas = block, []
-        writer.write(
+        events.append(
             _sse(
                 "content_block_start",
-                {
-                    "type": "content_block_start",
-                    "index": index,
-                    "content_block": opening,
-                },
+                {"type": "content_block_start", "index": index, "content_block": opening},
             )
         )
-        for delta in deltas:
-            writer.write(
-                _sse(
-                    "content_block_delta",
-                    {
-                        "type": "content_block_delta",
-                        "index": index,
-                        "delta": delta,
-                    },
-                )
+        events.extend(
+            _sse(
+                "content_block_delta",
+                {"type": "content_block_delta", "index": index, "delta": delta},
             )
-        writer.write(_sse("content_block_stop", {"type": "content_block_stop", "index": index}))
-        await writer.drain()
-    writer.write(
+            for delta in deltas
+        )
+        events.append(_sse("content_block_stop", {"type": "content_block_stop", "index": index}))
+    events.append(
         _sse(
             "message_delta",
             {
@@ -548,5 +692,14 @@ async def _write_sse(
             },
         )
     )
-    writer.write(_sse("message_stop", {"type": "message_stop"}))
-    await writer.drain()
+    events.append(_sse("message_stop", {"type": "message_stop"}))
+    return events
+
+
+async def _write_sse(
+    writer: asyncio.StreamWriter, message: dict[str, Any], chunk_size: int
+) -> None:
+    writer.write(_SSE_HEAD)
+    for event in _sse_events(message, chunk_size):
+        writer.write(event)
+        await writer.drain()

@@ -1,8 +1,9 @@
 """Public data: stream parts, usage, warnings and the result of `generate`.
 
 Stream parts follow the familiar provider vocabulary (`type` is the discriminator):
-stream-start, text-start/-delta/-end, reasoning-start/-delta/-end, tool-input-start/-delta/-end,
-tool-call, tool-result, error, finish. `generate` folds the same parts into a `GenerateResult`.
+stream-start, text-start/-delta/-end, reasoning-start/-delta/-end,
+tool-input-start/-delta/-end, tool-call, tool-result, discard (take back the parts of a cut API
+stream), error, finish. `generate` folds the same parts into a `GenerateResult`.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 __all__ = [
     "CallWarning",
+    "DiscardPart",
     "ErrorPart",
     "FinishPart",
     "FinishReason",
@@ -173,6 +175,17 @@ class ToolResultPart(_Model):
     provider_executed: bool = True
 
 
+class DiscardPart(_Model):
+    """Earlier parts to take back: the API stream they came from was cut and the turn redone.
+
+    `ids` are text, reasoning and tool-input part ids (and tool call ids) of the cut attempt.
+    """
+
+    type: Literal["discard"] = "discard"
+    ids: list[str]
+    reason: str
+
+
 class ErrorPart(_Model):
     """An error; in `stream` it comes right before the error is raised."""
 
@@ -210,6 +223,7 @@ StreamPart = Annotated[
     | ToolInputEndPart
     | ToolCallPart
     | ToolResultPart
+    | DiscardPart
     | ErrorPart
     | FinishPart,
     Field(discriminator="type"),

@@ -2,17 +2,23 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
+import time
 from itertools import groupby
 from typing import Any
 
 import httpx
 import pytest
+from pydantic import ValidationError
 
+from sf_provider.scenarios import Scenario
 from sf_provider.testing import (
+    FaultReply,
     RecordedRequest,
     Reply,
     ScriptedMessagesAPI,
+    fault,
     http_error,
     reply,
     text,
@@ -254,6 +260,244 @@ async def test_a_good_run_has_no_errors_and_nothing_remaining() -> None:
         await post(api, body())
 
     assert (api.errors, api.remaining) == ([], 0)
+
+
+# -- network faults
+
+
+async def test_drop_closes_the_connection_without_an_answer() -> None:
+    async with ScriptedMessagesAPI([fault("drop")]) as api:
+        with pytest.raises(httpx.RemoteProtocolError, match="without sending a response"):
+            await post(api, body(stream=True))
+
+    assert len(api.requests) == 1
+    assert (api.errors, api.remaining) == ([], 0)
+
+
+async def test_a_fault_answers_one_request_and_the_next_item_the_next() -> None:
+    async with ScriptedMessagesAPI([fault("drop"), reply(text("after the drop"))]) as api:
+        with pytest.raises(httpx.RemoteProtocolError):
+            await post(api, body())
+        response = await post(api, body())
+
+    assert response.json()["content"] == [{"type": "text", "text": "after the drop"}]
+    assert len(api.requests) == 2
+
+
+async def test_drop_mid_stream_sends_the_first_events_then_closes() -> None:
+    partial = reply(text("The sum of two and three is five."))
+    async with ScriptedMessagesAPI([fault("drop_mid_stream", reply=partial, events=4)]) as api:
+        response = await post(api, body(stream=True))
+
+    # No content-length on a stream: the body simply ends where the connection closed.
+    assert response.status_code == 200
+    assert response.headers["content-type"] == "text/event-stream"
+    events = sse_events(response)
+    names = [name for name, _ in events]
+    assert names == ["message_start", "content_block_start", *["content_block_delta"] * 2]
+    assert "".join(d["text"] for d in deltas(events, 0)) == "The sum of two a"
+
+
+async def test_drop_mid_stream_events_are_a_prefix_of_the_full_stream() -> None:
+    def script_reply() -> Reply:
+        return reply(text("Hello there"), tool_use("add", {"a": 1}))
+
+    full = await streamed(script_reply())
+    async with ScriptedMessagesAPI(
+        [fault("drop_mid_stream", reply=script_reply(), events=6)]
+    ) as api:
+        cut = sse_events(await post(api, body(stream=True)))
+
+    assert cut == full[:6]
+    assert ("message_stop", {"type": "message_stop"}) not in cut
+
+
+async def test_drop_mid_stream_with_zero_events_sends_only_the_headers() -> None:
+    async with ScriptedMessagesAPI([fault("drop_mid_stream", events=0)]) as api:
+        response = await post(api, body(stream=True))
+
+    assert response.status_code == 200
+    assert response.headers["content-type"] == "text/event-stream"
+    assert response.content == b""
+
+
+async def test_drop_mid_stream_default_reply_is_a_text() -> None:
+    async with ScriptedMessagesAPI([fault("drop_mid_stream")]) as api:
+        events = sse_events(await post(api, body(stream=True)))
+
+    assert [name for name, _ in events] == [
+        "message_start",
+        "content_block_start",
+        "content_block_delta",
+    ]
+    assert events[1][1]["content_block"]["type"] == "text"
+
+
+async def test_drop_mid_stream_of_a_json_request_cuts_the_body_short() -> None:
+    async with ScriptedMessagesAPI([fault("drop_mid_stream")]) as api:
+        with pytest.raises(httpx.RemoteProtocolError, match="without sending complete message"):
+            await post(api, body(stream=False))
+
+
+async def test_malformed_sse_sends_data_lines_that_are_not_json() -> None:
+    garbage = ["{not json", "<html>502 Bad Gateway</html>"]
+    async with ScriptedMessagesAPI([fault("malformed_sse", garbage=garbage)]) as api:
+        response = await post(api, body(stream=True))
+
+    assert response.status_code == 200
+    assert response.headers["content-type"] == "text/event-stream"
+    chunks = [
+        dict(line.split(": ", 1) for line in c.splitlines())
+        for c in response.text.strip().split("\n\n")
+    ]
+    assert [c["data"] for c in chunks] == garbage
+    assert {c["event"] for c in chunks} == {"message_start"}
+    for chunk in chunks:
+        with pytest.raises(ValueError):
+            json.loads(chunk["data"])
+
+
+async def test_malformed_sse_default_garbage_is_invalid_json() -> None:
+    async with ScriptedMessagesAPI([fault("malformed_sse")]) as api:
+        response = await post(api, body(stream=True))
+
+    data = [line[6:] for line in response.text.splitlines() if line.startswith("data: ")]
+    assert len(data) >= 1
+    for line in data:
+        with pytest.raises(ValueError):
+            json.loads(line)
+
+
+async def test_malformed_sse_of_a_json_request_is_a_200_that_is_not_json() -> None:
+    async with ScriptedMessagesAPI([fault("malformed_sse", garbage=["<html>oops</html>"])]) as api:
+        response = await post(api, body(stream=False))
+
+    assert response.status_code == 200
+    assert response.headers["content-type"] == "application/json"
+    assert response.text == "<html>oops</html>"
+    with pytest.raises(ValueError):
+        response.json()
+
+
+async def test_hang_never_answers() -> None:
+    async with ScriptedMessagesAPI([fault("hang")]) as api:
+        async with httpx.AsyncClient(base_url=api.base_url, timeout=0.3, verify=False) as client:
+            with pytest.raises(httpx.ReadTimeout):
+                await client.post("/v1/messages", json=body(stream=True))
+        assert len(api.requests) == 1
+
+
+async def test_hang_with_seconds_closes_the_connection_afterwards() -> None:
+    async with ScriptedMessagesAPI([fault("hang", seconds=0.3)]) as api:
+        started = time.monotonic()
+        with pytest.raises(httpx.RemoteProtocolError):
+            await post(api, body(stream=True))
+        elapsed = time.monotonic() - started
+
+    assert 0.3 <= elapsed < 2
+
+
+async def test_leaving_the_server_ends_a_hang_at_once() -> None:
+    arrived = asyncio.Event()
+
+    def hang(_request: RecordedRequest) -> FaultReply:
+        arrived.set()
+        return fault("hang")
+
+    async with ScriptedMessagesAPI(hang) as api:
+        client = asyncio.create_task(post(api, body(stream=True)))
+        await arrived.wait()
+        started = time.monotonic()
+    closing = time.monotonic() - started
+
+    assert closing < 1, "__aexit__ must not wait for a hang"
+    with pytest.raises(httpx.RemoteProtocolError):
+        await client
+
+
+async def test_leaving_the_server_ends_a_slow_function_script_at_once() -> None:
+    arrived = asyncio.Event()
+
+    async def slow(_request: RecordedRequest) -> Reply:
+        arrived.set()
+        await asyncio.sleep(60)
+        return reply(text("too late"))
+
+    async with ScriptedMessagesAPI(slow) as api:
+        client = asyncio.create_task(post(api, body()))
+        await arrived.wait()
+        started = time.monotonic()
+    closing = time.monotonic() - started
+
+    assert closing < 1, "__aexit__ must not wait for a slow responder"
+    with pytest.raises(httpx.RemoteProtocolError):
+        await client
+
+
+async def test_function_script_may_return_a_fault() -> None:
+    async with ScriptedMessagesAPI(lambda _request: fault("drop")) as api:
+        for _ in range(2):
+            with pytest.raises(httpx.RemoteProtocolError):
+                await post(api, body())
+
+    assert len(api.requests) == 2
+
+
+@pytest.mark.parametrize("kind", ["drop", "drop_mid_stream", "malformed_sse", "hang"])
+def test_fault_items_may_be_mappings(kind: str) -> None:
+    item = {"kind": kind, "events": 2} if kind == "drop_mid_stream" else {"kind": kind}
+    api = ScriptedMessagesAPI([item])
+
+    assert api.remaining == 1
+    assert FaultReply.model_validate(item).kind == kind
+
+
+def test_scenario_replies_accept_faults() -> None:
+    scenario = Scenario.model_validate(
+        {
+            "name": "dropped then answered",
+            "prompt": "hi",
+            "replies": [
+                {"kind": "drop_mid_stream", "events": 2},
+                {"kind": "hang", "seconds": 1},
+                {"status": 529},
+                {"content": [text("ok")]},
+            ],
+        }
+    )
+
+    kinds = [type(r).__name__ for r in scenario.replies]
+    assert kinds == ["FaultReply", "FaultReply", "HTTPErrorReply", "Reply"]
+    first = scenario.replies[0]
+    assert isinstance(first, FaultReply)
+    assert (first.kind, first.events) == ("drop_mid_stream", 2)
+
+
+@pytest.mark.parametrize(
+    "bad",
+    [{"kind": "explode"}, {"kind": "drop_mid_stream", "events": -1}, {"kind": "drop", "x": 1}],
+    ids=["unknown-kind", "negative-events", "unknown-field"],
+)
+def test_invalid_faults_are_rejected(bad: dict[str, Any]) -> None:
+    with pytest.raises(ValidationError):
+        FaultReply.model_validate(bad)
+
+
+def test_unknown_script_item_kinds_are_rejected() -> None:
+    with pytest.raises(TypeError, match="FaultReply"):
+        ScriptedMessagesAPI([42])  # type: ignore[list-item]
+
+
+async def test_requests_record_when_they_arrived() -> None:
+    async with ScriptedMessagesAPI([reply(text("a")), reply(text("b"))]) as api:
+        before = time.monotonic()
+        await post(api, body())
+        await asyncio.sleep(0.05)
+        await post(api, body())
+
+    first, second = api.requests
+    assert before <= first.received_at
+    assert second.received_at - first.received_at >= 0.05
 
 
 # -- function scripts

@@ -1,0 +1,363 @@
+"""The fault suite: network faults and HTTP errors, through the real CLI, end in named errors.
+
+Each fault is scripted in `ScriptedMessagesAPI` (`fault(...)`, `http_error(...)`) and run through
+`ClaudeAgentProvider(api.settings(...)).stream` or `generate` with the bundled CLI, with
+`max_retries=0` unless said otherwise. A failing case runs the CLI once; one test per behaviour
+reads that run. The fault, and the outcome it proves:
+
+Failures (each: the exact error type and status, a message that names what happened, an
+`ErrorPart` streamed before the error is raised, the end well within the limits, the requests the
+CLI made, no CLI process and no per-query temp dir left behind):
+
+- `drop` (connection closed, no answer; every request): `APIConnectionError` (no status,
+  retryable), "Connection dropped (ECONNRESET)"; one request.
+- `drop_mid_stream` (SSE cut after 3 events; every request): `APIConnectionError`, "Connection
+  to the API was lost"; two requests, the second the CLI's `stream: false` fallback.
+- `malformed_sse` (`data:` lines that are not JSON; every request): `APIConnectionError`, "JSON
+  Parse error"; two requests, the second the fallback.
+- `hang` with `idle_timeout=1`: `QueryTimeoutError(kind="idle_timeout")` about a second after
+  the CLI's last message; one request, never retried by the CLI; retryable. (The idle clock also
+  covers CLI start-up, which on a loaded machine can pass a second: such a run never reached the
+  fault and is made again, a few times at most.)
+- HTTP 401: `AuthenticationError(status=401)`, not retryable.
+- HTTP 429 with `retry-after: 30`: `RateLimitError(status=429)` at once (with no retry left the
+  retry-after is not waited out); retryable.
+- HTTP 500: `APIError(status=500)`, retryable.
+- HTTP 529: `OverloadedError(status=529)`, retryable.
+
+Recoveries:
+
+- `drop_mid_stream` or `malformed_sse`, then a good reply, `max_retries=0`: the CLI's
+  non-streaming fallback (`stream: false`) gets the good reply and the query succeeds.
+- `max_retries=1`: `drop`, HTTP 401 (yes, the CLI retries it), 429 with `retry-after: 1`, 500 or
+  529, then a good reply: exactly one streamed retry (after a 429, not before its retry-after) and
+  the query succeeds. `drop_mid_stream`, then a good reply: retried as a stream, no fallback.
+
+- A fault without an HTTP status (`drop`, `drop_mid_stream`, `malformed_sse`) is an
+  `APIConnectionError` (retryable) that does not claim a status.
+- After a stream cut midway, a `discard` part takes back the partial text of the aborted attempt:
+  `generate().text` is the good answer alone.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import pytest
+from conftest import cli_processes, leftover_query_dirs
+
+from sf_provider import (
+    APIConnectionError,
+    APIError,
+    AuthenticationError,
+    ClaudeAgentProvider,
+    ErrorPart,
+    FinishPart,
+    GenerateResult,
+    OverloadedError,
+    QueryTimeoutError,
+    RateLimitError,
+    StreamPart,
+)
+from sf_provider.testing import (
+    FaultKind,
+    RecordedRequest,
+    ScriptedMessagesAPI,
+    ScriptItem,
+    fault,
+    http_error,
+    reply,
+    text,
+)
+
+pytestmark = [pytest.mark.anyio, pytest.mark.cli, pytest.mark.faults]
+
+#: A safety net only: every fault below must end the query long before these.
+LIMITS: dict[str, Any] = {"timeout": 30.0, "idle_timeout": 15.0}
+#: A fault with no retry left ends the query this fast (seen: 1-2 s; generous for loaded CI).
+PROMPT_FAILURE_SECONDS = 8.0
+GOOD_ANSWER = "The good answer."
+
+
+@dataclass
+class Run:
+    """What one query through the CLI did."""
+
+    api: ScriptedMessagesAPI
+    elapsed: float
+    parts: list[StreamPart] = field(default_factory=list)
+    error: BaseException | None = None
+    result: GenerateResult | None = None
+    leaked_processes: list[str] = field(default_factory=list)
+    leaked_dirs: list[str] = field(default_factory=list)
+
+    @property
+    def streamed(self) -> list[bool]:
+        """The `stream` flag of each Messages API request, in order."""
+        return [bool(r.body.get("stream")) for r in self.api.requests]
+
+
+def always(item: ScriptItem) -> Callable[[RecordedRequest], ScriptItem]:
+    """A function script answering every request (the CLI's fallback included) with `item`."""
+
+    def answer(_request: RecordedRequest) -> ScriptItem:
+        return item
+
+    return answer
+
+
+async def stream(script: Any, **settings: Any) -> Run:
+    async with ScriptedMessagesAPI(script) as api:
+        provider = ClaudeAgentProvider(api.settings(**{**LIMITS, "max_retries": 0, **settings}))
+        run = Run(api, elapsed=0.0)
+        started = time.perf_counter()
+        try:
+            async for part in provider.stream("What is 2+3?"):
+                run.parts.append(part)
+        except Exception as exc:  # anything, so a raw non-ProviderError is seen and reported
+            run.error = exc
+        run.elapsed = time.perf_counter() - started
+    run.leaked_processes, run.leaked_dirs = cli_processes(), leftover_query_dirs()
+    return run
+
+
+async def generate(script: Any, **settings: Any) -> Run:
+    async with ScriptedMessagesAPI(script) as api:
+        provider = ClaudeAgentProvider(api.settings(**{**LIMITS, "max_retries": 0, **settings}))
+        started = time.perf_counter()
+        result = await provider.generate("What is 2+3?")
+        run = Run(api, elapsed=time.perf_counter() - started, result=result)
+    run.leaked_processes, run.leaked_dirs = cli_processes(), leftover_query_dirs()
+    return run
+
+
+def assert_no_leaks(run: Run) -> None:
+    assert run.leaked_processes == [], "no CLI process may outlive its query"
+    assert run.leaked_dirs == [], "the per-query temp dir must be removed"
+    assert run.api.errors == []
+
+
+# -- failures: each case runs the CLI once; the tests below read that run
+
+
+@dataclass(frozen=True)
+class Failure:
+    script: Any
+    error: type[Exception]
+    status: int | None
+    names: str  # what the message must name (case-insensitive)
+    streamed: list[bool]
+    settings: dict[str, Any] = field(default_factory=dict)
+
+
+FAILURES = {
+    "drop": Failure(always(fault("drop")), APIConnectionError, None, "connection", [True]),
+    "drop_mid_stream": Failure(
+        always(fault("drop_mid_stream")), APIConnectionError, None, "connection", [True, False]
+    ),
+    "malformed_sse": Failure(
+        always(fault("malformed_sse")),
+        APIConnectionError,
+        None,
+        "json parse error",
+        [True, False],
+    ),
+    "hang": Failure(
+        always(fault("hang")),
+        QueryTimeoutError,
+        None,
+        "idle_timeout=1 s",
+        [True],
+        {"idle_timeout": 1.0},
+    ),
+    "http-401": Failure([http_error(401)], AuthenticationError, 401, "HTTP 401", [True]),
+    "http-429": Failure(
+        [http_error(429, "slow down", retry_after=30)], RateLimitError, 429, "HTTP 429", [True]
+    ),
+    "http-500": Failure([http_error(500)], APIError, 500, "HTTP 500", [True]),
+    "http-529": Failure([http_error(529)], OverloadedError, 529, "HTTP 529", [True]),
+}
+STATUSLESS = ["drop", "drop_mid_stream", "malformed_sse"]
+_failed: dict[str, Run] = {}
+
+
+async def failing(case: str) -> Run:
+    """The run of `FAILURES[case]`, made once and read by several tests."""
+    if case not in _failed:
+        expected = FAILURES[case]
+        for _ in range(5):
+            run = await stream(expected.script, **expected.settings)
+            # A timeout before the CLI reached the API (its start-up passed idle_timeout on a
+            # loaded machine) proves nothing about the fault: make the run again.
+            if run.api.requests or not isinstance(run.error, QueryTimeoutError):
+                break
+        _failed[case] = run
+    return _failed[case]
+
+
+@pytest.mark.parametrize("case", list(FAILURES))
+async def test_a_fault_ends_in_its_named_error(case: str) -> None:
+    run = await failing(case)
+
+    expected = FAILURES[case]
+    assert type(run.error) is expected.error, f"{case}: {run.error!r}"
+    if isinstance(run.error, APIError):
+        assert run.error.status == expected.status
+    if isinstance(run.error, QueryTimeoutError):
+        assert (run.error.kind, run.error.seconds) == ("idle_timeout", 1.0)
+
+
+@pytest.mark.parametrize("case", list(FAILURES))
+async def test_the_error_message_names_what_happened(case: str) -> None:
+    run = await failing(case)
+
+    assert FAILURES[case].names.lower() in str(run.error).lower()
+
+
+@pytest.mark.parametrize("case", list(FAILURES))
+async def test_the_error_is_streamed_as_a_part_before_it_is_raised(case: str) -> None:
+    run = await failing(case)
+
+    [error_part] = [p for p in run.parts if isinstance(p, ErrorPart)]
+    assert (error_part.error_type, error_part.message) == (
+        FAILURES[case].error.__name__,
+        str(run.error),
+    )
+    after = run.parts[run.parts.index(error_part) + 1 :]
+    assert all(isinstance(p, FinishPart) and p.finish_reason == "error" for p in after)
+
+
+@pytest.mark.parametrize("case", list(FAILURES))
+async def test_the_query_ends_well_within_the_limits(case: str) -> None:
+    run = await failing(case)
+
+    idle = FAILURES[case].settings.get("idle_timeout", 0.0)
+    assert idle <= run.elapsed < idle + PROMPT_FAILURE_SECONDS
+
+
+@pytest.mark.parametrize("case", list(FAILURES))
+async def test_the_requests_show_the_cli_retry_and_fallback_policy(case: str) -> None:
+    run = await failing(case)
+
+    assert run.streamed == FAILURES[case].streamed, (
+        "no request: the CLI never reached the API before the error" if not run.streamed else ""
+    )
+
+
+@pytest.mark.parametrize("case", list(FAILURES))
+async def test_no_cli_process_or_temp_dir_is_left(case: str) -> None:
+    run = await failing(case)
+
+    assert_no_leaks(run)
+
+
+@pytest.mark.parametrize(
+    ("case", "retryable"),
+    [
+        ("hang", True),
+        ("http-401", False),
+        ("http-429", True),
+        ("http-500", True),
+        ("http-529", True),
+    ],
+)
+async def test_the_error_says_whether_a_retry_can_help(case: str, retryable: bool) -> None:
+    run = await failing(case)
+
+    assert isinstance(run.error, APIError | QueryTimeoutError)
+    assert run.error.retryable is retryable
+
+
+@pytest.mark.parametrize("case", STATUSLESS)
+async def test_a_fault_without_an_http_status_does_not_claim_one(case: str) -> None:
+    run = await failing(case)
+
+    assert isinstance(run.error, APIError)
+    assert "HTTP None" not in str(run.error)
+
+
+@pytest.mark.parametrize("case", ["drop", "drop_mid_stream"])
+async def test_a_lost_connection_is_retryable(case: str) -> None:
+    run = await failing(case)
+
+    assert isinstance(run.error, APIError)
+    assert run.error.retryable
+
+
+# -- recoveries
+
+
+_fell_back: dict[str, Run] = {}
+
+
+async def fell_back(kind: FaultKind) -> Run:
+    """`kind`, then a good reply, with no retry: made once and read by several tests."""
+    if kind not in _fell_back:
+        _fell_back[kind] = await generate([fault(kind), reply(text(GOOD_ANSWER))])
+    return _fell_back[kind]
+
+
+@pytest.mark.parametrize("kind", ["drop_mid_stream", "malformed_sse"])
+async def test_a_broken_stream_is_answered_by_the_non_streaming_fallback(
+    kind: FaultKind,
+) -> None:
+    run = await fell_back(kind)
+
+    assert run.result is not None
+    assert run.result.finish_reason == "stop"
+    assert run.result.text.endswith(GOOD_ANSWER)
+    assert run.streamed == [True, False], "the CLI repeats the request with stream: false"
+    assert run.elapsed < PROMPT_FAILURE_SECONDS
+    assert_no_leaks(run)
+
+
+async def test_the_partial_text_of_a_cut_stream_is_not_in_the_result() -> None:
+    run = await fell_back("drop_mid_stream")
+
+    assert run.result is not None
+    assert run.result.text == GOOD_ANSWER
+
+
+async def test_a_malformed_stream_leaves_nothing_in_the_result() -> None:
+    run = await fell_back("malformed_sse")
+
+    assert run.result is not None
+    assert run.result.text == GOOD_ANSWER
+
+
+@pytest.mark.parametrize(
+    ("first", "min_gap"),
+    [
+        (fault("drop"), 0.0),
+        (http_error(401), 0.0),
+        (http_error(429, retry_after=1), 1.0),
+        (http_error(500), 0.0),
+        (http_error(529), 0.0),
+    ],
+    ids=["drop", "http-401", "http-429-retry-after", "http-500", "http-529"],
+)
+async def test_with_one_retry_the_cli_retries_once_and_succeeds(
+    first: ScriptItem, min_gap: float
+) -> None:
+    run = await generate([first, reply(text(GOOD_ANSWER))], max_retries=1)
+
+    assert run.result is not None
+    assert (run.result.text, run.result.finish_reason) == (GOOD_ANSWER, "stop")
+    assert run.streamed == [True, True], "one streamed retry, no fallback"
+    first_request, retry = run.api.requests
+    assert retry.received_at - first_request.received_at >= min_gap
+    assert run.api.remaining == 0
+    assert_no_leaks(run)
+
+
+async def test_with_one_retry_a_stream_cut_midway_is_retried_as_a_stream() -> None:
+    run = await generate([fault("drop_mid_stream"), reply(text(GOOD_ANSWER))], max_retries=1)
+
+    assert run.result is not None
+    assert run.result.finish_reason == "stop"
+    assert run.result.text.endswith(GOOD_ANSWER)
+    assert run.streamed == [True, True]
+    assert_no_leaks(run)

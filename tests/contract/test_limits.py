@@ -1,0 +1,74 @@
+"""Limits and failures with a precise error: budget, rate-limit retry-after, a CLI that dies."""
+
+from __future__ import annotations
+
+import os
+import signal
+import time
+
+import pytest
+from conftest import cli_processes, leftover_query_dirs
+
+from sf_provider import (
+    BudgetExceededError,
+    ClaudeAgentProvider,
+    ErrorPart,
+    FunctionTool,
+    ProcessDiedError,
+    RateLimitError,
+    StreamPart,
+    TextDeltaPart,
+)
+from sf_provider.testing import Reply, ScriptedMessagesAPI, http_error, reply, text, tool_use
+
+pytestmark = [pytest.mark.anyio, pytest.mark.cli]
+
+BIG = {"input_tokens": 100_000, "output_tokens": 50_000}
+
+
+async def test_reaching_the_budget_raises_budget_exceeded_with_the_partial_result() -> None:
+    calls: list[dict[str, object]] = []
+    tool = FunctionTool(name="step", executor=lambda arguments: calls.append(arguments) or "done")
+    script = [reply(tool_use("step"), **BIG), reply(tool_use("step"), **BIG), reply(text("end"))]
+    async with ScriptedMessagesAPI(script) as api:
+        provider = ClaudeAgentProvider(api.settings(max_budget_usd=0.5))
+        with pytest.raises(BudgetExceededError) as info:
+            await provider.generate("work", tools=[tool])
+    error = info.value
+    assert error.budget_usd == 0.5
+    assert error.cost_usd is not None and error.cost_usd > 0.5
+    assert "$0.5" in str(error)
+    assert [c.tool_name for c in error.partial.tool_calls] == ["step"]
+    assert error.partial.cost_usd == error.cost_usd
+    assert error.partial.finish_reason == "length"
+
+
+async def test_a_rate_limit_after_a_retry_reports_the_delay_the_api_asked_for() -> None:
+    script = [http_error(429, "slow down", retry_after=1), http_error(429, "slow down")]
+    async with ScriptedMessagesAPI(script) as api:
+        provider = ClaudeAgentProvider(api.settings(max_retries=1))
+        with pytest.raises(RateLimitError) as info:
+            await provider.generate("hi")
+    assert len(api.requests) == 2, "the CLI retried once (max_retries=1)"
+    assert info.value.status == 429 and info.value.retryable
+    assert info.value.retry_after is not None and 1.0 <= info.value.retry_after < 2.0
+
+
+async def test_a_cli_killed_mid_stream_raises_process_died_promptly() -> None:
+    script = [Reply(content=[text("word " * 3000)], chunk_size=5)]
+    async with ScriptedMessagesAPI(script) as api:
+        provider = ClaudeAgentProvider(api.settings())
+        parts: list[StreamPart] = []
+        with pytest.raises(ProcessDiedError) as info:
+            async for part in provider.stream("talk"):
+                parts.append(part)
+                if isinstance(part, TextDeltaPart) and len(parts) == 3:
+                    (pid,) = [int(line.split()[0]) for line in cli_processes()]
+                    os.kill(pid, signal.SIGKILL)
+                    killed_at = time.perf_counter()
+        elapsed = time.perf_counter() - killed_at
+    assert elapsed < 5, f"the death was noticed after {elapsed:.1f} s"
+    assert info.value.exit_code is not None and info.value.exit_code != 0
+    assert "exit code" in str(info.value)
+    assert isinstance(parts[-1], ErrorPart) and parts[-1].error_type == "ProcessDiedError"
+    assert cli_processes() == [] and leftover_query_dirs() == []
