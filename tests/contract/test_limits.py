@@ -67,7 +67,7 @@ async def test_a_cli_killed_mid_stream_raises_process_died_promptly() -> None:
                     os.kill(pid, signal.SIGKILL)
                     killed_at = time.perf_counter()
         elapsed = time.perf_counter() - killed_at
-    assert elapsed < 5, f"the death was noticed after {elapsed:.1f} s"
+    assert elapsed < 10, f"the death was noticed after {elapsed:.1f} s"
     assert info.value.exit_code is not None and info.value.exit_code != 0
     assert "exit code" in str(info.value)
     assert isinstance(parts[-1], ErrorPart) and parts[-1].error_type == "ProcessDiedError"

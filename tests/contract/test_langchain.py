@@ -1,0 +1,321 @@
+"""The LangChain adapter: LangChain runs its own tools; history reaches the model natively."""
+
+from __future__ import annotations
+
+import asyncio
+import subprocess
+import sys
+import threading
+from collections import Counter
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import pytest
+from langchain_core.messages import (
+    AIMessage,
+    AIMessageChunk,
+    BaseMessage,
+    HumanMessage,
+    SystemMessage,
+    ToolMessage,
+)
+from langchain_core.tools import BaseTool, tool
+
+from sf_provider import UnsupportedRequestError
+from sf_provider.adapters.langchain import ChatClaudeAgent, provider_messages
+from sf_provider.testing import RecordedRequest, Reply, ScriptedMessagesAPI, reply, text, tool_use
+
+pytestmark = [pytest.mark.cli]
+
+ROOT = Path(__file__).resolve().parents[2]
+ANSWER = "(2 + 3) * 4 = 20."
+
+runs: Counter[str] = Counter()
+
+
+@tool
+def add(a: int, b: int) -> int:
+    """Add two integers."""
+    runs["add"] += 1
+    return a + b
+
+
+@tool
+def multiply(a: int, b: int) -> int:
+    """Multiply two integers."""
+    runs["multiply"] += 1
+    return a * b
+
+
+TOOLS: dict[str, BaseTool] = {"add": add, "multiply": multiply}
+
+
+@pytest.fixture(autouse=True)
+def _reset_runs() -> None:
+    runs.clear()
+
+
+def scripted_model(request: RecordedRequest) -> Reply:
+    """Calls add, then (having read add's result) multiply, then answers from both results."""
+    names = {b["id"]: b["name"].rsplit("__", 1)[-1] for b in request.tool_uses()}
+    results = {names[b["tool_use_id"]]: str(b["content"]) for b in request.tool_results()}
+    if "add" not in results:
+        return reply(text("Adding first."), tool_use("add", {"a": 2, "b": 3}))
+    if "multiply" not in results:
+        return reply(tool_use("multiply", {"a": int(results["add"]), "b": 4}))
+    return reply(text(f"(2 + 3) * 4 = {results['multiply']}."))
+
+
+def run_tools(message: AIMessage) -> list[ToolMessage]:
+    """What an agent loop does with a reply: run each call with the LangChain tool."""
+    return [TOOLS[call["name"]].invoke(call) for call in message.tool_calls]
+
+
+def start() -> list[BaseMessage]:
+    return [SystemMessage("You are a calculator."), HumanMessage("What is (2 + 3) * 4?")]
+
+
+def assert_native_replay(api: ScriptedMessagesAPI, messages: list[BaseMessage]) -> None:
+    """The last request carries every call and result as native blocks with LangChain's ids."""
+    ids = [c["id"] for m in messages if isinstance(m, AIMessage) for c in m.tool_calls]
+    assert len(ids) == 2
+    last = api.requests[-1]
+    assert [b["id"] for b in last.tool_uses()] == ids
+    assert [b["tool_use_id"] for b in last.tool_results()] == ids
+    assert [b["content"] for b in last.tool_results()] == ["5", "20"]
+    assert [b["input"] for b in last.tool_uses()] == [{"a": 2, "b": 3}, {"a": 5, "b": 4}]
+    assert "You are a calculator." in str(last.body.get("system"))
+
+
+def assert_usage(message: AIMessage) -> None:
+    usage = message.usage_metadata
+    assert usage is not None
+    assert usage["input_tokens"] > 0 and usage["output_tokens"] > 0
+    assert usage["total_tokens"] == usage["input_tokens"] + usage["output_tokens"]
+    assert set(usage.get("input_token_details", {})) == {"cache_read", "cache_creation"}
+
+
+@pytest.mark.anyio
+async def test_an_agent_loop_runs_langchain_tools_and_replays_them_natively() -> None:
+    async with ScriptedMessagesAPI(scripted_model) as api:
+        model = ChatClaudeAgent(settings=api.settings()).bind_tools([add, multiply])
+        messages = start()
+        for _ in range(4):
+            answer = await model.ainvoke(messages)
+            messages.append(answer)
+            if not answer.tool_calls:
+                break
+            messages += run_tools(answer)
+    assert answer.content == ANSWER
+    assert runs == {"add": 1, "multiply": 1}, "each tool ran once, by LangChain"
+    assert len(api.requests) == 3, "one model call per ainvoke"
+    assert api.requests[0].tool_names == ["mcp__sf__add", "mcp__sf__multiply"]
+    assert_native_replay(api, messages)
+    first = messages[2]
+    assert isinstance(first, AIMessage) and first.content == "Adding first."
+    assert first.response_metadata["finish_reason"] == "tool-calls"
+    assert answer.response_metadata["finish_reason"] == "stop"
+    assert answer.response_metadata["session_id"]
+    assert_usage(answer)
+
+
+@pytest.mark.anyio
+async def test_the_same_loop_through_astream() -> None:
+    texts: list[str] = []
+    async with ScriptedMessagesAPI(scripted_model) as api:
+        model = ChatClaudeAgent(settings=api.settings()).bind_tools([add, multiply])
+        messages = start()
+        for _ in range(4):
+            texts.clear()
+            full: AIMessageChunk | None = None
+            async for chunk in model.astream(messages):
+                assert isinstance(chunk, AIMessageChunk)
+                texts.append(chunk.text)
+                full = chunk if full is None else full + chunk
+            assert full is not None
+            messages.append(full)
+            if not full.tool_calls:
+                break
+            messages += run_tools(full)
+    assert "".join(texts) == ANSWER and len([t for t in texts if t]) > 1, "text streams"
+    assert full.content == ANSWER
+    assert runs == {"add": 1, "multiply": 1}
+    calls = [c for m in messages if isinstance(m, AIMessage) for c in m.tool_calls]
+    assert [(c["name"], c["args"]) for c in calls] == [
+        ("add", {"a": 2, "b": 3}),
+        ("multiply", {"a": 5, "b": 4}),
+    ]
+    assert_native_replay(api, messages)
+    assert_usage(full)
+    assert full.response_metadata["finish_reason"] == "stop"
+
+
+@contextmanager
+def api_in_background(script: Any) -> Iterator[ScriptedMessagesAPI]:
+    """The (async) scripted API on an event loop of its own thread, for sync code to call."""
+    loop = asyncio.new_event_loop()
+    thread = threading.Thread(target=loop.run_forever, daemon=True)
+    thread.start()
+    api = ScriptedMessagesAPI(script)
+    asyncio.run_coroutine_threadsafe(api.__aenter__(), loop).result(10)
+    try:
+        yield api
+    finally:
+        asyncio.run_coroutine_threadsafe(api.__aexit__(None, None, None), loop).result(10)
+        loop.call_soon_threadsafe(loop.stop)
+        thread.join()
+        loop.close()
+
+
+def sync_loop(model: Any) -> tuple[AIMessage, list[BaseMessage]]:
+    messages = start()
+    for _ in range(4):
+        answer = model.invoke(messages)
+        messages.append(answer)
+        if not answer.tool_calls:
+            break
+        messages += run_tools(answer)
+    return answer, messages
+
+
+def test_sync_invoke_works_from_plain_sync_code() -> None:
+    with api_in_background(scripted_model) as api:
+        model = ChatClaudeAgent(settings=api.settings()).bind_tools([add, multiply])
+        answer, messages = sync_loop(model)
+    assert answer.content == ANSWER
+    assert runs == {"add": 1, "multiply": 1}
+    assert_native_replay(api, messages)
+    assert_usage(answer)
+
+
+def test_sync_invoke_works_while_an_event_loop_runs() -> None:
+    with api_in_background(scripted_model) as api:
+        model = ChatClaudeAgent(settings=api.settings()).bind_tools([add, multiply])
+
+        async def inside_a_loop() -> tuple[AIMessage, list[BaseMessage]]:
+            return sync_loop(model)
+
+        answer, _ = asyncio.run(inside_a_loop())
+    assert answer.content == ANSWER and runs == {"add": 1, "multiply": 1}
+
+
+def test_sync_stream_yields_text_chunks() -> None:
+    with api_in_background([reply(text("A fairly long streamed answer."))]) as api:
+        model = ChatClaudeAgent(settings=api.settings())
+        chunks = list(model.stream("Say something."))
+    assert "".join(c.text for c in chunks) == "A fairly long streamed answer."
+    assert len([c for c in chunks if c.text]) > 1
+    last = chunks[-1]
+    assert isinstance(last, AIMessageChunk) and last.usage_metadata is not None
+
+
+def test_leaving_a_sync_stream_early_stops_the_query() -> None:
+    with api_in_background([reply(text("x" * 400))]) as api:
+        model = ChatClaudeAgent(settings=api.settings())
+        stream = model.stream("Long answer, please.")
+        assert next(stream).text
+        stream.close()  # cancels the worker's task: the CLI is stopped, its temp dir removed
+    # The suite's leak check (conftest) fails if a CLI process or temp dir were left behind.
+
+
+def test_tool_choice_maps_to_the_providers() -> None:
+    model = ChatClaudeAgent()
+    choices = {
+        None: "auto",
+        "auto": "auto",
+        "none": "none",
+        "any": "required",
+        "required": "required",
+        "multiply": {"type": "tool", "name": "multiply"},
+        "add": {"type": "tool", "name": "add"},
+    }
+    for given, expected in choices.items():
+        bound: Any = model.bind_tools([add, multiply], tool_choice=given)
+        assert bound.kwargs["tool_choice"] == expected, given
+        assert [t["name"] for t in bound.kwargs["tools"]] == ["add", "multiply"]
+    with pytest.raises(UnsupportedRequestError, match="not among the bound tools"):
+        model.bind_tools([add], tool_choice="divide")
+
+
+def test_bound_tools_are_json_schema_definitions() -> None:
+    bound: Any = ChatClaudeAgent().bind_tools([add])
+    (definition,) = bound.kwargs["tools"]
+    assert definition["name"] == "add" and definition["description"] == "Add two integers."
+    schema = definition["input_schema"]
+    assert schema["type"] == "object" and set(schema["properties"]) == {"a", "b"}
+
+
+@pytest.mark.anyio
+async def test_tool_choice_required_reaches_the_request() -> None:
+    async with ScriptedMessagesAPI([reply(tool_use("add", {"a": 1, "b": 1}))]) as api:
+        model = ChatClaudeAgent(settings=api.settings()).bind_tools([add], tool_choice="add")
+        answer = await model.ainvoke("One plus one?")
+    assert [c["name"] for c in answer.tool_calls] == ["add"]
+    assert "must answer by calling" in str(api.requests[0].body.get("system"))
+
+
+def test_messages_convert_faithfully() -> None:
+    pixel = "iVBORw0KGgo="
+    messages: list[BaseMessage] = [
+        SystemMessage("Be brief."),
+        HumanMessage(
+            [
+                {"type": "text", "text": "Look:"},
+                {"type": "image_url", "image_url": {"url": f"data:image/png;base64,{pixel}"}},
+            ]
+        ),
+        AIMessage("Adding.", tool_calls=[{"name": "add", "args": {"a": 1}, "id": "c1"}]),
+        ToolMessage("boom", tool_call_id="c1", status="error"),
+    ]
+    assert provider_messages(messages) == [
+        {"role": "system", "content": "Be brief."},
+        {"role": "user", "content": [
+            {"type": "text", "text": "Look:"},
+            {"type": "image", "url": f"data:image/png;base64,{pixel}"}]},
+        {"role": "assistant", "content": [
+            {"type": "text", "text": "Adding."},
+            {"type": "tool-call", "tool_call_id": "c1", "tool_name": "add", "input": {"a": 1}}]},
+        {"role": "tool", "content": [
+            {"type": "tool-result", "tool_call_id": "c1", "output": "boom", "is_error": True}]},
+    ]  # fmt: skip
+
+
+@pytest.mark.anyio
+async def test_an_error_tool_message_reaches_the_model_as_an_error_result() -> None:
+    history: list[BaseMessage] = [
+        HumanMessage("Add 1 and 1."),
+        AIMessage("", tool_calls=[{"name": "add", "args": {"a": 1, "b": 1}, "id": "app-7"}]),
+        ToolMessage("adder offline", tool_call_id="app-7", status="error"),
+    ]
+    async with ScriptedMessagesAPI([reply(text("The adder is offline."))]) as api:
+        model = ChatClaudeAgent(settings=api.settings()).bind_tools([add])
+        answer = await model.ainvoke(history)
+    assert answer.content == "The adder is offline."
+    (result,) = api.requests[0].tool_results()
+    assert result["tool_use_id"] == "app-7" and result["is_error"] is True
+    assert [b["id"] for b in api.requests[0].tool_uses()] == ["app-7"]
+
+
+def test_stop_sequences_are_refused() -> None:
+    with pytest.raises(UnsupportedRequestError, match="stop sequences"):
+        ChatClaudeAgent().invoke("hi", stop=["\n"])
+
+
+def test_importing_sf_provider_does_not_import_langchain() -> None:
+    code = "import sf_provider, sys; assert 'langchain_core' not in sys.modules"
+    subprocess.run([sys.executable, "-c", code], check=True, cwd=ROOT)
+
+
+def test_the_example_runs_offline() -> None:
+    done = subprocess.run(
+        [sys.executable, str(ROOT / "examples" / "langchain_agent.py")],
+        capture_output=True,
+        text=True,
+        timeout=90,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    assert "tool add(" in done.stdout and "tool multiply(" in done.stdout
+    assert "answer: (2 + 3) * 4 = 20." in done.stdout

@@ -1,0 +1,162 @@
+"""The pydantic-ai adapter: a real `pydantic_ai.Agent` on the real CLI against the scripted API."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+from pydantic import BaseModel
+from pydantic_ai import Agent
+from pydantic_ai.messages import ModelResponse, NativeToolCallPart, NativeToolReturnPart
+
+from sf_provider import ClaudeAgentProvider, FunctionTool
+from sf_provider.adapters.pydantic_ai import ClaudeAgentModel
+from sf_provider.testing import RecordedRequest, Reply, ScriptedMessagesAPI, reply, text, tool_use
+
+pytestmark = [pytest.mark.anyio, pytest.mark.cli]
+
+ROOT = Path(__file__).resolve().parents[2]
+PROMPT = "How warm is Paris in °F?"
+ANSWER = "Paris: 20 °C = 68.0 °F."
+
+
+def result_text(block: dict[str, Any]) -> str:
+    content = block["content"]
+    if isinstance(content, list):
+        return "".join(c.get("text", "") for c in content)
+    return str(content)
+
+
+def two_step_model(request: RecordedRequest) -> Reply:
+    """Calls tool A, then (after seeing A's result) tool B, then answers from both results."""
+    results = [result_text(b) for b in request.tool_results()]
+    if not results:
+        return reply(text("Looking it up."), tool_use("get_celsius", {"city": "Paris"}))
+    if len(results) == 1:
+        return reply(tool_use("to_fahrenheit", {"celsius": float(results[0])}))
+    return reply(text(f"Paris: {float(results[0]):g} °C = {results[1]} °F."))
+
+
+def weather_agent(api: ScriptedMessagesAPI, runs: list[str]) -> Agent[None, str]:
+    agent = Agent(ClaudeAgentModel(ClaudeAgentProvider(api.settings())))
+
+    @agent.tool_plain
+    def get_celsius(city: str) -> float:
+        """Current temperature of a city in °C."""
+        runs.append(f"get_celsius({city})")
+        return 20.0
+
+    @agent.tool_plain
+    def to_fahrenheit(celsius: float) -> float:
+        """Convert °C to °F."""
+        runs.append(f"to_fahrenheit({celsius:g})")
+        return celsius * 9 / 5 + 32
+
+    return agent
+
+
+def assert_native_history(api: ScriptedMessagesAPI) -> None:
+    """Each follow-up request carries the earlier calls and results as native blocks, same ids."""
+    assert len(api.requests) == 3
+    first_call = api.requests[1].tool_uses()
+    assert [b["name"] for b in first_call] == ["mcp__sf__get_celsius"]
+    assert first_call[0]["input"] == {"city": "Paris"}
+    assert [(b["tool_use_id"], result_text(b)) for b in api.requests[1].tool_results()] == [
+        (first_call[0]["id"], "20.0")
+    ]
+    uses = api.requests[2].tool_uses()
+    results = api.requests[2].tool_results()
+    assert [b["id"] for b in uses] == [b["tool_use_id"] for b in results]
+    assert uses[0]["id"] == first_call[0]["id"]
+    assert [result_text(b) for b in results] == ["20.0", "68.0"]
+    assert not any(b.get("is_error") for b in results)
+
+
+async def test_the_agent_runs_both_tools_itself_and_answers_from_their_results() -> None:
+    runs: list[str] = []
+    async with ScriptedMessagesAPI(two_step_model) as api:
+        result = await weather_agent(api, runs).run(PROMPT)
+    assert result.output == ANSWER
+    assert runs == ["get_celsius(Paris)", "to_fahrenheit(20)"], "the Agent ran each tool once"
+    assert_native_history(api)
+    assert result.usage.input_tokens > 0 and result.usage.output_tokens > 0
+    assert result.usage.requests == 3
+    responses = [m for m in result.all_messages() if isinstance(m, ModelResponse)]
+    assert responses[0].provider_details is not None
+    assert responses[0].provider_details["mode"] == "single-turn"
+    assert responses[0].provider_details["session_id"]
+    call = responses[0].parts[-1]
+    assert call.part_kind == "tool-call" and call.tool_call_id == api.requests[1].tool_uses()[0]["id"]
+
+
+async def test_the_same_loop_through_run_stream() -> None:
+    runs: list[str] = []
+    async with ScriptedMessagesAPI(two_step_model) as api:
+        async with weather_agent(api, runs).run_stream(PROMPT) as streamed:
+            chunks = [chunk async for chunk in streamed.stream_text(delta=True)]
+        usage = streamed.usage
+    assert "".join(chunks) == ANSWER
+    assert runs == ["get_celsius(Paris)", "to_fahrenheit(20)"]
+    assert_native_history(api)
+    assert usage.input_tokens > 0 and usage.output_tokens > 0
+
+
+class CityWeather(BaseModel):
+    city: str
+    celsius: int
+
+
+async def test_structured_output_comes_back_through_the_output_tool() -> None:
+    def model(request: RecordedRequest) -> Reply:
+        return reply(tool_use("final_result", {"city": "Paris", "celsius": 20}))
+
+    async with ScriptedMessagesAPI(model) as api:
+        agent = Agent(
+            ClaudeAgentModel(ClaudeAgentProvider(api.settings())), output_type=CityWeather
+        )
+        result = await agent.run("Weather in Paris as data.")
+    assert result.output == CityWeather(city="Paris", celsius=20)
+    assert len(api.requests) == 1
+    assert api.requests[0].tool_names == ["mcp__sf__final_result"]
+    system = str(api.requests[0].body.get("system"))
+    assert "must answer by calling" in system, "no text output allowed: tool_choice='required'"
+
+
+async def test_executor_mode_reports_provider_executed_calls() -> None:
+    runs: list[dict[str, Any]] = []
+    tool = FunctionTool(
+        name="get_celsius",
+        input_schema={"type": "object", "properties": {"city": {"type": "string"}}},
+        executor=lambda arguments: runs.append(arguments) or "20",
+    )
+    script = [reply(tool_use("get_celsius", {"city": "Paris"})), reply(text("20 °C."))]
+    async with ScriptedMessagesAPI(script) as api:
+        model = ClaudeAgentModel(ClaudeAgentProvider(api.settings()), mode="executor", tools=[tool])
+        result = await Agent(model).run("Weather in Paris?")
+    assert result.output == "20 °C." and runs == [{"city": "Paris"}]
+    parts = [p for m in result.all_messages() if isinstance(m, ModelResponse) for p in m.parts]
+    calls = [p for p in parts if isinstance(p, NativeToolCallPart)]
+    returns = [p for p in parts if isinstance(p, NativeToolReturnPart)]
+    assert [(c.tool_name, c.args) for c in calls] == [("get_celsius", {"city": "Paris"})]
+    assert [(r.tool_call_id, r.content) for r in returns] == [(calls[0].tool_call_id, "20")]
+
+
+def test_importing_sf_provider_does_not_import_pydantic_ai() -> None:
+    code = "import sf_provider, sys; assert 'pydantic_ai' not in sys.modules"
+    subprocess.run([sys.executable, "-c", code], check=True, timeout=60)
+
+
+def test_the_example_runs_offline() -> None:
+    done = subprocess.run(
+        [sys.executable, str(ROOT / "examples" / "pydantic_ai_agent.py")],
+        capture_output=True,
+        text=True,
+        timeout=110,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    assert "Paris is 21.0 °C, that is 69.8 °F." in done.stdout
+    assert "model requests: 3" in done.stdout
