@@ -50,7 +50,16 @@ from .types import (
     Usage,
 )
 
-__all__ = ["PartMapper", "ResultCollector", "finish_reason_for", "usage_from"]
+__all__ = [
+    "STRUCTURED_OUTPUT_TOOL",
+    "PartMapper",
+    "ResultCollector",
+    "finish_reason_for",
+    "usage_from",
+]
+
+#: The tool the CLI adds for `output_format`; its input is the structured result.
+STRUCTURED_OUTPUT_TOOL = "StructuredOutput"
 
 _STOP_REASONS: dict[str, FinishReason] = {
     "end_turn": "stop",
@@ -88,9 +97,9 @@ def usage_from(raw: dict[str, Any] | None) -> Usage:
     )
 
 
-def _whole_text(part_id: str, text: str) -> list[StreamPart]:
+def _whole_text(part_id: str, text: str, message_index: int) -> list[StreamPart]:
     return [
-        TextStartPart(id=part_id),
+        TextStartPart(id=part_id, message_index=message_index),
         TextDeltaPart(id=part_id, delta=text),
         TextEndPart(id=part_id),
     ]
@@ -142,6 +151,9 @@ class PartMapper:
         self._open: dict[int, tuple[str, str]] = {}  # block index -> (kind, part id)
         self._signatures: dict[str, str] = {}
         self._tool_names: dict[str, str] = {}
+        self._hidden: set[str] = set()  # calls of the CLI's StructuredOutput tool
+        self._message_index = -1  # which API message of the query the current blocks are from
+        self._unstreamed_id: str | None = None
         self._counter = 0
         self.api_error: str | None = None
         self.retry_delay: float | None = None
@@ -186,6 +198,7 @@ class PartMapper:
             parts = self._discard_cut_attempt()
             message_id = str((event.get("message") or {}).get("id") or self._next_id("msg"))
             self._message_id = message_id
+            self._message_index += 1
             self._streamed.add(message_id)
             self._open = {}
             self._attempt_done = False
@@ -213,7 +226,7 @@ class PartMapper:
             if self._hold_envelopes:
                 self._held[part_id] = []
                 return []
-            return [TextStartPart(id=part_id)]
+            return [TextStartPart(id=part_id, message_index=self._message_index)]
         if block_type == "thinking":
             part_id = self._next_id("reasoning")
             self._open[index] = ("reasoning", part_id)
@@ -221,6 +234,9 @@ class PartMapper:
             return [ReasoningStartPart(id=part_id)]
         if block_type == "tool_use":
             call_id = str(block.get("id"))
+            if block.get("name") == STRUCTURED_OUTPUT_TOOL:
+                self._hidden.add(call_id)
+                return []
             name = app_tool_name(self._bridge, str(block.get("name")))
             self._tool_names[call_id] = name
             self._open[index] = ("tool", call_id)
@@ -285,7 +301,10 @@ class PartMapper:
         if could_be_envelope(so_far):
             return []
         del self._held[part_id]  # decided: plain text, release it and stream the rest
-        return [TextStartPart(id=part_id), TextDeltaPart(id=part_id, delta=so_far)]
+        return [
+            TextStartPart(id=part_id, message_index=self._message_index),
+            TextDeltaPart(id=part_id, delta=so_far),
+        ]
 
     def _text_end(self, part_id: str) -> list[StreamPart]:
         held = self._held.pop(part_id, None)
@@ -296,7 +315,7 @@ class PartMapper:
         if envelope is not None and self._envelope is None:
             self._envelope = (text, envelope)  # decided at the end of the turn
             return []
-        return _whole_text(part_id, text)
+        return _whole_text(part_id, text, self._message_index)
 
     def flush(self) -> list[StreamPart]:
         """Parts held back until the reply ended: a legacy envelope's calls, or its text.
@@ -310,10 +329,10 @@ class PartMapper:
         self._envelope = None
         part_id = self._next_id("text")
         if self.tool_calls:
-            return _whole_text(part_id, text)
+            return _whole_text(part_id, text, self._message_index)
         if envelope.text is not None:
             self.text_chars += len(envelope.text) - len(text)
-            return _whole_text(part_id, envelope.text) if envelope.text else []
+            return _whole_text(part_id, envelope.text, self._message_index) if envelope.text else []
         self.text_chars -= len(text)
         parts: list[StreamPart] = []
         for i, call in enumerate(envelope.calls):
@@ -368,6 +387,9 @@ class PartMapper:
             return []
         streamed = message.message_id is not None and message.message_id in self._streamed
         parts: list[StreamPart] = [] if streamed else self._discard_cut_attempt()
+        if not streamed and message.message_id != self._unstreamed_id:
+            self._unstreamed_id = message.message_id
+            self._message_index += 1
         for block in message.content:
             match block:
                 case TextBlock() if not streamed:
@@ -378,7 +400,7 @@ class PartMapper:
                         parts += self._text_end(part_id)
                     else:
                         self.text_chars += len(block.text)
-                        parts += _whole_text(part_id, block.text)
+                        parts += _whole_text(part_id, block.text, self._message_index)
                 case ThinkingBlock() if not streamed:
                     part_id = self._next_id("reasoning")
                     parts += [
@@ -386,6 +408,8 @@ class PartMapper:
                         ReasoningDeltaPart(id=part_id, delta=block.thinking),
                         ReasoningEndPart(id=part_id, signature=block.signature or None),
                     ]
+                case ToolUseBlock() if block.name == STRUCTURED_OUTPUT_TOOL:
+                    self._hidden.add(block.id)  # the CLI's own tool: its input is the result
                 case ToolUseBlock():
                     parts += self._tool_use(block, streamed)
                 case _:
@@ -415,7 +439,7 @@ class PartMapper:
             return []
         parts: list[StreamPart] = []
         for block in message.content:
-            if isinstance(block, ToolResultBlock):
+            if isinstance(block, ToolResultBlock) and block.tool_use_id not in self._hidden:
                 text, content = _content_text(block.content)
                 parts.append(
                     ToolResultPart(
@@ -438,6 +462,7 @@ class PartMapper:
         if result.duration_api_ms is not None:
             details["duration_api_ms"] = result.duration_api_ms
         return FinishPart(
+            structured_output=result.structured_output,
             finish_reason=finish_reason_for(result),
             usage=usage_from(result.usage),
             cost_usd=result.total_cost_usd,
@@ -457,6 +482,7 @@ class ResultCollector:
         self._text_order: list[str] = []
         # Index in _text_order where the last model turn's text starts: a turn ends with results.
         self._final_from = 0
+        self._last_message = -1
         self._reasoning: dict[str, list[str]] = {}
         self._calls: dict[str, ToolCallRecord] = {}
         self._warnings: list[CallWarning] = []
@@ -471,6 +497,10 @@ class ResultCollector:
                 self._warnings.extend(part.warnings)
                 self._mode = part.mode
             case TextStartPart():
+                if part.message_index > self._last_message:
+                    # A new model turn: only its text is the final text.
+                    self._last_message = part.message_index
+                    self._final_from = len(self._text_order)
                 self._texts[part.id] = []
                 self._text_order.append(part.id)
             case TextDeltaPart():
@@ -529,6 +559,7 @@ class ResultCollector:
             session_id=finish.session_id if finish else None,
             num_turns=finish.num_turns if finish else 0,
             raw_stop_reason=finish.raw_stop_reason if finish else None,
+            structured_output=finish.structured_output if finish else None,
             warnings=list(self._warnings),
             mode=self._mode,
             provider_details=dict(finish.provider_details) if finish else {},

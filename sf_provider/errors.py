@@ -32,6 +32,7 @@ __all__ = [
     "ProviderError",
     "QueryTimeoutError",
     "RateLimitError",
+    "StructuredOutputError",
     "ToolChoiceViolationError",
     "ToolDefinitionError",
     "ToolRoutingError",
@@ -211,6 +212,14 @@ class MaxTurnsError(PartialResultError):
     def __init__(self, message: str, *, partial: GenerateResult, max_turns: int) -> None:
         super().__init__(message, partial=partial)
         self.max_turns = max_turns
+
+
+class StructuredOutputError(PartialResultError):
+    """`output_schema` was asked for, but the model gave no matching object, even after retries.
+
+    The CLI asks the model again a few times (`MAX_STRUCTURED_OUTPUT_RETRIES` in the CLI's
+    environment); `partial` holds the text it answered instead.
+    """
 
 
 class BudgetExceededError(PartialResultError):

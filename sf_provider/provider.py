@@ -42,12 +42,14 @@ from .errors import (
     ProviderError,
     QueryTimeoutError,
     RateLimitError,
+    StructuredOutputError,
     ToolChoiceViolationError,
+    ToolDefinitionError,
     UnsupportedRequestError,
 )
 from .registry import ToolRegistry
 from .settings import ProviderSettings
-from .tools import FunctionTool, validate_tool_set
+from .tools import FunctionTool, normalize_input_schema, validate_tool_set
 from .types import CallWarning, ErrorPart, GenerateResult, Mode, StreamPart, StreamStartPart
 
 __all__ = ["CallOptions", "ClaudeAgentProvider", "NamedToolChoice", "ToolChoice"]
@@ -91,6 +93,10 @@ class CallOptions(BaseModel):
     tool_timeout: float | None = Field(default=None, gt=0)
     mode: Literal["auto", "executor", "single-turn"] = "auto"
     tool_choice: ToolChoice = "auto"
+    output_schema: dict[str, Any] | None = Field(
+        default=None,
+        description="JSON Schema of the object the answer must be (see structured_output).",
+    )
     tool_names: list[str] | None = Field(
         default=None, description="Expose only these registry tools (one workflow step)."
     )
@@ -185,6 +191,11 @@ class ClaudeAgentProvider:
         call_options: dict[str, Any],
     ) -> _Prepared:
         options = _call_options(call_options)
+        if options.output_schema is not None:
+            try:
+                normalize_input_schema(options.output_schema, tool_name="output_schema")
+            except ToolDefinitionError as exc:
+                raise UnsupportedRequestError(str(exc).replace("input_schema", "it")) from None
         conversation = convert_messages(messages)
         if conversation.history and not self.settings.isolate:
             raise UnsupportedRequestError(
@@ -300,7 +311,9 @@ class ClaudeAgentProvider:
             # One model turn, and every tool call deferred before it runs: the CLI stops and
             # hands the calls back. ENABLE_TOOL_SEARCH=false drops the placeholder tool the way
             # bare mode does, but keeps hooks working.
-            hooks = {"PreToolUse": [sdk.HookMatcher(matcher=None, hooks=[_defer_tool_call])]}
+            # Only the bridge tools are deferred: the CLI's own StructuredOutput tool must run.
+            matcher = sdk.HookMatcher(matcher=f"mcp__{bridge}__.*", hooks=[_defer_tool_call])
+            hooks = {"PreToolUse": [matcher]}
             env.setdefault("ENABLE_TOOL_SEARCH", "false")
             max_turns = 1
         return sdk.ClaudeAgentOptions(
@@ -312,6 +325,11 @@ class ClaudeAgentProvider:
             model=prepared.options.model or settings.model,
             max_turns=max_turns,
             max_budget_usd=prepared.options.max_budget_usd or settings.max_budget_usd,
+            output_format=(
+                {"type": "json_schema", "schema": prepared.options.output_schema}
+                if prepared.options.output_schema is not None
+                else None
+            ),
             include_partial_messages=True,
             hooks=hooks,
             env=env,
@@ -584,12 +602,28 @@ def _result_failure(
                 f"tool_choice required a call of {wanted}, but the model answered without one "
                 f"({mapper.text_chars} characters of text); retry, or relax tool_choice"
             )
-        if prepared.mode == "single-turn" and not mapper.tool_calls and not mapper.text_chars:
+        if (
+            prepared.mode == "single-turn"
+            and not mapper.tool_calls
+            and not mapper.text_chars
+            and result.structured_output is None
+        ):
             return EmptyToolRoutingError(
                 f"the model returned neither a tool call nor text (stop reason "
                 f"{result.stop_reason!r}, {usage_from(result.usage).output_tokens} output "
                 f"tokens); nothing can be routed. Retry, or check the prompt and tools"
             )
+    wants_object = prepared.options.output_schema is not None
+    if wants_object and (
+        result.subtype == "error_max_structured_output_retries"
+        or (not result.is_error and result.structured_output is None)
+    ):
+        return StructuredOutputError(
+            "output_schema was asked for, but the model answered without a matching object "
+            "(the CLI asked it again before giving up); read .partial for what it said, or "
+            "simplify the schema",
+            partial=collector.result(),
+        )
     if result.subtype == "error_max_budget_usd":
         budget = prepared.options.max_budget_usd or settings_budget
         return BudgetExceededError(

@@ -86,6 +86,9 @@ class TextStartPart(_Model):
 
     type: Literal["text-start"] = "text-start"
     id: str
+    message_index: int = Field(
+        default=0, description="Which model turn (API message) of the query the text belongs to."
+    )
 
 
 class TextDeltaPart(_Model):
@@ -205,6 +208,9 @@ class FinishPart(_Model):
     num_turns: int = 0
     raw_stop_reason: str | None = None
     duration_ms: int | None = None
+    structured_output: Any = Field(
+        default=None, description="The object matching `output_schema`, when one was asked for."
+    )
     provider_details: dict[str, Any] = Field(
         default_factory=dict, description="Extra facts from the SDK (model usage, result subtype)."
     )
@@ -257,6 +263,9 @@ class GenerateResult(_Model):
     session_id: str | None = None
     num_turns: int = 0
     raw_stop_reason: str | None = None
+    structured_output: Any = Field(
+        default=None, description="The object matching `output_schema`, when one was asked for."
+    )
     warnings: list[CallWarning] = Field(default_factory=list)
     mode: Mode = "executor"
     provider_details: dict[str, Any] = Field(default_factory=dict)

@@ -56,10 +56,18 @@ async def test_aclose_of_the_stream_stops_the_cli() -> None:
 
 
 async def test_cancelling_the_awaiting_task_stops_the_cli() -> None:
-    async with ScriptedMessagesAPI(never_answers) as api:
+    asked = anyio.Event()
+
+    async def answer_never(_request: RecordedRequest) -> Reply:
+        asked.set()
+        return await never_answers(_request)
+
+    async with ScriptedMessagesAPI(answer_never) as api:
         provider = ClaudeAgentProvider(api.settings())
-        with anyio.move_on_after(1.5) as scope:
-            await provider.generate("hello")
-        assert scope.cancelled_caught
-        assert len(api.requests) == 1, "the query was waiting on the API when cancelled"
+        async with anyio.create_task_group() as group:
+            group.start_soon(provider.generate, "hello")
+            with anyio.fail_after(60):
+                await asked.wait()  # the query is now waiting on the API
+            group.cancel_scope.cancel()
+        assert len(api.requests) == 1
         await wait_until_clean()

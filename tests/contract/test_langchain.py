@@ -24,8 +24,20 @@ from langchain_core.messages import (
 from langchain_core.tools import BaseTool, tool
 
 from sf_provider import UnsupportedRequestError
-from sf_provider.adapters.langchain import ChatClaudeAgent, provider_messages
-from sf_provider.testing import RecordedRequest, Reply, ScriptedMessagesAPI, reply, text, tool_use
+from sf_provider.adapters.langchain import (
+    ChatClaudeAgent,
+    StreamRetractionError,
+    provider_messages,
+)
+from sf_provider.testing import (
+    RecordedRequest,
+    Reply,
+    ScriptedMessagesAPI,
+    fault,
+    reply,
+    text,
+    tool_use,
+)
 
 pytestmark = [pytest.mark.cli]
 
@@ -296,6 +308,26 @@ async def test_an_error_tool_message_reaches_the_model_as_an_error_result() -> N
     (result,) = api.requests[0].tool_results()
     assert result["tool_use_id"] == "app-7" and result["is_error"] is True
     assert [b["id"] for b in api.requests[0].tool_uses()] == ["app-7"]
+
+
+@pytest.mark.anyio
+async def test_a_cut_stream_after_streamed_text_raises_a_retryable_error() -> None:
+    script = [fault("drop_mid_stream", events=5), reply(text("Five, said twice over."))]
+    streamed: list[str] = []
+    async with ScriptedMessagesAPI(script) as api:
+        model = ChatClaudeAgent(settings=api.settings())
+        with pytest.raises(StreamRetractionError, match="cannot be taken back") as caught:
+            async for chunk in model.astream("Five?"):
+                streamed.append(chunk.text)
+    assert streamed and caught.value.retryable
+
+
+@pytest.mark.anyio
+async def test_ainvoke_folds_a_cut_stream_correctly() -> None:
+    script = [fault("drop_mid_stream", events=5), reply(text("Five, said twice over."))]
+    async with ScriptedMessagesAPI(script) as api:
+        answer = await ChatClaudeAgent(settings=api.settings()).ainvoke("Five?")
+    assert answer.content == "Five, said twice over."
 
 
 def test_stop_sequences_are_refused() -> None:

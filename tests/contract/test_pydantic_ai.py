@@ -30,11 +30,12 @@ def result_text(block: dict[str, Any]) -> str:
     return str(content)
 
 
-def two_step_model(request: RecordedRequest) -> Reply:
+def two_step_model(request: RecordedRequest, preamble: str = "Looking it up.") -> Reply:
     """Calls tool A, then (after seeing A's result) tool B, then answers from both results."""
     results = [result_text(b) for b in request.tool_results()]
     if not results:
-        return reply(text("Looking it up."), tool_use("get_celsius", {"city": "Paris"}))
+        first = [text(preamble)] if preamble else []
+        return reply(*first, tool_use("get_celsius", {"city": "Paris"}))
     if len(results) == 1:
         return reply(tool_use("to_fahrenheit", {"celsius": float(results[0])}))
     return reply(text(f"Paris: {float(results[0]):g} °C = {results[1]} °F."))
@@ -89,12 +90,15 @@ async def test_the_agent_runs_both_tools_itself_and_answers_from_their_results()
     assert responses[0].provider_details["mode"] == "single-turn"
     assert responses[0].provider_details["session_id"]
     call = responses[0].parts[-1]
-    assert call.part_kind == "tool-call" and call.tool_call_id == api.requests[1].tool_uses()[0]["id"]
+    assert (
+        call.part_kind == "tool-call" and call.tool_call_id == api.requests[1].tool_uses()[0]["id"]
+    )
 
 
 async def test_the_same_loop_through_run_stream() -> None:
+    # run_stream ends at the first text pydantic-ai can take as output, so no preamble here.
     runs: list[str] = []
-    async with ScriptedMessagesAPI(two_step_model) as api:
+    async with ScriptedMessagesAPI(lambda request: two_step_model(request, "")) as api:
         async with weather_agent(api, runs).run_stream(PROMPT) as streamed:
             chunks = [chunk async for chunk in streamed.stream_text(delta=True)]
         usage = streamed.usage
@@ -160,3 +164,63 @@ def test_the_example_runs_offline() -> None:
     assert done.returncode == 0, done.stderr
     assert "Paris is 21.0 °C, that is 69.8 °F." in done.stdout
     assert "model requests: 3" in done.stdout
+
+
+@pytest.mark.filterwarnings("ignore:`RetryPromptPart` is deprecated")
+def test_history_converts_faithfully_to_provider_messages() -> None:
+    from pydantic_ai.messages import (
+        ModelRequest,
+        RetryPromptPart,
+        SystemPromptPart,
+        TextPart,
+        ThinkingPart,
+        ToolCallPart,
+        ToolReturnPart,
+        UserPromptPart,
+    )
+
+    from sf_provider.adapters.pydantic_ai import SYSTEM, to_provider_messages
+
+    history = [
+        ModelRequest(parts=[SystemPromptPart("Be brief."), UserPromptPart("Weather?")]),
+        ModelResponse(
+            parts=[
+                ThinkingPart("hmm", signature="sig", provider_name=SYSTEM),
+                TextPart("Checking."),
+                ToolCallPart("get_celsius", {"city": "Paris"}, tool_call_id="c1"),
+                ToolCallPart("to_fahrenheit", {"celsius": "x"}, tool_call_id="c2"),
+            ]
+        ),
+        ModelRequest(
+            parts=[
+                ToolReturnPart("get_celsius", 20.0, tool_call_id="c1"),
+                RetryPromptPart(
+                    "celsius must be a number", tool_name="to_fahrenheit", tool_call_id="c2"
+                ),
+                RetryPromptPart("Please answer in one line."),
+            ]
+        ),
+    ]
+    messages = to_provider_messages(history, instructions="Use tools.")
+    assert messages[:3] == [
+        {"role": "system", "content": "Use tools."},
+        {"role": "system", "content": "Be brief."},
+        {"role": "user", "content": [{"type": "text", "text": "Weather?"}]},
+    ]
+    assert messages[3]["content"] == [
+        {"type": "reasoning", "text": "hmm", "signature": "sig"},
+        {"type": "text", "text": "Checking."},
+        {"type": "tool-call", "tool_call_id": "c1", "tool_name": "get_celsius",
+         "input": {"city": "Paris"}},
+        {"type": "tool-call", "tool_call_id": "c2", "tool_name": "to_fahrenheit",
+         "input": {"celsius": "x"}},
+    ]  # fmt: skip
+    tool, retry = messages[4], messages[5]
+    assert tool["role"] == "tool"
+    assert [(r["tool_call_id"], r["is_error"]) for r in tool["content"]] == [
+        ("c1", False),
+        ("c2", True),
+    ]
+    assert tool["content"][0]["output"] == "20.0"
+    assert "celsius must be a number" in tool["content"][1]["output"]
+    assert retry["role"] == "user" and "Please answer in one line." in retry["content"]

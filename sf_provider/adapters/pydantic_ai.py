@@ -1,0 +1,539 @@
+"""pydantic-ai adapter: `ClaudeAgentModel`, a `pydantic_ai.models.Model` backed by the provider.
+
+Install the extra: ``pip install 'sf-provider[pydantic-ai]'``.
+
+Example::
+
+    from pydantic_ai import Agent
+    from sf_provider import ClaudeAgentProvider, ProviderSettings
+    from sf_provider.adapters.pydantic_ai import ClaudeAgentModel
+
+    provider = ClaudeAgentProvider(ProviderSettings(model="claude-sonnet-4-5"))
+    agent = Agent(ClaudeAgentModel(provider))
+
+    @agent.tool_plain
+    def get_weather(city: str) -> str:
+        return "21 °C"
+
+    result = await agent.run("Weather in Paris?")
+
+**Single-turn mode** (the default). Each `request` is one provider query in single-turn mode: the
+Agent's function tools and output tools are offered to the model as `FunctionTool`s *without*
+executors, the model's calls come back as `ToolCallPart`s with the model's own ids, and the Agent
+runs its tools itself. The whole pydantic-ai history is replayed natively (system prompts and
+instructions -> system; user prompts -> user text and images; `TextPart` / `ThinkingPart` (its
+signature when it came from Claude) / `ToolCallPart` -> assistant blocks with the same ids;
+`ToolReturnPart` -> tool results, `is_error` for failed and retried outcomes; a retry with a
+tool name -> an error tool result, without one -> user text). When the Agent needs structured
+output (`allow_text_output` false) the request uses `tool_choice="required"`.
+
+**Executor mode** (``mode="executor"``). pydantic-ai keeps its tools' functions inside the Agent,
+out of reach of a `Model`, so executor mode runs only the `FunctionTool`s with executors given to
+the constructor (``ClaudeAgentModel(provider, mode="executor", tools=[...])``). They run inside the
+CLI's loop and are reported as provider-executed `NativeToolCallPart` / `NativeToolReturnPart`
+pairs, which the Agent records but never executes. A request that also carries Agent function
+tools or output tools raises `UserError` (those need single-turn mode); the Agent's output is
+text.
+
+Request and streamed request share one path: `request` drains the same `StreamedResponse` that
+`request_stream` yields, built on `ClaudeAgentProvider.stream` (on which `generate` is built too).
+Usage -> `RequestUsage` (input tokens include cache reads and writes, as pydantic-ai counts them);
+cost, session id, turns, mode, warnings and the raw stop reason -> `provider_details`.
+
+Not supported: model settings other than `thinking` / `cache` / `tool_choice` resolved by
+pydantic-ai itself (they are declared in `unsupported_settings`, so pydantic-ai warns when a
+guaranteeing one is set), native (provider built-in) tools, file parts and non-image files.
+"""
+
+from __future__ import annotations
+
+try:
+    import pydantic_ai  # noqa: F401
+except ImportError as exc:  # pragma: no cover - exercised only without the extra
+    raise ImportError(
+        "sf_provider.adapters.pydantic_ai needs the extra: pip install 'sf-provider[pydantic-ai]'"
+    ) from exc
+
+from collections.abc import AsyncGenerator, AsyncIterator, Iterable, Iterator, Sequence
+from contextlib import asynccontextmanager
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any, ClassVar, Literal, assert_never
+
+import anyio
+from pydantic_ai._instrumentation import get_instructions
+from pydantic_ai._run_context import RunContext
+from pydantic_ai.exceptions import UserError
+from pydantic_ai.messages import (
+    ERROR_OUTCOMES,
+    BinaryContent,
+    CachePoint,
+    FinishReason,
+    ImageUrl,
+    ModelMessage,
+    ModelRequest,
+    ModelResponse,
+    ModelResponsePart,
+    ModelResponseStreamEvent,
+    NativeToolCallPart,
+    NativeToolReturnPart,
+    PartStartEvent,
+    RetryFeedbackPart,
+    RetryPromptPart,
+    SystemPromptPart,
+    TextContent,
+    TextPart,
+    ThinkingPart,
+    ToolCallPart,
+    ToolReturnPart,
+    UserPromptPart,
+)
+from pydantic_ai.models import Model, ModelRequestParameters, StreamedResponse
+from pydantic_ai.settings import ModelSettingName, ModelSettings
+from pydantic_ai.tools import ToolDefinition
+from pydantic_ai.usage import RequestUsage
+
+from .. import types as sf
+from ..provider import ClaudeAgentProvider
+from ..settings import ProviderSettings
+from ..tools import FunctionTool
+
+__all__ = ["ClaudeAgentModel"]
+
+#: `Model.system` and the `provider_name` of every response and part this adapter makes.
+SYSTEM = "claude-agent-sdk"
+#: Thinking signatures from these providers are Claude's own and can be replayed.
+_SIGNATURE_PROVIDERS = frozenset({SYSTEM, "anthropic"})
+
+_FINISH_REASONS: dict[sf.FinishReason, FinishReason | None] = {
+    "stop": "stop",
+    "length": "length",
+    "tool-calls": "tool_call",
+    "content-filter": "content_filter",
+    "error": "error",
+    "other": None,
+}
+
+
+class ClaudeAgentModel(Model):
+    """Claude through the Claude Agent SDK, as a pydantic-ai model (see the module docstring).
+
+    The `ClaudeAgentProvider` is `claude_provider` (`provider` is pydantic-ai's own notion).
+
+    `provider` is a `ClaudeAgentProvider` or its `ProviderSettings` (None: default settings).
+    `mode` is `"single-turn"` (the Agent runs its tools) or `"executor"` (the provider runs
+    `tools`, `FunctionTool`s with executors).
+    """
+
+    # What the CLI cannot be told per request; pydantic-ai warns when one that changes a
+    # guarantee is set and ignores the tuning knobs.
+    unsupported_settings: ClassVar[frozenset[ModelSettingName]] = frozenset(
+        {
+            "max_tokens",
+            "temperature",
+            "top_p",
+            "top_k",
+            "timeout",
+            "max_retries",
+            "parallel_tool_calls",
+            "seed",
+            "presence_penalty",
+            "frequency_penalty",
+            "logit_bias",
+            "stop_sequences",
+            "extra_headers",
+            "citations",
+            "service_tier",
+            "extra_body",
+        }
+    )
+
+    def __init__(
+        self,
+        provider: ClaudeAgentProvider | ProviderSettings | None = None,
+        *,
+        mode: Literal["single-turn", "executor"] = "single-turn",
+        tools: Sequence[FunctionTool] = (),
+        settings: ModelSettings | None = None,
+    ) -> None:
+        super().__init__(settings=settings)
+        if not isinstance(provider, ClaudeAgentProvider):
+            provider = ClaudeAgentProvider(provider)
+        if mode == "single-turn" and tools:
+            raise UserError(
+                "tools=[...] are run by the provider in mode='executor'; in single-turn mode give "
+                "the Agent its tools instead"
+            )
+        if mode == "executor":
+            missing = [t.name for t in tools if t.executor is None]
+            if not tools or missing:
+                raise UserError(
+                    "mode='executor' needs tools=[FunctionTool(..., executor=...)], every one with "
+                    f"an executor (without one: {', '.join(missing) or 'no tools given'})"
+                )
+        self.claude_provider = provider
+        self.mode = mode
+        self.tools = list(tools)
+
+    @property
+    def model_name(self) -> str:
+        """The configured Claude model, or `default` when the CLI picks it."""
+        return self.claude_provider.settings.model or "default"
+
+    @property
+    def system(self) -> str:
+        """The provider name pydantic-ai records (`claude-agent-sdk`)."""
+        return SYSTEM
+
+    async def request(
+        self,
+        messages: list[ModelMessage],
+        model_settings: ModelSettings | None,
+        model_request_parameters: ModelRequestParameters,
+    ) -> ModelResponse:
+        """One provider query, folded by the same stream processing as `request_stream`."""
+        model_settings, model_request_parameters = self.prepare_request(
+            model_settings, model_request_parameters
+        )
+        async with self._open(messages, model_request_parameters) as stream:
+            async for _ in stream:
+                pass
+        return stream.get()
+
+    @asynccontextmanager
+    async def request_stream(
+        self,
+        messages: list[ModelMessage],
+        model_settings: ModelSettings | None,
+        model_request_parameters: ModelRequestParameters,
+        run_context: RunContext[Any] | None = None,
+    ) -> AsyncGenerator[StreamedResponse, None]:
+        """One provider query as a `StreamedResponse` (text, thinking and tool-call deltas)."""
+        model_settings, model_request_parameters = self.prepare_request(
+            model_settings, model_request_parameters
+        )
+        async with self._open(messages, model_request_parameters) as stream:
+            yield stream
+
+    @asynccontextmanager
+    async def _open(
+        self, messages: list[ModelMessage], params: ModelRequestParameters
+    ) -> AsyncGenerator[ClaudeStreamedResponse, None]:
+        if params.native_tools:
+            names = ", ".join(type(t).__name__ for t in params.native_tools)
+            raise UserError(f"ClaudeAgentModel does not support native (built-in) tools: {names}")
+        tools, options = self._tools_and_options(params)
+        history = to_provider_messages(messages, get_instructions(messages, params))
+        # Bad input raises here, before a CLI process starts.
+        parts = self.claude_provider.stream(history, tools=tools, **options)
+        stream = ClaudeStreamedResponse(
+            model_request_parameters=params, _model_name=self.model_name, _parts=parts
+        )
+        try:
+            yield stream
+        finally:
+            # Stops the query's CLI if the consumer left early; shielded like pydantic-ai's own.
+            with anyio.CancelScope(shield=True):
+                await parts.aclose()
+
+    def _tools_and_options(
+        self, params: ModelRequestParameters
+    ) -> tuple[list[FunctionTool], dict[str, Any]]:
+        agent_tools = [*params.function_tools, *params.output_tools]
+        if self.mode == "executor":
+            if agent_tools:
+                names = ", ".join(t.name for t in agent_tools)
+                raise UserError(
+                    f"mode='executor' runs only the tools given to ClaudeAgentModel(tools=...); "
+                    f"the Agent's own tools and output tools ({names}) need mode='single-turn'"
+                )
+            return self.tools, {"mode": "executor"}
+        tools = [_function_tool(t) for t in agent_tools]
+        options: dict[str, Any] = {"mode": "single-turn"}
+        if tools and not params.allow_text_output:
+            options["tool_choice"] = "required"
+        return tools, options
+
+
+def _function_tool(definition: ToolDefinition) -> FunctionTool:
+    """An Agent tool as a provider tool without an executor: the Agent runs it."""
+    return FunctionTool(
+        name=definition.name,
+        description=definition.description or "",
+        input_schema=definition.parameters_json_schema,
+    )
+
+
+# --------------------------------------------------------------------------- history
+
+
+def to_provider_messages(
+    messages: Iterable[ModelMessage], instructions: str | None = None
+) -> list[dict[str, Any]]:
+    """pydantic-ai history -> the provider's role/content messages (see `sf_provider._messages`)."""
+    out: list[dict[str, Any]] = []
+    if instructions:
+        out.append({"role": "system", "content": instructions})
+    for message in messages:
+        if isinstance(message, ModelRequest):
+            out += _request_messages(message)
+        else:
+            out += _response_messages(message)
+    return out
+
+
+def _request_messages(message: ModelRequest) -> list[dict[str, Any]]:
+    # Tool results answer the previous turn and must come first in the user turn.
+    results: list[dict[str, Any]] = []
+    others: list[dict[str, Any]] = []
+    for part in message.parts:
+        if isinstance(part, ToolReturnPart):
+            if part.files:
+                raise UserError(
+                    f"tool {part.tool_name!r} returned files; ClaudeAgentModel sends text results"
+                )
+            results.append(
+                _tool_result(
+                    part.tool_call_id,
+                    part.model_response_str(wrap_if_error=False),
+                    is_error=part.outcome in ERROR_OUTCOMES,
+                )
+            )
+        elif isinstance(part, RetryPromptPart):
+            if part.tool_name is not None:
+                results.append(_tool_result(part.tool_call_id, part.model_response(), True))
+            else:
+                others.append({"role": "user", "content": part.model_response()})
+        elif isinstance(part, RetryFeedbackPart):
+            others.append({"role": "user", "content": part.model_response()})
+        elif isinstance(part, SystemPromptPart):
+            others.append({"role": "system", "content": part.content})
+        elif isinstance(part, UserPromptPart):
+            others.append({"role": "user", "content": _user_blocks(part)})
+        else:
+            raise UserError(
+                f"ClaudeAgentModel cannot send a {type(part).__name__} (run it through an Agent, "
+                f"which prepares the history, or leave it out)"
+            )
+    tool = [{"role": "tool", "content": results}] if results else []
+    return tool + others
+
+
+def _tool_result(call_id: str, output: str, is_error: bool) -> dict[str, Any]:
+    return {"type": "tool-result", "tool_call_id": call_id, "output": output, "is_error": is_error}
+
+
+def _user_blocks(part: UserPromptPart) -> list[dict[str, Any]]:
+    if isinstance(part.content, str):
+        return [{"type": "text", "text": part.content}]
+    blocks: list[dict[str, Any]] = []
+    for item in part.content:
+        if isinstance(item, str):
+            blocks.append({"type": "text", "text": item})
+        elif isinstance(item, TextContent):
+            blocks.append({"type": "text", "text": item.content})
+        elif isinstance(item, BinaryContent) and item.is_image:
+            blocks.append({"type": "image", "data": item.base64, "media_type": item.media_type})
+        elif isinstance(item, ImageUrl):
+            blocks.append({"type": "image", "url": item.url})
+        elif isinstance(item, CachePoint):
+            continue  # a caching hint; the CLI places its own cache breakpoints
+        else:
+            raise UserError(
+                f"ClaudeAgentModel sends text and images in user prompts, not {type(item).__name__}"
+            )
+    return blocks
+
+
+def _response_messages(message: ModelResponse) -> list[dict[str, Any]]:
+    out: list[dict[str, Any]] = []
+    blocks: list[dict[str, Any]] = []
+    for part in message.parts:
+        if isinstance(part, TextPart):
+            blocks.append({"type": "text", "text": part.content})
+        elif isinstance(part, ThinkingPart):
+            signed = part.signature and part.provider_name in _SIGNATURE_PROVIDERS
+            signature = part.signature if signed else None
+            blocks.append({"type": "reasoning", "text": part.content, "signature": signature})
+        elif isinstance(part, ToolCallPart | NativeToolCallPart):
+            # A provider-executed call is replayed as a call with its result right after it.
+            blocks.append(
+                {
+                    "type": "tool-call",
+                    "tool_call_id": part.tool_call_id,
+                    "tool_name": part.tool_name,
+                    "input": part.args_as_dict(),
+                }
+            )
+        elif isinstance(part, NativeToolReturnPart):
+            output = part.model_response_str(wrap_if_error=False)
+            is_error = part.outcome in ERROR_OUTCOMES
+            out += [
+                {"role": "assistant", "content": blocks},
+                {"role": "tool", "content": [_tool_result(part.tool_call_id, output, is_error)]},
+            ]
+            blocks = []
+        else:
+            raise UserError(f"ClaudeAgentModel cannot replay a {type(part).__name__}")
+    if blocks:
+        out.append({"role": "assistant", "content": blocks})
+    return out
+
+
+# --------------------------------------------------------------------------- responses
+
+
+@dataclass
+class ClaudeStreamedResponse(StreamedResponse):
+    """Provider stream parts as pydantic-ai stream events (text, thinking, tool calls)."""
+
+    _model_name: str
+    _parts: AsyncIterator[sf.StreamPart]
+    _timestamp: datetime = field(default_factory=lambda: datetime.now(UTC))
+    _index_of: dict[str, list[int]] = field(default_factory=dict)
+    _discarded: set[int] = field(default_factory=set)
+    _executor: bool = False
+
+    async def _get_event_iterator(self) -> AsyncIterator[ModelResponseStreamEvent]:
+        async for part in self._parts:
+            for event in self._map(part):
+                if isinstance(event, PartStartEvent):
+                    self._index_of.setdefault(_vendor_id(part), []).append(event.index)
+                yield event
+
+    def _map(self, part: sf.StreamPart) -> Iterator[ModelResponseStreamEvent]:
+        manager = self._parts_manager
+        match part:
+            case sf.StreamStartPart():
+                self._executor = part.mode == "executor"
+                self._details()["mode"] = part.mode
+                if part.warnings:
+                    self._details()["warnings"] = [w.model_dump() for w in part.warnings]
+            case sf.TextDeltaPart():
+                yield from manager.handle_text_delta(vendor_part_id=part.id, content=part.delta)
+            case sf.ReasoningDeltaPart():
+                yield from manager.handle_thinking_delta(
+                    vendor_part_id=part.id, content=part.delta, provider_name=SYSTEM
+                )
+            case sf.ReasoningEndPart() if part.signature:
+                yield from manager.handle_thinking_delta(
+                    vendor_part_id=part.id, signature=part.signature, provider_name=SYSTEM
+                )
+            case sf.ToolInputStartPart() if not self._executor:
+                yield from manager.handle_tool_call_delta_events(
+                    vendor_part_id=part.id, tool_name=part.tool_name, tool_call_id=part.id
+                )
+            case sf.ToolInputDeltaPart() if not self._executor:
+                yield from manager.handle_tool_call_delta_events(
+                    vendor_part_id=part.id, args=part.delta
+                )
+            case sf.ToolCallPart() if part.provider_executed:
+                native = NativeToolCallPart(
+                    tool_name=part.tool_name,
+                    args=part.input,
+                    tool_call_id=part.tool_call_id,
+                    provider_name=SYSTEM,
+                )
+                yield manager.handle_part(vendor_part_id=part.tool_call_id, part=native)
+            case sf.ToolCallPart():
+                # The complete arguments replace the streamed ones (they may come from an envelope).
+                yield manager.handle_tool_call_part(
+                    vendor_part_id=part.tool_call_id,
+                    tool_name=part.tool_name,
+                    args=part.input,
+                    tool_call_id=part.tool_call_id,
+                )
+            case sf.ToolResultPart():
+                result: NativeToolReturnPart[Any] = NativeToolReturnPart(
+                    tool_name=part.tool_name,
+                    content=part.output,
+                    tool_call_id=part.tool_call_id,
+                    provider_name=SYSTEM,
+                    outcome="failed" if part.is_error else "success",
+                )
+                yield manager.handle_part(vendor_part_id=_vendor_id(part), part=result)
+            case sf.DiscardPart():
+                for part_id in part.ids:
+                    self._discarded.update(self._index_of.pop(part_id, []))
+            case sf.FinishPart():
+                self._finish(part)
+            case (
+                sf.TextStartPart()
+                | sf.TextEndPart()
+                | sf.ReasoningStartPart()
+                | sf.ReasoningEndPart()
+                | sf.ToolInputStartPart()
+                | sf.ToolInputDeltaPart()
+                | sf.ToolInputEndPart()
+                | sf.ErrorPart()  # the provider raises right after it
+            ):
+                pass
+            case _:
+                assert_never(part)
+
+    def _details(self) -> dict[str, Any]:
+        if self.provider_details is None:
+            self.provider_details = {}
+        return self.provider_details
+
+    def _finish(self, part: sf.FinishPart) -> None:
+        usage = part.usage
+        cached = usage.cache_read_input_tokens + usage.cache_creation_input_tokens
+        self._usage = RequestUsage(
+            input_tokens=usage.input_tokens + cached,
+            output_tokens=usage.output_tokens,
+            cache_read_tokens=usage.cache_read_input_tokens,
+            cache_write_tokens=usage.cache_creation_input_tokens,
+        )
+        self.finish_reason = _FINISH_REASONS[part.finish_reason]
+        self._details().update(
+            {
+                **part.provider_details,
+                "cost_usd": part.cost_usd,
+                "session_id": part.session_id,
+                "num_turns": part.num_turns,
+                "raw_stop_reason": part.raw_stop_reason,
+                "duration_ms": part.duration_ms,
+            }
+        )
+
+    def get(self) -> ModelResponse:
+        """The response so far, without the parts of API streams that were cut and redone."""
+        response = super().get()
+        if not self._discarded:
+            return response
+        # Indices are the parts manager's; every part here has a name, so none is filtered out.
+        parts: list[ModelResponsePart] = [
+            p for i, p in enumerate(response.parts) if i not in self._discarded
+        ]
+        response.parts = parts
+        return response
+
+    @property
+    def model_name(self) -> str:
+        """The model name of the request."""
+        return self._model_name
+
+    @property
+    def provider_name(self) -> str:
+        """`claude-agent-sdk`."""
+        return SYSTEM
+
+    @property
+    def provider_url(self) -> None:
+        """None: the CLI talks to the API."""
+        return None
+
+    @property
+    def timestamp(self) -> datetime:
+        """When the request started."""
+        return self._timestamp
+
+
+def _vendor_id(part: sf.StreamPart) -> str:
+    """The key one provider part's pydantic-ai part is managed under."""
+    if isinstance(part, sf.ToolResultPart):
+        return f"{part.tool_call_id}:result"
+    if isinstance(part, sf.ToolCallPart):
+        return part.tool_call_id
+    return str(getattr(part, "id", ""))

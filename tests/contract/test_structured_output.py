@@ -1,0 +1,68 @@
+"""Structured output: `output_schema` through the CLI's StructuredOutput tool."""
+
+from __future__ import annotations
+
+import pytest
+
+from sf_provider import (
+    ClaudeAgentProvider,
+    FunctionTool,
+    StructuredOutputError,
+    ToolCallPart,
+    UnsupportedRequestError,
+)
+from sf_provider.testing import RecordedRequest, Reply, ScriptedMessagesAPI, reply, text, tool_use
+
+pytestmark = [pytest.mark.anyio, pytest.mark.cli]
+
+WEATHER = {
+    "type": "object",
+    "properties": {"city": {"type": "string"}, "celsius": {"type": "number"}},
+    "required": ["city", "celsius"],
+}
+
+
+def complying(request: RecordedRequest) -> Reply:
+    if request.tool_results():
+        return reply(text("done"))
+    return reply(tool_use("StructuredOutput", {"city": "Paris", "celsius": 18}))
+
+
+async def test_the_answer_object_arrives_as_structured_output() -> None:
+    async with ScriptedMessagesAPI(complying) as api:
+        provider = ClaudeAgentProvider(api.settings())
+        parts = [p async for p in provider.stream("Weather?", output_schema=WEATHER)]
+        result = await ClaudeAgentProvider(api.settings()).generate(
+            "Weather?", output_schema=WEATHER
+        )
+    assert result.structured_output == {"city": "Paris", "celsius": 18}
+    assert result.tool_calls == [], "the CLI's own StructuredOutput tool is not an app tool call"
+    assert not [p for p in parts if isinstance(p, ToolCallPart)]
+    assert api.requests[0].tool_names == ["StructuredOutput"]
+
+
+async def test_single_turn_does_not_defer_the_structured_output_tool() -> None:
+    async with ScriptedMessagesAPI(complying) as api:
+        provider = ClaudeAgentProvider(api.settings())
+        result = await provider.generate(
+            "Weather?", tools=[FunctionTool(name="get_weather")], output_schema=WEATHER
+        )
+    assert result.mode == "single-turn"
+    assert result.structured_output == {"city": "Paris", "celsius": 18}
+
+
+async def test_a_model_that_never_complies_raises_structured_output_error() -> None:
+    async with ScriptedMessagesAPI(lambda _request: reply(text("No JSON today."))) as api:
+        provider = ClaudeAgentProvider(api.settings(env={"MAX_STRUCTURED_OUTPUT_RETRIES": "1"}))
+        with pytest.raises(StructuredOutputError, match="output_schema") as info:
+            await provider.generate("Weather?", output_schema=WEATHER)
+    assert len(api.requests) == 2, "the CLI asked once more before giving up"
+    assert info.value.partial.text == "No JSON today."
+
+
+async def test_an_invalid_output_schema_fails_before_anything_starts() -> None:
+    async with ScriptedMessagesAPI([]) as api:
+        provider = ClaudeAgentProvider(api.settings())
+        with pytest.raises(UnsupportedRequestError, match="output_schema"):
+            provider.stream("x", output_schema={"type": "string"})
+    assert api.all_requests == []
