@@ -36,7 +36,7 @@ schemas: $(STAMP)
 	$(BIN)/sf-provider schemas --write contracts/schemas
 
 bench: $(STAMP)
-	$(BIN)/python bench/overhead.py
+	$(BIN)/python bench/suite.py
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache .coverage
