@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import atexit
 import os
 import shutil
 import subprocess
@@ -12,6 +13,8 @@ from pathlib import Path
 import pytest
 
 _ISOLATED = Path(tempfile.mkdtemp(prefix="sf-provider-tests-"))
+# Every process that imports this file (the xdist controller too, which runs no test) removes it.
+atexit.register(shutil.rmtree, _ISOLATED, True)
 for _name in ("home", "config", "tmp"):
     (_ISOLATED / _name).mkdir()
 # Belt and braces: each query already gets its own dirs; these catch anything started outside.
