@@ -7,6 +7,7 @@ import sys
 import time
 from typing import Any, Literal, TextIO
 
+from ._bridge import app_tool_name
 from .provider import ClaudeAgentProvider
 from .settings import ProviderSettings
 from .testing import RecordedRequest, Reply, ScriptedMessagesAPI, reply, text, tool_use
@@ -22,6 +23,8 @@ from .types import (
     ToolCallPart,
     ToolResultPart,
 )
+
+_BRIDGE = ProviderSettings().bridge_name
 
 PROMPT = "What's the weather in Paris and Tokyo, in Fahrenheit, and which city is warmer?"
 
@@ -67,7 +70,8 @@ def scripted_model(request: RecordedRequest) -> Reply:
     results: dict[str, list[tuple[dict[str, Any], str]]] = {}
     for block in request.tool_results():
         call = calls[block["tool_use_id"]]
-        results.setdefault(_app_name(call["name"]), []).append((call["input"], _result_text(block)))
+        name = app_tool_name(_BRIDGE, call["name"])
+        results.setdefault(name, []).append((call["input"], _result_text(block)))
     if "get_weather" not in results:
         return reply(
             text("I'll look up both cities at once."),
@@ -98,10 +102,6 @@ def scripted_model(request: RecordedRequest) -> Reply:
             f"{fahrenheit[celsius['Tokyo']]}. {verdict}."
         )
     )
-
-
-def _app_name(name: str) -> str:
-    return name.rsplit("__", 1)[-1]
 
 
 def _result_text(block: dict[str, Any]) -> str:

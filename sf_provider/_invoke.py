@@ -69,11 +69,6 @@ def to_tool_output(value: Any) -> ToolOutput:
     return ToolOutput.from_text(encoded)
 
 
-def _argument_errors(tool: FunctionTool, arguments: Mapping[str, Any]) -> list[str]:
-    errors = sorted(tool.args_validator.iter_errors(arguments), key=lambda e: list(e.path))
-    return [f"{e.json_path}: {e.message}" for e in errors[:5]]
-
-
 async def _gate_denial(
     gate: Gate, tool: FunctionTool, args: dict[str, Any], context: CallContext
 ) -> str | None:
@@ -115,7 +110,7 @@ async def invoke_tool(
         message = f"tool {tool.name!r} has no executor in this process; the application runs it"
         logger.warning(message)
         return ToolOutput.from_text(message, is_error=True)
-    problems = _argument_errors(tool, args)
+    problems = tool.argument_errors(args)
     if problems:
         message = f"Invalid arguments for tool {tool.name!r}: " + "; ".join(problems)
         logger.warning("%s (arguments: %.500s)", message, json.dumps(args, default=repr))

@@ -366,11 +366,9 @@ class PartMapper:
         if tool is None:
             known = ", ".join(sorted(self._tools)) or "none"
             return f"tool {name!r} is not exposed in this request (tools: {known})"
-        errors = sorted(tool.args_validator.iter_errors(arguments), key=lambda e: list(e.path))
-        if errors:
-            return f"arguments violate the schema of {name!r}: " + "; ".join(
-                f"{e.json_path}: {e.message}" for e in errors[:5]
-            )
+        problems = tool.argument_errors(arguments)
+        if problems:
+            return f"arguments violate the schema of {name!r}: " + "; ".join(problems)
         return None
 
     # -- whole messages
@@ -461,9 +459,18 @@ class PartMapper:
             details["terminal_reason"] = result.terminal_reason
         if result.duration_api_ms is not None:
             details["duration_api_ms"] = result.duration_api_ms
+        reason = finish_reason_for(result)
+        if (
+            not self._provider_executed
+            and self.tool_calls
+            and reason != "error"
+            and result.subtype != "error_max_budget_usd"
+        ):
+            # Single-turn: the calls handed back are why the query stopped.
+            reason = "tool-calls"
         return FinishPart(
             structured_output=result.structured_output,
-            finish_reason=finish_reason_for(result),
+            finish_reason=reason,
             usage=usage_from(result.usage),
             cost_usd=result.total_cost_usd,
             session_id=result.session_id,

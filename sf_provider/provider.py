@@ -424,8 +424,6 @@ class ClaudeAgentProvider:
                 )
                 if failure is None:
                     finish = mapper.finish(result)
-                    if single_turn and mapper.tool_calls:
-                        finish = finish.model_copy(update={"finish_reason": "tool-calls"})
                     collector.add(finish)
                     yield finish
                     return

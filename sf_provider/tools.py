@@ -191,6 +191,11 @@ class FunctionTool(BaseModel):
         validator: jsonschema.protocols.Validator = self._validator
         return validator
 
+    def argument_errors(self, arguments: Mapping[str, Any]) -> list[str]:
+        """Where `arguments` violate the input schema (the first five), as `$.path: message`."""
+        errors = sorted(self.args_validator.iter_errors(arguments), key=lambda e: list(e.path))
+        return [f"{e.json_path}: {e.message}" for e in errors[:5]]
+
     async def call(self, arguments: Mapping[str, Any] | None = None) -> ToolOutput:
         """Invoke the tool directly, through the same layer the bridge uses."""
         from ._invoke import invoke_tool
