@@ -468,6 +468,69 @@ async def throughput(report: Report, rounds: int) -> None:
         )
 
 
+# --------------------------------------------------------------------------- 7. warm processes
+
+WARM_LONG_RUN = 100
+
+
+async def warm_processes(report: Report, runs: int) -> None:
+    """The same one-tool query on a fresh CLI process vs on a warm one (warm_processes=1)."""
+    counter = overhead.Counter()
+    tool = overhead.make_function_tool(counter)
+    cold_s: list[float] = []
+    warm_s: list[float] = []
+    async with ScriptedMessagesAPI(overhead.responder) as api:
+        cold = ClaudeAgentProvider(api.settings())
+        async with ClaudeAgentProvider(api.settings(warm_processes=1)) as warm:
+
+            async def timed(provider: ClaudeAgentProvider, into: list[float] | None) -> str:
+                before = len(counter.calls)
+                started = time.perf_counter()
+                result = await provider.generate(overhead.PROMPT, tools=[tool])
+                if into is not None:
+                    into.append(time.perf_counter() - started)
+                if result.text != overhead.ANSWER or len(counter.calls) - before != 1:
+                    raise BenchError(f"warm bench: answer {result.text!r}, tool calls off")
+                return result.session_id or ""
+
+            await timed(cold, None)
+            first_session = await timed(warm, None)  # starts the warm process: not timed
+            pool = warm._pool
+            pid = pool._idle[0].transport.pid if pool and pool._idle else None
+            rss_start = status_kb(pid, "VmRSS") if pid else None
+            for _ in range(runs):
+                await timed(cold, cold_s)
+                if await timed(warm, warm_s) != first_session:
+                    raise BenchError("warm bench: the warm process was not reused")
+            batch_started = time.perf_counter()
+            for _ in range(WARM_LONG_RUN):
+                await timed(warm, None)
+            batch = time.perf_counter() - batch_started
+            rss_end = status_kb(pid, "VmRSS") if pid else None
+        if api.errors:
+            raise BenchError(f"scripted API: {api.errors}")
+    section = "7 warm"
+    report.dist(section, "fresh process: one tool call + answer", ms(cold_s))
+    report.dist(section, "warm process: one tool call + answer", ms(warm_s))
+    speedup = statistics.median(cold_s) / statistics.median(warm_s)
+    report.value(section, "speed-up per query (ratio of medians fresh/warm)", speedup, "x")
+    report.value(
+        section,
+        f"warm: {WARM_LONG_RUN} queries back to back",
+        WARM_LONG_RUN / batch,
+        "q/s",
+        f"one process; {batch / WARM_LONG_RUN * 1000:.0f} ms per query",
+    )
+    if rss_start and rss_end:
+        report.value(
+            section,
+            f"warm CLI RSS after {runs + 1} / {runs + 1 + WARM_LONG_RUN} queries",
+            rss_end / 1024,
+            "MiB",
+            f"{rss_start / 1024:.0f} MiB after the first query",
+        )
+
+
 # --------------------------------------------------------------------------- 6. parsing, mapping
 
 
@@ -643,6 +706,7 @@ async def run_all(runs: int, quick: bool) -> tuple[Report, dict[str, Any]]:
         ("3 time to first delta", lambda: first_delta(report, runs)),
         ("4 single-turn streaming", lambda: single_turn(report, runs)),
         ("5 parallel queries", lambda: throughput(report, max(2, runs // 2))),
+        ("7 warm processes", lambda: warm_processes(report, runs)),
     ]
     for name, step in steps:
         started = time.perf_counter()

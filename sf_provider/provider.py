@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import contextlib
 import os
 import shutil
 import tempfile
@@ -17,13 +16,13 @@ from typing import Any, Literal, cast
 import anyio
 import claude_agent_sdk as sdk
 from claude_agent_sdk._internal.client import InternalClient
-from claude_agent_sdk._internal.transport.subprocess_cli import SubprocessCLITransport
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from ._bridge import bridge_tool_name, build_bridge_server
 from ._history import write_transcript
 from ._mapping import PartMapper, ResultCollector, usage_from
 from ._messages import Conversation, MessagesInput, convert_messages
+from ._process import QueryTransport, WarmPool, WarmProcess
 from .capabilities import CapabilityReport, check_capabilities, credentials_path
 from .errors import (
     APIConnectionError,
@@ -55,7 +54,6 @@ from .types import CallWarning, ErrorPart, GenerateResult, Mode, StreamPart, Str
 __all__ = ["CallOptions", "ClaudeAgentProvider", "NamedToolChoice", "ToolChoice"]
 
 _STDERR_TAIL_LINES = 40
-_KILL_GRACE_SECONDS = 0.3
 
 
 class NamedToolChoice(BaseModel):
@@ -134,6 +132,23 @@ class ClaudeAgentProvider:
     ) -> None:
         self.settings = settings or ProviderSettings()
         self.registry = registry
+        self._pool: WarmPool | None = None
+
+    async def aclose(self) -> None:
+        """Stop the provider's warm CLI processes (`ProviderSettings.warm_processes`).
+
+        Queries still running on one of them fail. A closed provider can still run queries (and
+        warms new processes if enabled). Also done by `async with provider:`.
+        """
+        if self._pool is not None:
+            pool, self._pool = self._pool, None
+            await pool.aclose()
+
+    async def __aenter__(self) -> ClaudeAgentProvider:
+        return self
+
+    async def __aexit__(self, *_exc: object) -> None:
+        await self.aclose()
 
     def check_capabilities(
         self, tools: Sequence[FunctionTool] | None = None, **call_options: Any
@@ -344,8 +359,11 @@ class ClaudeAgentProvider:
     # -- the query
 
     async def _run(self, prepared: _Prepared) -> AsyncGenerator[StreamPart, None]:
-        workdir = Path(tempfile.mkdtemp(prefix="sf-provider-"))
-        stderr: deque[str] = deque(maxlen=_STDERR_TAIL_LINES)
+        warm = self._warm_process(prepared)
+        pool = self._pool
+        workdir = warm.workdir if warm else Path(tempfile.mkdtemp(prefix="sf-provider-"))
+        stderr: deque[str] = warm.stderr if warm else deque(maxlen=_STDERR_TAIL_LINES)
+        clean = False  # a warm process is reused only after a clean result
         single_turn = prepared.mode == "single-turn"
         mapper = PartMapper(
             self.settings.bridge_name,
@@ -359,20 +377,33 @@ class ClaudeAgentProvider:
             start = StreamStartPart(warnings=prepared.warnings, mode=prepared.mode)
             collector.add(start)
             yield start
-            options = self._sdk_options(prepared, workdir, stderr)
             result: sdk.ResultMessage | None = None
             failure: ProviderError | None = None
             try:
-                prompt = _prompt(prepared.conversation)
-                transport = _QueryTransport(prompt=prompt, options=options)
-                # InternalClient.process_query is what sdk.query wraps; sdk.query's own
-                # `async for` does not close it when the stream is left early (PEP 533), which
-                # would leave the CLI to the garbage collector. Closing this one stops it now.
-                query = InternalClient().process_query(
-                    prompt=prompt, options=options, transport=transport
-                )
+                query: AsyncGenerator[Any, None]
+                if warm is None:
+                    options = self._sdk_options(prepared, workdir, stderr)
+                    prompt = _prompt(prepared.conversation)
+                    transport = QueryTransport(prompt=prompt, options=options)
+                    # InternalClient.process_query is what sdk.query wraps; sdk.query's own
+                    # `async for` does not close it when the stream is left early (PEP 533),
+                    # which would leave the CLI to the garbage collector. Closing it stops it.
+                    query = cast(
+                        AsyncGenerator[Any, None],
+                        InternalClient().process_query(
+                            prompt=prompt, options=options, transport=transport
+                        ),
+                    )
+                else:
+                    transport = warm.transport
+                    conversation = prepared.conversation
+                    query = warm.messages(
+                        conversation.prompt
+                        if conversation.prompt_text is None
+                        else conversation.prompt_text
+                    )
                 clock = _Deadlines(self.settings.timeout, self.settings.idle_timeout)
-                async with aclosing(cast(AsyncGenerator[Any, None], query)) as messages:
+                async with aclosing(query) as messages:
                     while True:
                         try:
                             message = await clock.next(messages)
@@ -382,7 +413,7 @@ class ClaudeAgentProvider:
                             failure = clock.expired()
                             break
                         if isinstance(message, sdk.ResultMessage):
-                            result = message
+                            result = warm.own_result(message) if warm else message
                             transport.finished = True
                             continue
                         for part in mapper.map(message):
@@ -425,6 +456,7 @@ class ClaudeAgentProvider:
                 if failure is None:
                     finish = mapper.finish(result)
                     collector.add(finish)
+                    clean = not result.is_error
                     yield finish
                     return
             assert failure is not None
@@ -441,40 +473,46 @@ class ClaudeAgentProvider:
                 failure.partial = collector.result()
             raise failure
         finally:
-            shutil.rmtree(workdir, ignore_errors=True)
+            if warm is None:
+                shutil.rmtree(workdir, ignore_errors=True)
+            elif pool is not None:
+                await pool.give_back(warm, reusable=clean)
 
+    def _warm_process(self, prepared: _Prepared) -> WarmProcess | None:
+        """A warm process for this query (`ProviderSettings.warm_processes`), or None for a
+        fresh one: history is replayed and budgets are counted per process, so those queries
+        always get a fresh process."""
+        settings = self.settings
+        budget = prepared.options.max_budget_usd or settings.max_budget_usd
+        if not settings.warm_processes or prepared.conversation.history or budget:
+            return None
+        if self._pool is None:
+            self._pool = WarmPool(settings.warm_processes, settings.warm_idle_timeout)
+        # Everything the CLI's options are built from except the prompt. Executors count by
+        # identity; the process holds them, so an id cannot be reused while it lives.
+        key = (
+            settings.model_dump_json(),
+            id(self.registry),
+            prepared.mode,
+            tuple(prepared.conversation.system),
+            prepared.options.model_dump_json(exclude={"tool_names", "groups", "require"}),
+            tuple(
+                (t.model_dump_json(exclude={"executor"}), id(t.executor)) for t in prepared.tools
+            ),
+        )
 
-class _QueryTransport(SubprocessCLITransport):
-    """The SDK's subprocess transport, stopping the CLI at once when a query is abandoned.
+        def spawn() -> WarmProcess:
+            workdir = Path(tempfile.mkdtemp(prefix="sf-provider-"))
+            stderr: deque[str] = deque(maxlen=_STDERR_TAIL_LINES)
+            try:
+                return WarmProcess(
+                    key, self._sdk_options(prepared, workdir, stderr), workdir, stderr
+                )
+            except BaseException:
+                shutil.rmtree(workdir, ignore_errors=True)
+                raise
 
-    The SDK closes a query gently (end of input, then up to 5 s for the CLI to save its session
-    before SIGTERM, which the CLI takes seconds more to honour). Until the result message arrived,
-    closing means the query was cancelled, left early, timed out or failed: nothing is worth
-    saving (sessions are not persisted), so the CLI is stopped right away. The close may run
-    inside a cancelled wait of the SDK's own generator, hence a flag set on the result rather
-    than on the way out.
-    """
-
-    finished = False
-
-    async def close(self) -> None:
-        process = getattr(self, "_process", None)
-        if not self.finished and process is not None and process.returncode is None:
-            # SIGTERM first; the CLI takes seconds to shut down gracefully, so SIGKILL after a
-            # short grace: nothing of an abandoned query is worth waiting for.
-            with contextlib.suppress(ProcessLookupError):
-                process.terminate()
-            with anyio.CancelScope(shield=True), anyio.move_on_after(_KILL_GRACE_SECONDS):
-                await process.wait()
-            if process.returncode is None:
-                with contextlib.suppress(ProcessLookupError):
-                    process.kill()
-        await super().close()
-        # The SDK drops its process without closing the asyncio pipe transport; one left to the
-        # garbage collector after the loop closed complains ("Event loop is closed").
-        pipes = getattr(getattr(process, "_process", None), "_transport", None)
-        if pipes is not None:
-            pipes.close()
+        return self._pool.take(key, spawn)
 
 
 class _Deadlines:

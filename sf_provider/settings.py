@@ -64,6 +64,21 @@ class ProviderSettings(BaseModel):
     max_buffer_size: int = Field(
         default=32 * 1024 * 1024, ge=1024, description="Largest CLI stdout line the SDK accepts."
     )
+    warm_processes: int = Field(
+        default=0,
+        ge=0,
+        le=64,
+        description="Opt-in: keep up to this many Claude Code CLI processes warm between queries "
+        "with the same tools and options, so a query skips the CLI start-up. Each is emptied "
+        "between queries; queries with history or a budget always get a fresh process. Close the "
+        "provider (`await provider.aclose()` or `async with`) to stop them. 0 = off.",
+    )
+    warm_idle_timeout: float | None = Field(
+        default=60.0,
+        gt=0,
+        description="Seconds a warm process may wait unused before it is stopped; None = until "
+        "the provider is closed.",
+    )
     extra_args: dict[str, str | None] = Field(
         default_factory=dict, description="Extra CLI flags (name without dashes -> value or None)."
     )

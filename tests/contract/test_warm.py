@@ -1,0 +1,324 @@
+"""Warm processes (`ProviderSettings.warm_processes`): reused, and never shared between queries.
+
+Proven from the scripted API's request log, through the real CLI: a query served by a warm
+process sends the Messages API exactly the request a fresh process sends (only the per-process
+metadata differs), offers only its own tools, and carries nothing of any earlier query.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Iterator
+from typing import Any
+
+import anyio
+import anyio.lowlevel
+import pytest
+from conftest import cli_processes, leftover_query_dirs
+
+from sf_provider import (
+    APIError,
+    ClaudeAgentProvider,
+    FunctionTool,
+    GenerateResult,
+    ProviderSettings,
+    TextDeltaPart,
+)
+from sf_provider.testing import (
+    HTTPErrorReply,
+    RecordedRequest,
+    Reply,
+    ScriptedMessagesAPI,
+    http_error,
+    reply,
+    text,
+    tool_use,
+)
+
+pytestmark = [pytest.mark.anyio, pytest.mark.cli]
+
+_MARKER = re.compile(r"SECRET-(\d+)")
+SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "properties": {"n": {"type": "integer"}},
+    "required": ["n"],
+}
+
+
+def _secrets(request: RecordedRequest) -> set[int]:
+    """Every query marker anywhere in the request: prompt, tools, results, system."""
+    return {int(m) for m in _MARKER.findall(json.dumps(request.body, ensure_ascii=False))}
+
+
+def _model(request: RecordedRequest) -> Reply:
+    """Calls the first offered tool with the query's number, then answers with its result."""
+    secrets = _secrets(request)
+    if len(secrets) != 1:
+        return reply(text(f"mixed queries: {sorted(secrets)}"))
+    (n,) = secrets
+    results = request.tool_results()
+    if not request.tool_names:
+        return reply(text(f"no tools for SECRET-{n}"), input_tokens=1000)
+    if not results:
+        return reply(tool_use(request.tool_names[0], {"n": n}), input_tokens=1000)
+    content = results[0]["content"]
+    said = content if isinstance(content, str) else "".join(b.get("text", "") for b in content)
+    return reply(text(f"result {said}"), input_tokens=1000)
+
+
+def _tool(name: str, seen: list[tuple[str, int]]) -> FunctionTool:
+    def run(arguments: dict[str, Any]) -> str:
+        seen.append((name, int(arguments["n"])))
+        return f"{name}:SECRET-{arguments['n']}"
+
+    return FunctionTool(name=name, description=f"Tool {name}.", input_schema=SCHEMA, executor=run)
+
+
+def _comparable(request: RecordedRequest) -> str:
+    """The request body without `metadata` (it names the CLI process and its session) and with
+    the scripted API's running tool-call ids blanked."""
+    body = {k: v for k, v in request.body.items() if k != "metadata"}
+    return re.sub(r"toolu_scripted_\d+", "toolu_ID", json.dumps(body, sort_keys=True))
+
+
+def _turns(request: RecordedRequest) -> int:
+    """User and assistant messages (the CLI also sends a `system` entry with output settings)."""
+    return sum(m.get("role") in ("user", "assistant") for m in request.messages)
+
+
+def _per_query(requests: list[RecordedRequest]) -> Iterator[list[RecordedRequest]]:
+    """Requests grouped by query marker, in order (every request carries exactly one)."""
+    groups: dict[int, list[RecordedRequest]] = {}
+    for request in requests:
+        (n,) = _secrets(request)
+        groups.setdefault(n, []).append(request)
+    yield from groups.values()
+
+
+async def test_warm_queries_send_what_a_fresh_process_sends_and_nothing_else() -> None:
+    seen: list[tuple[str, int]] = []
+    tool = _tool("lookup", seen)
+    async with ScriptedMessagesAPI(_model) as api:
+        async with ClaudeAgentProvider(api.settings(warm_processes=1)) as provider:
+            warm = [await provider.generate(f"Look up SECRET-{n}.", tools=[tool]) for n in range(4)]
+        warm_requests = api.requests
+        cold = [
+            await ClaudeAgentProvider(api.settings()).generate(f"Look up SECRET-{n}.", tools=[tool])
+            for n in range(4)
+        ]
+        cold_requests = api.requests[len(warm_requests) :]
+    assert not api.errors
+    # One process served all four queries (the CLI session id is the process's) ...
+    assert len({r.session_id for r in warm}) == 1
+    assert len({r.session_id for r in cold}) == 4
+    # ... and each query did its own work, with its own result and its own cost.
+    assert seen == [("lookup", n) for n in range(4)] * 2
+    for n, (w, c) in enumerate(zip(warm, cold, strict=True)):
+        assert w.text == c.text == f"result lookup:SECRET-{n}"
+        assert w.cost_usd == pytest.approx(c.cost_usd)
+    # Every request of a warm query is the request a fresh process sends for that query.
+    warm_groups, cold_groups = list(_per_query(warm_requests)), list(_per_query(cold_requests))
+    assert [len(g) for g in warm_groups] == [len(g) for g in cold_groups] == [2, 2, 2, 2]
+    for warm_group, cold_group in zip(warm_groups, cold_groups, strict=True):
+        for w_request, c_request in zip(warm_group, cold_group, strict=True):
+            assert _comparable(w_request) == _comparable(c_request)
+        assert _turns(warm_group[0]) == 1  # the prompt, and no earlier conversation
+
+
+async def test_each_tool_set_has_its_own_processes_and_offers_only_its_tools() -> None:
+    seen: list[tuple[str, int]] = []
+    alpha, beta = _tool("alpha", seen), _tool("beta", seen)
+    async with (
+        ScriptedMessagesAPI(_model) as api,
+        ClaudeAgentProvider(api.settings(warm_processes=2)) as provider,
+    ):
+        results = [
+            await provider.generate(f"SECRET-{n}", tools=[alpha if n % 2 == 0 else beta])
+            for n in range(4)
+        ]
+    assert not api.errors
+    assert seen == [("alpha", 0), ("beta", 1), ("alpha", 2), ("beta", 3)]
+    for n, group in enumerate(_per_query(api.requests)):
+        wanted = "alpha" if n % 2 == 0 else "beta"
+        assert {name for r in group for name in r.tool_names} == {f"mcp__sf__{wanted}"}
+    sessions = [r.session_id for r in results]
+    assert sessions[0] == sessions[2] != sessions[1] == sessions[3]
+
+
+async def test_other_options_or_executors_get_another_process() -> None:
+    seen: list[tuple[str, int]] = []
+    first, same_name = _tool("lookup", seen), _tool("lookup", seen)  # other executor
+    async with (
+        ScriptedMessagesAPI(_model) as api,
+        ClaudeAgentProvider(api.settings(warm_processes=4)) as provider,
+    ):
+        a = await provider.generate("SECRET-0", tools=[first])
+        b = await provider.generate("SECRET-1", tools=[same_name])
+        c = await provider.generate("SECRET-2", tools=[first], system_prompt="Be brief.")
+        d = await provider.generate("SECRET-3", tools=[first])
+    assert len({a.session_id, b.session_id, c.session_id}) == 3
+    assert d.session_id == a.session_id
+    assert "Be brief." in json.dumps(api.requests[4].body["system"])
+    assert "Be brief." not in json.dumps(api.requests[6].body["system"])
+
+
+async def test_single_turn_queries_reuse_a_process_without_pending_calls() -> None:
+    routed = FunctionTool(name="route", description="Route a request.", input_schema=SCHEMA)
+    async with (
+        ScriptedMessagesAPI(_model) as api,
+        ClaudeAgentProvider(api.settings(warm_processes=1)) as provider,
+    ):
+        results = [await provider.generate(f"SECRET-{n}", tools=[routed]) for n in range(3)]
+    assert not api.errors
+    assert len({r.session_id for r in results}) == 1
+    for n, result in enumerate(results):
+        assert result.finish_reason == "tool-calls"
+        assert [(c.tool_name, c.input) for c in result.tool_calls] == [("route", {"n": n})]
+    assert [_turns(r) for r in api.requests] == [1, 1, 1]
+    assert [_secrets(r) for r in api.requests] == [{0}, {1}, {2}]
+
+
+async def test_a_failed_query_never_returns_its_process() -> None:
+    def model(request: RecordedRequest) -> Reply | HTTPErrorReply:
+        if _secrets(request) == {1}:
+            return http_error(500, "scripted failure")
+        return _model(request)
+
+    seen: list[tuple[str, int]] = []
+    tool = _tool("lookup", seen)
+    async with (
+        ScriptedMessagesAPI(model) as api,
+        ClaudeAgentProvider(api.settings(warm_processes=1)) as provider,
+    ):
+        first = await provider.generate("SECRET-0", tools=[tool])
+        with pytest.raises(APIError, match="HTTP 500"):
+            await provider.generate("SECRET-1", tools=[tool])
+        third = await provider.generate("SECRET-2", tools=[tool])
+        fourth = await provider.generate("SECRET-3", tools=[tool])
+    # The failed query ran on the warm process, which was then stopped: the next one is fresh.
+    assert third.session_id != first.session_id
+    assert fourth.session_id == third.session_id
+    assert [_turns(g[0]) for g in _per_query(api.requests)] == [1, 1, 1, 1]
+
+
+async def test_an_abandoned_stream_stops_its_process() -> None:
+    def model(request: RecordedRequest) -> Reply:
+        return reply(text(f"answer to {sorted(_secrets(request))} " * 20))
+
+    async with (
+        ScriptedMessagesAPI(model) as api,
+        ClaudeAgentProvider(api.settings(warm_processes=1)) as provider,
+    ):
+        first = await provider.generate("SECRET-0")
+        async for part in provider.stream("SECRET-1"):
+            if isinstance(part, TextDeltaPart):
+                break  # leave the query half-read
+        await anyio.lowlevel.checkpoint()
+        third = await provider.generate("SECRET-2")
+        assert len(cli_processes()) == 1  # the abandoned query's process is gone
+    assert third.session_id != first.session_id
+    assert [_secrets(r) for r in api.requests] == [{0}, {1}, {2}]
+    assert [_turns(r) for r in api.requests] == [1, 1, 1]
+
+
+async def test_history_and_budgets_always_get_a_fresh_process() -> None:
+    async with (
+        ScriptedMessagesAPI(_model) as api,
+        ClaudeAgentProvider(api.settings(warm_processes=1)) as provider,
+    ):
+        first = await provider.generate("SECRET-0")
+        history = [
+            {"role": "user", "content": "SECRET-1"},
+            {"role": "assistant", "content": "noted"},
+            {"role": "user", "content": "again SECRET-1"},
+        ]
+        with_history = await provider.generate(history)
+        with_budget = await provider.generate("SECRET-2", max_budget_usd=5.0)
+        last = await provider.generate("SECRET-3")
+    assert with_history.session_id != first.session_id
+    assert with_budget.session_id not in (first.session_id, with_history.session_id)
+    assert last.session_id == first.session_id
+
+
+async def test_concurrent_queries_never_share_a_process() -> None:
+    seen: list[tuple[str, int]] = []
+    tool = _tool("lookup", seen)
+    async with (
+        ScriptedMessagesAPI(_model) as api,
+        ClaudeAgentProvider(api.settings(warm_processes=1)) as provider,
+    ):
+        results: dict[int, GenerateResult] = {}
+
+        async def one(n: int) -> None:
+            results[n] = await provider.generate(f"SECRET-{n}", tools=[tool])
+
+        async with anyio.create_task_group() as group:
+            for n in range(3):
+                group.start_soon(one, n)
+        assert len({r.session_id for r in results.values()}) == 3
+        assert len(cli_processes()) == 1  # one kept warm, the others stopped
+        again = await provider.generate("SECRET-9", tools=[tool])
+    assert again.session_id in {r.session_id for r in results.values()}
+    assert sorted(seen) == [("lookup", n) for n in (0, 1, 2, 9)]
+    for n, result in results.items():
+        assert result.text == f"result lookup:SECRET-{n}"
+    assert not api.errors
+
+
+async def test_close_and_idle_timeout_stop_every_process() -> None:
+    async with ScriptedMessagesAPI(_model) as api:
+        provider = ClaudeAgentProvider(api.settings(warm_processes=2, warm_idle_timeout=0.5))
+        await provider.generate("SECRET-0")
+        assert len(cli_processes()) == 1
+        for _ in range(200):  # "no hang" bound only: 20 s
+            if not cli_processes():
+                break
+            await anyio.sleep(0.1)
+        assert not cli_processes(), "the idle process outlived warm_idle_timeout"
+        await provider.generate("SECRET-1")
+        await provider.aclose()
+        assert not cli_processes()
+        assert not leftover_query_dirs()
+        # A closed provider still works, and warms again.
+        after = await provider.generate("SECRET-2")
+        await provider.aclose()
+    assert after.text == "no tools for SECRET-2"
+    assert not cli_processes()
+    assert not leftover_query_dirs()
+
+
+def test_warm_settings_are_checked() -> None:
+    with pytest.raises(ValueError, match="warm_processes"):
+        ProviderSettings(warm_processes=-1)
+    with pytest.raises(ValueError, match="warm_idle_timeout"):
+        ProviderSettings(warm_idle_timeout=0)
+
+
+def test_a_warm_process_ends_with_its_event_loop() -> None:
+    """Sync callers run a new event loop per call (asyncio.run): the process warmed in one is
+    stopped when that loop ends, never reused from another loop, and nothing is left behind."""
+    import asyncio
+
+    async def query(provider: ClaudeAgentProvider, n: int) -> str:
+        result = await provider.generate(f"SECRET-{n}")
+        return result.session_id or ""
+
+    async def main() -> None:
+        async with ScriptedMessagesAPI(_model) as api:
+            provider = ClaudeAgentProvider(api.settings(warm_processes=1))
+            # Each query in its own thread-run event loop, like a sync adapter method.
+            first = await asyncio.to_thread(asyncio.run, query(provider, 0))
+            assert not cli_processes()  # stopped as its loop ended, without aclose()
+            second = await asyncio.to_thread(asyncio.run, query(provider, 1))
+            third = await query(provider, 2)
+            assert len({first, second, third}) == 3
+            assert len(cli_processes()) == 1  # warm on this loop
+            fourth = await query(provider, 3)
+            assert fourth == third
+            await provider.aclose()
+            assert [_turns(r) for r in api.requests] == [1, 1, 1, 1]
+
+    asyncio.run(main())
+    assert not cli_processes()
+    assert not leftover_query_dirs()
