@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import asyncio
+import contextvars
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from claude_agent_sdk.types import McpSdkServerConfig
@@ -55,10 +57,12 @@ def build_mcp_server(
     gate: Gate | None = None,
     transport: Transport = "sdk-bridge",
     max_result_chars: int | None = DEFAULT_MAX_RESULT_CHARS,
+    run_in: Callable[[], contextvars.Context | None] | None = None,
 ) -> Server[Any]:
     """An official low-level MCP server serving `tools` through the one invocation layer.
 
-    Used for the per-query SDK bridge and for `sf-provider serve` (stdio) alike.
+    Used for the per-query SDK bridge and for `sf-provider serve` (stdio) alike. `run_in` gives
+    the context (contextvars) each call runs in; None = the server's own.
     """
     by_name = {tool.name: tool for tool in tools}
     listing = types.ListToolsResult(tools=[_wire_tool(t, max_result_chars) for t in tools])
@@ -83,13 +87,19 @@ def build_mcp_server(
             tool_call_id=call_id if isinstance(call_id, str) else None,
             metadata=meta,
         )
-        output = await invoke_tool(
+        call = invoke_tool(
             tool,
             params.arguments,
             default_timeout=default_timeout,
             gate=gate,
             context=context,
             max_result_chars=max_result_chars,
+        )
+        scope = run_in() if run_in else None
+        # A task in the query's own context (asyncio only, like warm processes); cancelling
+        # this wait cancels it.
+        output = await (
+            asyncio.get_running_loop().create_task(call, context=scope.copy()) if scope else call
         )
         return types.CallToolResult.model_validate(
             {"content": output.content, "isError": output.is_error}
@@ -113,13 +123,15 @@ def build_bridge_server(
     default_timeout: float | None,
     gate: Gate | None = None,
     max_result_chars: int | None = DEFAULT_MAX_RESULT_CHARS,
+    run_in: Callable[[], contextvars.Context | None] | None = None,
 ) -> McpSdkServerConfig:
-    """The SDK server config for one query: exactly these tools, shared with no other query."""
+    """The SDK server config for one query (or one warm process): exactly these tools."""
     server = build_mcp_server(
         bridge,
         tools,
         default_timeout=default_timeout,
         gate=gate,
         max_result_chars=max_result_chars,
+        run_in=run_in,
     )
     return McpSdkServerConfig(type="sdk", name=bridge, instance=server)

@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import atexit
 import contextlib
+import contextvars
 import os
 import shutil
 import signal
@@ -77,15 +78,15 @@ class QueryTransport(SubprocessCLITransport):
 class WarmProcess:
     """One CLI process kept connected between queries with the same setup (`key`)."""
 
-    def __init__(
-        self, key: Hashable, options: sdk.ClaudeAgentOptions, workdir: Path, stderr: deque[str]
-    ) -> None:
+    transport: QueryTransport
+    _client: sdk.ClaudeSDKClient
+
+    def __init__(self, key: Hashable, workdir: Path, stderr: deque[str]) -> None:
         self.key = key
         self.workdir = workdir
         self.stderr = stderr
         self.loop = asyncio.get_running_loop()
-        self.transport = QueryTransport(prompt=_no_messages(), options=options)
-        self._client = sdk.ClaudeSDKClient(options, transport=self.transport)
+        self._context: contextvars.Context | None = None
         self._connected = False
         self._closed = False
         self._first_message: str | None = None
@@ -95,6 +96,16 @@ class WarmProcess:
         self._keeper: AsyncGenerator[None, None] | None = None
         _LIVE.add(self)
 
+    def start(self, options: sdk.ClaudeAgentOptions) -> None:
+        """Set the CLI options; the process starts with the first query."""
+        self.transport = QueryTransport(prompt=_no_messages(), options=options)
+        self._client = sdk.ClaudeSDKClient(options, transport=self.transport)
+
+    def query_context(self) -> contextvars.Context | None:
+        """The context (contextvars) of the query being served: its tools run in it, as they
+        would in a fresh process started by that query."""
+        return self._context
+
     async def messages(self, content: str | list[dict[str, Any]]) -> AsyncGenerator[Any, None]:
         """Send one user message and yield the SDK messages up to and including the result."""
         if not self._connected:
@@ -103,6 +114,7 @@ class WarmProcess:
             await anext(self._keeper)
             await self._client.connect()
         self.queries += 1
+        self._context = contextvars.copy_context()
         self._first_message = str(uuid.uuid4())
         message = {
             "type": "user",

@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import contextvars
 import os
 import shutil
 import tempfile
 import time
 from collections import deque
-from collections.abc import AsyncGenerator, AsyncIterator, Sequence
+from collections.abc import AsyncGenerator, AsyncIterator, Callable, Sequence
 from contextlib import aclosing
 from dataclasses import dataclass
 from pathlib import Path
@@ -275,7 +276,11 @@ class ClaudeAgentProvider:
         return _Prepared(conversation, checked, options, mode, warnings)
 
     def _sdk_options(
-        self, prepared: _Prepared, workdir: Path, stderr: deque[str]
+        self,
+        prepared: _Prepared,
+        workdir: Path,
+        stderr: deque[str],
+        run_in: Callable[[], contextvars.Context | None] | None = None,
     ) -> sdk.ClaudeAgentOptions:
         settings = self.settings
         bridge = settings.bridge_name
@@ -307,6 +312,7 @@ class ClaudeAgentProvider:
                 default_timeout=timeout,
                 gate=gate,
                 max_result_chars=settings.max_result_chars,
+                run_in=run_in,
             )
         extra_args: dict[str, str | None] = {"no-session-persistence": None}
         resume: dict[str, Any] = {}
@@ -505,9 +511,9 @@ class ClaudeAgentProvider:
             workdir = Path(tempfile.mkdtemp(prefix="sf-provider-"))
             stderr: deque[str] = deque(maxlen=_STDERR_TAIL_LINES)
             try:
-                return WarmProcess(
-                    key, self._sdk_options(prepared, workdir, stderr), workdir, stderr
-                )
+                proc = WarmProcess(key, workdir, stderr)
+                proc.start(self._sdk_options(prepared, workdir, stderr, run_in=proc.query_context))
+                return proc
             except BaseException:
                 shutil.rmtree(workdir, ignore_errors=True)
                 raise

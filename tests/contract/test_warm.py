@@ -7,6 +7,7 @@ metadata differs), offers only its own tools, and carries nothing of any earlier
 
 from __future__ import annotations
 
+import contextvars
 import json
 import re
 from collections.abc import Iterator
@@ -322,3 +323,28 @@ def test_a_warm_process_ends_with_its_event_loop() -> None:
     asyncio.run(main())
     assert not cli_processes()
     assert not leftover_query_dirs()
+
+
+REQUEST_ID: contextvars.ContextVar[str] = contextvars.ContextVar("REQUEST_ID", default="none")
+
+
+async def test_tools_run_in_the_context_of_the_query_that_called_them() -> None:
+    """Request-scoped context variables (a request id, a tracing span) reach each query's tools
+    exactly as with a fresh process, never those of the query that started the process."""
+    seen: list[str] = []
+
+    def whoami(arguments: dict[str, Any]) -> str:
+        seen.append(REQUEST_ID.get())
+        return f"ran for SECRET-{arguments['n']}"
+
+    tool = FunctionTool(name="whoami", input_schema=SCHEMA, executor=whoami)
+    async with (
+        ScriptedMessagesAPI(_model) as api,
+        ClaudeAgentProvider(api.settings(warm_processes=1)) as provider,
+    ):
+        results = []
+        for n in range(3):
+            REQUEST_ID.set(f"request-{n}")
+            results.append(await provider.generate(f"SECRET-{n}", tools=[tool]))
+    assert len({r.session_id for r in results}) == 1
+    assert seen == ["request-0", "request-1", "request-2"]
