@@ -208,8 +208,10 @@ class WarmPool:
     def take(self, key: Hashable, spawn: Callable[[], WarmProcess]) -> WarmProcess:
         """An idle process for `key` (the most recently used), else a new one from `spawn`."""
         loop = asyncio.get_running_loop()
-        for proc in [p for p in self._idle if p.loop is not loop or p.loop.is_closed()]:
-            self._idle.remove(proc)  # made under another event loop: unusable here
+        # Made under another event loop (unusable here), or exited while idle (killed from
+        # outside): stopped, never handed to a query.
+        for proc in [p for p in self._idle if p.loop is not loop or p.transport.pid is None]:
+            self._idle.remove(proc)
             proc.kill_now()
         for proc in reversed(self._idle):
             if proc.key == key:

@@ -9,7 +9,9 @@ from __future__ import annotations
 
 import contextvars
 import json
+import os
 import re
+import signal
 from collections.abc import Iterator
 from typing import Any
 
@@ -24,6 +26,7 @@ from sf_provider import (
     FunctionTool,
     GenerateResult,
     ProviderSettings,
+    QueryTimeoutError,
     TextDeltaPart,
 )
 from sf_provider.testing import (
@@ -31,6 +34,7 @@ from sf_provider.testing import (
     RecordedRequest,
     Reply,
     ScriptedMessagesAPI,
+    fault,
     http_error,
     reply,
     text,
@@ -348,3 +352,54 @@ async def test_tools_run_in_the_context_of_the_query_that_called_them() -> None:
             results.append(await provider.generate(f"SECRET-{n}", tools=[tool]))
     assert len({r.session_id for r in results}) == 1
     assert seen == ["request-0", "request-1", "request-2"]
+
+
+async def test_a_warm_process_that_died_while_idle_is_replaced() -> None:
+    async with (
+        ScriptedMessagesAPI(_model) as api,
+        ClaudeAgentProvider(api.settings(warm_processes=1)) as provider,
+    ):
+        first = await provider.generate("SECRET-0")
+        (line,) = cli_processes()
+        os.kill(int(line.split()[0]), signal.SIGKILL)  # killed from outside while idle
+        for _ in range(100):  # "no hang" bound only: 10 s
+            if not cli_processes():
+                break
+            await anyio.sleep(0.1)
+        second = await provider.generate("SECRET-1")
+    assert second.session_id != first.session_id
+    assert second.text == "no tools for SECRET-1"
+
+
+async def test_a_timed_out_query_stops_its_warm_process() -> None:
+    script = [reply(text("first")), fault("hang"), reply(text("third"))]
+    async with (
+        ScriptedMessagesAPI(script) as api,
+        ClaudeAgentProvider(api.settings(warm_processes=1, idle_timeout=5.0)) as provider,
+    ):
+        first = await provider.generate("SECRET-0")
+        with pytest.raises(QueryTimeoutError):
+            await provider.generate("SECRET-1")
+        third = await provider.generate("SECRET-2")
+    assert third.text == "third"
+    assert third.session_id != first.session_id
+    assert [_secrets(r) for r in api.requests] == [{0}, {1}, {2}]
+
+
+async def test_structured_output_on_a_warm_process() -> None:
+    schema = {"type": "object", "properties": {"n": {"type": "integer"}}, "required": ["n"]}
+
+    def model(request: RecordedRequest) -> Reply:
+        (n,) = _secrets(request)
+        if request.tool_results():
+            return reply(text("done"))
+        return reply(tool_use("StructuredOutput", {"n": n}))
+
+    async with (
+        ScriptedMessagesAPI(model) as api,
+        ClaudeAgentProvider(api.settings(warm_processes=1)) as provider,
+    ):
+        results = [await provider.generate(f"SECRET-{n}", output_schema=schema) for n in range(3)]
+    assert [r.structured_output for r in results] == [{"n": 0}, {"n": 1}, {"n": 2}]
+    assert len({r.session_id for r in results}) == 1
+    assert [_turns(r) for r in api.requests if not r.tool_results()] == [1, 1, 1]
