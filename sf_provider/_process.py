@@ -106,13 +106,17 @@ class WarmProcess:
         would in a fresh process started by that query."""
         return self._context
 
-    async def messages(self, content: str | list[dict[str, Any]]) -> AsyncGenerator[Any, None]:
-        """Send one user message and yield the SDK messages up to and including the result."""
+    async def connect(self) -> None:
+        """Start the CLI and do the SDK's handshake (no API call); once."""
         if not self._connected:
             self._connected = True
             self._keeper = self._stop_with_loop()
             await anext(self._keeper)
             await self._client.connect()
+
+    async def messages(self, content: str | list[dict[str, Any]]) -> AsyncGenerator[Any, None]:
+        """Send one user message and yield the SDK messages up to and including the result."""
+        await self.connect()
         self.queries += 1
         self._context = contextvars.copy_context()
         self._first_message = str(uuid.uuid4())
@@ -228,7 +232,7 @@ class WarmPool:
         self._busy.discard(proc)
         keep = reusable and not self._closed and proc.queries < WARM_MAX_QUERIES
         with anyio.CancelScope(shield=True):
-            if keep and await proc.rewind():
+            if keep and (proc.queries == 0 or await proc.rewind()):
                 self._idle.append(proc)
                 if self.idle_timeout is not None:
                     proc.expiry = proc.loop.call_later(self.idle_timeout, self._expire, proc)
@@ -236,6 +240,10 @@ class WarmPool:
                     await self._idle.pop(0).close()
             else:
                 await proc.close()
+
+    def idle_for(self, key: Hashable) -> int:
+        """Idle processes ready for queries with this setup."""
+        return sum(p.key == key for p in self._idle)
 
     async def aclose(self) -> None:
         """Stop every process of this pool, idle or serving a query, and wait for them."""

@@ -145,6 +145,64 @@ class ClaudeAgentProvider:
             pool, self._pool = self._pool, None
             await pool.aclose()
 
+    async def warm_up(
+        self,
+        tools: Sequence[FunctionTool] | None = None,
+        *,
+        processes: int = 1,
+        **call_options: Any,
+    ) -> int:
+        """Start warm processes now for queries with these tools and call options, so that even
+        the first such query skips the CLI start-up (`ProviderSettings.warm_processes`).
+
+        Starting a process makes no API call. Starts at most `processes`, and never more than
+        `warm_processes` are kept; returns how many are now ready for this setup. System
+        messages in a query's messages count as part of its setup: pass them as
+        `system_prompt=` to both.
+        """
+        settings = self.settings
+        if not settings.warm_processes:
+            raise UnsupportedRequestError(
+                "warm_up needs ProviderSettings(warm_processes=N) with N >= 1"
+            )
+        if processes < 1:
+            raise UnsupportedRequestError(f"processes must be at least 1, not {processes}")
+        prepared = self._prepare("warm-up", tools, call_options)
+        if prepared.options.max_budget_usd or settings.max_budget_usd:
+            raise UnsupportedRequestError(
+                "queries with max_budget_usd always start a fresh process (the CLI counts the "
+                "budget per process): there is nothing to warm up"
+            )
+        started: list[WarmProcess] = []
+        ready = False
+        try:
+            for _ in range(min(processes, settings.warm_processes)):
+                proc = self._warm_process(prepared)
+                assert proc is not None  # eligible: checked above
+                started.append(proc)
+            with anyio.fail_after(settings.idle_timeout):
+                async with anyio.create_task_group() as group:
+                    for proc in started:
+                        group.start_soon(proc.connect)
+            ready = True
+        except TimeoutError:
+            raise QueryTimeoutError(
+                f"a warm process did not start within idle_timeout={settings.idle_timeout:g} s",
+                kind="idle_timeout",
+                seconds=float(settings.idle_timeout or 0),
+            ) from None
+        except (sdk.ClaudeSDKError, ExceptionGroup) as exc:
+            tail = "\n".join(started[0].stderr) if started else ""
+            raise ProcessDiedError(f"a warm process failed to start: {exc}", stderr=tail) from exc
+        finally:
+            pool = self._pool
+            for proc in started:
+                if pool is not None:
+                    await pool.give_back(proc, reusable=ready)
+                else:
+                    await proc.close()
+        return self._pool.idle_for(started[0].key) if self._pool and started else 0
+
     async def __aenter__(self) -> ClaudeAgentProvider:
         return self
 

@@ -25,9 +25,11 @@ from sf_provider import (
     ClaudeAgentProvider,
     FunctionTool,
     GenerateResult,
+    ProviderError,
     ProviderSettings,
     QueryTimeoutError,
     TextDeltaPart,
+    UnsupportedRequestError,
 )
 from sf_provider.testing import (
     HTTPErrorReply,
@@ -403,3 +405,48 @@ async def test_structured_output_on_a_warm_process() -> None:
     assert [r.structured_output for r in results] == [{"n": 0}, {"n": 1}, {"n": 2}]
     assert len({r.session_id for r in results}) == 1
     assert [_turns(r) for r in api.requests if not r.tool_results()] == [1, 1, 1]
+
+
+async def test_warm_up_starts_processes_without_an_api_call() -> None:
+    seen: list[tuple[str, int]] = []
+    tool = _tool("lookup", seen)
+    async with (
+        ScriptedMessagesAPI(_model) as api,
+        ClaudeAgentProvider(api.settings(warm_processes=2)) as provider,
+    ):
+        assert await provider.warm_up([tool], processes=3) == 2  # never above warm_processes
+        assert len(cli_processes()) == 2
+        assert api.requests == []  # starting a process costs no tokens
+        results: dict[int, GenerateResult] = {}
+
+        async def one(n: int) -> None:
+            results[n] = await provider.generate(f"SECRET-{n}", tools=[tool])
+
+        async with anyio.create_task_group() as group:
+            for n in range(2):
+                group.start_soon(one, n)
+        assert len(cli_processes()) == 2  # both queries ran on the warmed processes
+        assert len({r.session_id for r in results.values()}) == 2
+        # Another setup is warmed separately; the least recently used process makes room.
+        assert await provider.warm_up([tool], system_prompt="Be brief.") == 1
+        assert len(cli_processes()) == 2
+    assert [_turns(r) for r in api.requests if not r.tool_results()] == [1, 1]
+    assert sorted(seen) == [("lookup", 0), ("lookup", 1)]
+
+
+async def test_warm_up_explains_what_it_cannot_do() -> None:
+    async with ScriptedMessagesAPI(_model) as api:
+        with pytest.raises(UnsupportedRequestError, match="warm_processes"):
+            await ClaudeAgentProvider(api.settings()).warm_up()
+        provider = ClaudeAgentProvider(api.settings(warm_processes=1))
+        with pytest.raises(UnsupportedRequestError, match="fresh process"):
+            await provider.warm_up(max_budget_usd=1.0)
+        with pytest.raises(UnsupportedRequestError, match="at least 1"):
+            await provider.warm_up(processes=0)
+        with pytest.raises(UnsupportedRequestError, match="invalid call options"):
+            await provider.warm_up(temperature=0.5)
+        missing = ClaudeAgentProvider(api.settings(warm_processes=1, cli_path="/nonexistent/cli"))
+        with pytest.raises(ProviderError):
+            await missing.warm_up()
+    assert not cli_processes()
+    assert not leftover_query_dirs()
