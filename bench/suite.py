@@ -40,6 +40,7 @@ from sf_provider import ClaudeAgentProvider, FunctionTool  # noqa: E402
 from sf_provider._bridge import build_mcp_server  # noqa: E402
 from sf_provider._envelope import parse_envelope  # noqa: E402
 from sf_provider._mapping import PartMapper, ResultCollector  # noqa: E402
+from sf_provider._process import WARM_MAX_QUERIES  # noqa: E402
 from sf_provider.settings import ProviderSettings  # noqa: E402
 from sf_provider.testing import Reply, ScriptedMessagesAPI, offline_env, reply, text  # noqa: E402
 from sf_provider.types import TextDeltaPart  # noqa: E402
@@ -470,8 +471,6 @@ async def throughput(report: Report, rounds: int) -> None:
 
 # --------------------------------------------------------------------------- 7. warm processes
 
-WARM_LONG_RUN = 100
-
 
 async def warm_processes(report: Report, runs: int) -> None:
     """The same one-tool query on a fresh CLI process vs on a warm one (warm_processes=1)."""
@@ -479,6 +478,8 @@ async def warm_processes(report: Report, runs: int) -> None:
     tool = overhead.make_function_tool(counter)
     cold_s: list[float] = []
     warm_s: list[float] = []
+    # Back-to-back queries after the timed ones, all on the one process (retired at the limit).
+    long_run = max(WARM_MAX_QUERIES - runs - 2, 1)
     async with ScriptedMessagesAPI(overhead.responder) as api:
         cold = ClaudeAgentProvider(api.settings())
         async with ClaudeAgentProvider(api.settings(warm_processes=1)) as warm:
@@ -503,8 +504,9 @@ async def warm_processes(report: Report, runs: int) -> None:
                 if await timed(warm, warm_s) != first_session:
                     raise BenchError("warm bench: the warm process was not reused")
             batch_started = time.perf_counter()
-            for _ in range(WARM_LONG_RUN):
-                await timed(warm, None)
+            for _ in range(long_run):
+                if await timed(warm, None) != first_session:
+                    raise BenchError("warm bench: the warm process was replaced")
             batch = time.perf_counter() - batch_started
             rss_end = status_kb(pid, "VmRSS") if pid else None
         if api.errors:
@@ -516,15 +518,15 @@ async def warm_processes(report: Report, runs: int) -> None:
     report.value(section, "speed-up per query (ratio of medians fresh/warm)", speedup, "x")
     report.value(
         section,
-        f"warm: {WARM_LONG_RUN} queries back to back",
-        WARM_LONG_RUN / batch,
+        f"warm: {long_run} queries back to back",
+        long_run / batch,
         "q/s",
-        f"one process; {batch / WARM_LONG_RUN * 1000:.0f} ms per query",
+        f"one process; {batch / long_run * 1000:.0f} ms per query",
     )
     if rss_start and rss_end:
         report.value(
             section,
-            f"warm CLI RSS after {runs + 1} / {runs + 1 + WARM_LONG_RUN} queries",
+            f"warm CLI RSS after {runs + 1} / {runs + 1 + long_run} queries",
             rss_end / 1024,
             "MiB",
             f"{rss_start / 1024:.0f} MiB after the first query",
