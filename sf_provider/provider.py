@@ -60,7 +60,7 @@ _STDERR_TAIL_LINES = 40
 class NamedToolChoice(BaseModel):
     """`tool_choice` naming the one tool the model must call."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, defer_build=True)
 
     type: Literal["tool"] = "tool"
     name: str
@@ -83,7 +83,7 @@ class CallOptions(BaseModel):
       without a tool call raises `ToolChoiceViolationError`.
     """
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, defer_build=True)
 
     model: str | None = None
     system_prompt: str | None = None

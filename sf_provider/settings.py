@@ -14,7 +14,7 @@ class ProviderSettings(BaseModel):
     one that points the CLI at a local scripted API.
     """
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, defer_build=True)
 
     model: str | None = Field(
         default=None, description="Model name passed to the CLI; None = CLI default."

@@ -6,7 +6,9 @@ tool-input-start/-delta/-end, tool-call, tool-result, discard (take back the par
 stream), error, finish. `generate` folds the same parts into a `GenerateResult`.
 """
 
-from __future__ import annotations
+# No `from __future__ import annotations` here: pydantic would eval() the annotation strings of
+# every model below at import. With that and `defer_build` (validators are built on first use),
+# `import sf_provider` stays cheap; see tests/unit/test_import_cost.py.
 
 from typing import Annotated, Any, Literal
 
@@ -44,7 +46,7 @@ Mode = Literal["executor", "single-turn"]
 
 
 class _Model(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = ConfigDict(frozen=True, extra="forbid", defer_build=True)
 
 
 class Usage(_Model):

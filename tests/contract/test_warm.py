@@ -29,8 +29,10 @@ from sf_provider import (
     ProviderSettings,
     QueryTimeoutError,
     TextDeltaPart,
+    ToolRegistry,
     UnsupportedRequestError,
 )
+from sf_provider.registry import GUIDANCE_TOOL_NAME
 from sf_provider.testing import (
     HTTPErrorReply,
     RecordedRequest,
@@ -450,3 +452,17 @@ async def test_warm_up_explains_what_it_cannot_do() -> None:
             await missing.warm_up()
     assert not cli_processes()
     assert not leftover_query_dirs()
+
+
+async def test_registry_queries_reuse_a_process_guidance_included() -> None:
+    seen: list[tuple[str, int]] = []
+    registry = ToolRegistry([_tool("lookup", seen)], guidance=True)
+    async with (
+        ScriptedMessagesAPI(_model) as api,
+        ClaudeAgentProvider(api.settings(warm_processes=1), registry=registry) as provider,
+    ):
+        results = [await provider.generate(f"SECRET-{n}") for n in range(2)]
+    assert len({r.session_id for r in results}) == 1
+    assert [len(r.tool_calls) for r in results] == [1, 1]
+    offered = {name for request in api.requests for name in request.tool_names}
+    assert offered == {"mcp__sf__lookup", f"mcp__sf__{GUIDANCE_TOOL_NAME}"}

@@ -244,6 +244,19 @@ async def test_guidance_lists_enabled_groups_their_tools_and_the_disabled_groups
     )
 
 
+@pytest.mark.anyio
+async def test_guidance_is_one_tool_that_describes_the_live_registry() -> None:
+    # The same tool (and executor) on every query, so a warm process serving it is reused.
+    registry = _registry(guidance=True)
+    first = registry.select()[-1]
+    assert registry.select()[-1] is first
+    registry.register(_tool("late", group="read"))
+
+    output = await registry.call(GUIDANCE_TOOL_NAME, {})
+
+    assert "- late: late does things." in output.text
+
+
 def test_guidance_says_so_when_no_tool_is_enabled() -> None:
     assert ToolRegistry(guidance=True).describe() == "no tools are enabled"
 

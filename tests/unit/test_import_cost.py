@@ -1,0 +1,72 @@
+"""`import sf_provider` costs little on top of `import claude_agent_sdk`.
+
+Deterministic checks, no timing: what the import loads and what it builds. A fresh interpreter
+runs each check, since this test process has imported everything already.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import subprocess
+import sys
+
+_PROBE = """
+import json, sys
+import claude_agent_sdk
+before = set(sys.modules)
+import pydantic
+import sf_provider
+from sf_provider import capabilities, provider, settings, tools, types
+added = sorted(set(sys.modules) - before)
+built = sorted(
+    f"{module.__name__}.{name}"
+    for module in (types, capabilities, tools, provider, settings)
+    for name, obj in vars(module).items()
+    if isinstance(obj, type)
+    and issubclass(obj, pydantic.BaseModel)
+    and obj.__module__ == module.__name__
+    and obj.__pydantic_complete__
+)
+print(json.dumps({"added": added, "built": built}))
+"""
+
+#: Modules of the package that `import sf_provider` must not load: tests, CLI, adapters.
+_OPTIONAL = (
+    "sf_provider.testing",
+    "sf_provider.scenarios",
+    "sf_provider.adapters",
+    "sf_provider.cli",
+    "sf_provider._serve",
+    "sf_provider._demo",
+    "sf_provider._check_cli",
+)
+
+
+@functools.cache
+def _probe() -> dict[str, list[str]]:
+    out = subprocess.run(
+        [sys.executable, "-c", _PROBE], capture_output=True, text=True, check=True, timeout=120
+    ).stdout
+    result: dict[str, list[str]] = json.loads(out.strip().splitlines()[-1])
+    return result
+
+
+def test_import_loads_no_third_party_module_beyond_the_sdk_and_no_optional_part() -> None:
+    probe = _probe()
+    added = probe["added"]
+    assert "sf_provider" in added
+    third_party = [
+        name
+        for name in added
+        if name.split(".")[0] not in sys.stdlib_module_names and name.split(".")[0] != "sf_provider"
+    ]
+    # jsonschema, mcp, pydantic and anyio come with claude_agent_sdk; langchain, pydantic_ai, an
+    # HTTP stack or anything else new would be paid by every application at startup.
+    assert third_party == []
+    assert [name for name in added if name.startswith(_OPTIONAL)] == []
+
+
+def test_public_models_build_their_validators_on_first_use() -> None:
+    # defer_build: building ~25 pydantic validators at import was most of its cost.
+    assert _probe()["built"] == []
