@@ -628,6 +628,46 @@ def parsing(report: Report, runs: int) -> None:
         report.dist("6 parsing", label, rates, "MiB/s", note)
 
 
+# --------------------------------------------------------------------------- 8. import time
+
+IMPORT_TARGET = 0.05  # what `import sf_provider` may add, as a share of the SDK's own import
+_IMPORT_PROBE = """
+import time
+t0 = time.perf_counter()
+import claude_agent_sdk
+t1 = time.perf_counter()
+import sf_provider
+t2 = time.perf_counter()
+print(t1 - t0, t2 - t1)
+"""
+
+
+def import_time(report: Report, runs: int) -> None:
+    """`import claude_agent_sdk`, then `import sf_provider`, timed in fresh interpreters."""
+    import subprocess
+
+    sdk_s: list[float] = []
+    ours_s: list[float] = []
+    for _ in range(runs):
+        out = subprocess.run(
+            [sys.executable, "-c", _IMPORT_PROBE], capture_output=True, text=True, check=True
+        ).stdout.split()
+        sdk_s.append(float(out[0]))
+        ours_s.append(float(out[1]))
+    section = "8 import"
+    report.dist(section, "import claude_agent_sdk (fresh interpreter)", ms(sdk_s))
+    report.dist(section, "then import sf_provider", ms(ours_s))
+    share = statistics.median(ours_s) / statistics.median(sdk_s)
+    report.value(section, "sf_provider's share over the SDK's import", share, "x")
+    report.targets.append(
+        (
+            f"import sf_provider adds <= {IMPORT_TARGET:.0%} to import claude_agent_sdk",
+            share <= IMPORT_TARGET,
+            f"{share:.1%}",
+        )
+    )
+
+
 # --------------------------------------------------------------------------- the run
 
 
@@ -717,6 +757,9 @@ async def run_all(runs: int, quick: bool) -> tuple[Report, dict[str, Any]]:
     started = time.perf_counter()
     parsing(report, runs)
     print(f"  6 parsing and mapping: {time.perf_counter() - started:.1f} s", file=sys.stderr)
+    started = time.perf_counter()
+    import_time(report, runs)
+    print(f"  8 import time: {time.perf_counter() - started:.1f} s", file=sys.stderr)
     await asyncio.sleep(0.3)  # let transports finish reaping
     facts["load_end"] = f"{os.getloadavg()[0]:.2f}"
     cpus = os.cpu_count() or 1
