@@ -748,18 +748,14 @@ async def run_all(runs: int, quick: bool) -> tuple[Report, dict[str, Any]]:
         ("3 time to first delta", lambda: first_delta(report, runs)),
         ("4 single-turn streaming", lambda: single_turn(report, runs)),
         ("5 parallel queries", lambda: throughput(report, max(2, runs // 2))),
+        ("6 parsing and mapping", lambda: asyncio.to_thread(parsing, report, runs)),
         ("7 warm processes", lambda: warm_processes(report, runs)),
+        ("8 import time", lambda: asyncio.to_thread(import_time, report, runs)),
     ]
     for name, step in steps:
         started = time.perf_counter()
         await step()
         print(f"  {name}: {time.perf_counter() - started:.1f} s", file=sys.stderr)
-    started = time.perf_counter()
-    parsing(report, runs)
-    print(f"  6 parsing and mapping: {time.perf_counter() - started:.1f} s", file=sys.stderr)
-    started = time.perf_counter()
-    import_time(report, runs)
-    print(f"  8 import time: {time.perf_counter() - started:.1f} s", file=sys.stderr)
     await asyncio.sleep(0.3)  # let transports finish reaping
     facts["load_end"] = f"{os.getloadavg()[0]:.2f}"
     cpus = os.cpu_count() or 1
