@@ -466,3 +466,39 @@ async def test_registry_queries_reuse_a_process_guidance_included() -> None:
     assert [len(r.tool_calls) for r in results] == [1, 1]
     offered = {name for request in api.requests for name in request.tool_names}
     assert offered == {"mcp__sf__lookup", f"mcp__sf__{GUIDANCE_TOOL_NAME}"}
+
+
+async def test_a_pydantic_ai_agent_reuses_the_warm_process_for_each_first_step() -> None:
+    """Through the adapter: every run's first step (no history) is served warm; later steps
+    replay history and start a fresh process; every answer is right."""
+    from pydantic_ai import Agent
+
+    from sf_provider.adapters.pydantic_ai import ClaudeAgentModel
+
+    def model(request: RecordedRequest) -> Reply:
+        (n,) = _secrets(request)
+        if not request.tool_results():
+            return reply(tool_use("double", {"n": n}))
+        return reply(text(f"doubled: {request.tool_results()[0]['content']}"))
+
+    def process_of(request: RecordedRequest) -> str:
+        return str(json.loads(request.body["metadata"]["user_id"])["session_id"])
+
+    async with (
+        ScriptedMessagesAPI(model) as api,
+        ClaudeAgentProvider(api.settings(warm_processes=1)) as provider,
+    ):
+        agent = Agent(ClaudeAgentModel(provider))
+
+        @agent.tool_plain
+        def double(n: int) -> int:
+            """Double a number."""
+            return 2 * n
+
+        outputs = [(await agent.run(f"Double SECRET-{n}.")).output for n in (3, 4)]
+    assert outputs == ["doubled: 6", "doubled: 8"]
+    first_steps = [r for r in api.requests if not r.tool_results()]
+    later_steps = [r for r in api.requests if r.tool_results()]
+    assert [_turns(r) for r in first_steps] == [1, 1]
+    assert len({process_of(r) for r in first_steps}) == 1
+    assert {process_of(r) for r in later_steps}.isdisjoint(map(process_of, first_steps))
