@@ -144,7 +144,7 @@ class WarmProcess:
         total = result.total_cost_usd
         if total is None:
             return result
-        own = max(total - self._cost_usd, 0.0)
+        own = round(max(total - self._cost_usd, 0.0), 12)  # no float noise from the subtraction
         self._cost_usd = total
         return replace(result, total_cost_usd=own)
 
