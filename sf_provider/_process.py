@@ -168,6 +168,9 @@ class WarmProcess:
             return
         self._closed = True
         self.cancel_expiry()
+        if not hasattr(self, "_client"):
+            self.kill_now()
+            return
         self.transport.finished = False  # nothing to save: stop it now
         try:
             with anyio.CancelScope(shield=True), anyio.move_on_after(10):
@@ -179,7 +182,8 @@ class WarmProcess:
         """Synchronous last resort (another event loop, interpreter exit): SIGKILL, remove dirs."""
         self._closed = True
         self.cancel_expiry()
-        pid = self.transport.pid
+        transport = getattr(self, "transport", None)  # None when start() never ran
+        pid = transport.pid if transport is not None else None
         if pid is not None:
             with contextlib.suppress(ProcessLookupError):
                 os.kill(pid, signal.SIGKILL)

@@ -568,13 +568,13 @@ class ClaudeAgentProvider:
         def spawn() -> WarmProcess:
             workdir = Path(tempfile.mkdtemp(prefix="sf-provider-"))
             stderr: deque[str] = deque(maxlen=_STDERR_TAIL_LINES)
+            proc = WarmProcess(key, workdir, stderr)
             try:
-                proc = WarmProcess(key, workdir, stderr)
                 proc.start(self._sdk_options(prepared, workdir, stderr, run_in=proc.query_context))
-                return proc
             except BaseException:
-                shutil.rmtree(workdir, ignore_errors=True)
+                proc.kill_now()  # removes its dir
                 raise
+            return proc
 
         return self._pool.take(key, spawn)
 

@@ -502,3 +502,23 @@ async def test_a_pydantic_ai_agent_reuses_the_warm_process_for_each_first_step()
     assert [_turns(r) for r in first_steps] == [1, 1]
     assert len({process_of(r) for r in first_steps}) == 1
     assert {process_of(r) for r in later_steps}.isdisjoint(map(process_of, first_steps))
+
+
+async def test_a_warm_process_that_cannot_be_set_up_leaves_nothing(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from sf_provider import _process
+
+    def broken(*_args: Any, **_kwargs: Any) -> Any:
+        raise OSError("disk full (simulated)")
+
+    live_before = set(_process._LIVE)
+    async with ScriptedMessagesAPI(_model) as api:
+        provider = ClaudeAgentProvider(api.settings(warm_processes=1))
+        monkeypatch.setattr(provider, "_sdk_options", broken)
+        with pytest.raises(OSError, match="disk full"):
+            await provider.generate("SECRET-0")
+        await provider.aclose()
+    assert set(_process._LIVE) <= live_before
+    assert not leftover_query_dirs()
+    assert api.requests == []
