@@ -27,7 +27,7 @@ import anyio
 import claude_agent_sdk as sdk
 from claude_agent_sdk._internal.transport.subprocess_cli import SubprocessCLITransport
 
-__all__ = ["QueryTransport", "WarmPool", "WarmProcess"]
+__all__ = ["QueryTransport", "WarmPool", "WarmProcess", "user_message"]
 
 _KILL_GRACE_SECONDS = 0.3
 #: A warm process is retired after this many queries, so nothing can grow without bound.
@@ -120,14 +120,8 @@ class WarmProcess:
         self.queries += 1
         self._context = contextvars.copy_context()
         self._first_message = str(uuid.uuid4())
-        message = {
-            "type": "user",
-            "message": {"role": "user", "content": content},
-            "parent_tool_use_id": None,
-            "session_id": "",
-            "uuid": self._first_message,  # the point the conversation is rewound to afterwards
-        }
-        await self._client.query(_one(message))
+        # The uuid marks the point the conversation is rewound to afterwards.
+        await self._client.query(user_message(content, uuid=self._first_message))
         async for item in self._client.receive_response():
             yield item
 
@@ -275,8 +269,17 @@ async def _no_messages() -> AsyncIterator[dict[str, Any]]:
     yield {}  # pragma: no cover - makes this an (empty) async generator
 
 
-async def _one(message: dict[str, Any]) -> AsyncIterator[dict[str, Any]]:
-    yield message
+async def user_message(
+    content: str | list[dict[str, Any]], **fields: str
+) -> AsyncIterator[dict[str, Any]]:
+    """One user message in the CLI's stream-json input, as the SDK's prompt stream."""
+    yield {
+        "type": "user",
+        "message": {"role": "user", "content": content},
+        "parent_tool_use_id": None,
+        "session_id": "",
+        **fields,
+    }
 
 
 #: Every warm process not yet closed, stopped at interpreter exit if nobody closed it.

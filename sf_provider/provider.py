@@ -23,7 +23,7 @@ from ._bridge import bridge_tool_name, build_bridge_server
 from ._history import write_transcript
 from ._mapping import PartMapper, ResultCollector, usage_from
 from ._messages import Conversation, MessagesInput, convert_messages
-from ._process import QueryTransport, WarmPool, WarmProcess
+from ._process import QueryTransport, WarmPool, WarmProcess, user_message
 from .capabilities import CapabilityReport, check_capabilities, credentials_path
 from .errors import (
     APIConnectionError,
@@ -633,16 +633,7 @@ def _prompt(conversation: Conversation) -> str | AsyncIterator[dict[str, Any]]:
     text = conversation.prompt_text
     if text is not None and not conversation.history:
         return text
-
-    async def one_message() -> AsyncIterator[dict[str, Any]]:
-        yield {
-            "type": "user",
-            "message": {"role": "user", "content": conversation.prompt},
-            "parent_tool_use_id": None,
-            "session_id": "",
-        }
-
-    return one_message()
+    return user_message(conversation.prompt)
 
 
 def _isolated_dirs(workdir: Path, env: dict[str, str]) -> dict[str, str]:
