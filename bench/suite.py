@@ -42,7 +42,14 @@ from sf_provider._envelope import parse_envelope  # noqa: E402
 from sf_provider._mapping import PartMapper, ResultCollector  # noqa: E402
 from sf_provider._process import WARM_MAX_QUERIES  # noqa: E402
 from sf_provider.settings import ProviderSettings  # noqa: E402
-from sf_provider.testing import Reply, ScriptedMessagesAPI, offline_env, reply, text  # noqa: E402
+from sf_provider.testing import (  # noqa: E402
+    Reply,
+    ScriptedMessagesAPI,
+    offline_env,
+    reply,
+    text,
+    tool_use,
+)
 from sf_provider.types import TextDeltaPart  # noqa: E402
 
 OVERHEAD_TARGET = 1.03
@@ -533,6 +540,146 @@ async def warm_processes(report: Report, runs: int) -> None:
         )
 
 
+# --------------------------------------------------------------------------- 9. agent loop
+
+AGENT_LOOP_TARGET = 5.0
+LOOP_STEPS = 4
+
+
+def loop_model(request: Any) -> Reply:
+    """Three sequential tool rounds, then the answer: a 4-step agent run."""
+    done = len(request.tool_results())
+    if done < LOOP_STEPS - 1:
+        return reply(tool_use("step", {"n": done + 1}))
+    return reply(text(f"done after {done} steps"))
+
+
+def loop_agent(provider: ClaudeAgentProvider) -> Any:
+    from pydantic_ai import Agent
+
+    from sf_provider.adapters.pydantic_ai import ClaudeAgentModel
+
+    agent = Agent(ClaudeAgentModel(provider))
+
+    @agent.tool_plain
+    def step(n: int) -> str:
+        """One step of the task."""
+        return f"step {n} done"
+
+    return agent
+
+
+LOOP_TOOL = FunctionTool(
+    name="step",
+    description="One step of the task.",
+    input_schema={"type": "object", "properties": {"n": {"type": "integer"}}, "required": ["n"]},
+)
+
+
+async def plain_loop(provider: ClaudeAgentProvider) -> list[str]:
+    """The README's single-turn loop: the app runs the tool; one `generate` per step."""
+    messages: list[dict[str, Any]] = [{"role": "user", "content": "Do the task."}]
+    processes = []
+    while True:
+        result = await provider.generate(messages, tools=[LOOP_TOOL])
+        processes.append(str(result.provider_details.get("process")))
+        if result.finish_reason != "tool-calls":
+            break
+        results = [
+            {"type": "tool-result", "tool_call_id": c.tool_call_id, "output": f"{c.input} done"}
+            for c in result.tool_calls
+        ]
+        messages += [result.assistant_message(), {"role": "tool", "content": results}]
+    if result.text != f"done after {LOOP_STEPS - 1} steps":
+        raise BenchError(f"agent loop: answer {result.text!r}")
+    return processes
+
+
+async def agent_loop(report: Report, runs: int) -> None:
+    """A 4-step agent run, fresh processes vs warm ones that continue the conversation."""
+    section = "9 agent loop"
+    async with ScriptedMessagesAPI(loop_model) as api:
+        fresh = ClaudeAgentProvider(api.settings())
+        async with ClaudeAgentProvider(api.settings(warm_processes=1)) as warm:
+
+            async def pydantic_ai_run(provider: ClaudeAgentProvider) -> float:
+                started = time.perf_counter()
+                result = await loop_agent(provider).run("Do the task.")
+                elapsed = time.perf_counter() - started
+                if result.output != f"done after {LOOP_STEPS - 1} steps":
+                    raise BenchError(f"agent loop: answer {result.output!r}")
+                return elapsed
+
+            async def plain_run(provider: ClaudeAgentProvider, expect: str) -> float:
+                started = time.perf_counter()
+                processes = await plain_loop(provider)
+                elapsed = time.perf_counter() - started
+                if processes[1:] != [expect] * (LOOP_STEPS - 1):
+                    raise BenchError(f"agent loop: steps ran on {processes}, not {expect}")
+                return elapsed
+
+            await pydantic_ai_run(warm)  # starts the warm process: not timed
+            samples: dict[str, list[float]] = {k: [] for k in ("pf", "pw", "lf", "lw")}
+            for _ in range(runs):
+                samples["pf"].append(await pydantic_ai_run(fresh))
+                samples["pw"].append(await pydantic_ai_run(warm))
+                samples["lf"].append(await plain_run(fresh, "fresh"))
+                samples["lw"].append(await plain_run(warm, "continued"))
+
+            # One process over a 30-step conversation: its RSS at the start and the end.
+            messages: list[dict[str, Any]] = []
+            rss: list[int] = []
+            for n in range(30):
+                messages.append({"role": "user", "content": f"Step {n}: say something."})
+                result = await warm.generate(messages)
+                if n and result.provider_details.get("process") != "continued":
+                    raise BenchError("agent loop: the 30-step conversation was not continued")
+                pool = warm._pool
+                pid = pool._idle[0].transport.pid if pool and pool._idle else None
+                kb = status_kb(pid, "VmRSS") if pid else None
+                if kb:
+                    rss.append(kb)
+                messages.append(result.assistant_message())
+        if api.errors:
+            raise BenchError(f"scripted API: {api.errors}")
+    for key, what in (
+        ("pf", "pydantic-ai, 4 steps, fresh processes"),
+        ("pw", "pydantic-ai, 4 steps, warm (steps 2-4 continued)"),
+        ("lf", "plain loop, 4 steps, fresh processes"),
+        ("lw", "plain loop, 4 steps, warm (steps 2-4 continued)"),
+    ):
+        report.dist(section, what, ms(samples[key]))
+    pydantic_speedup = statistics.median(samples["pf"]) / statistics.median(samples["pw"])
+    plain_speedup = statistics.median(samples["lf"]) / statistics.median(samples["lw"])
+    report.value(
+        section, "pydantic-ai speed-up (ratio of medians fresh/warm)", pydantic_speedup, "x"
+    )
+    report.value(section, "plain loop speed-up (ratio of medians fresh/warm)", plain_speedup, "x")
+    per_step = statistics.median(samples["pw"]) / LOOP_STEPS * 1000
+    report.value(
+        section,
+        "pydantic-ai warm: per step (the scripted model answers at once)",
+        per_step,
+        "ms",
+        "all of it is overhead: CLI, SDK, adapter",
+    )
+    if len(rss) >= 2:
+        report.value(
+            section,
+            "one process over a 30-step conversation: RSS after step 30",
+            rss[-1] / 1024,
+            "MiB",
+            f"{rss[0] / 1024:.0f} MiB after step 1",
+        )
+    report.targets.append(
+        (
+            f"agent loop: 4-step pydantic-ai run warm >= {AGENT_LOOP_TARGET:g}x faster than fresh",
+            pydantic_speedup >= AGENT_LOOP_TARGET,
+            f"{pydantic_speedup:.1f}x",
+        )
+    )
+
+
 # --------------------------------------------------------------------------- 6. parsing, mapping
 
 
@@ -734,7 +881,9 @@ percentile. Ratios (unit x) are computed from medians of this run.
 """
 
 
-async def run_all(runs: int, quick: bool) -> tuple[Report, dict[str, Any]]:
+async def run_all(
+    runs: int, quick: bool, only: set[str] | None = None
+) -> tuple[Report, dict[str, Any]]:
     import importlib.metadata
 
     facts = overhead.machine_facts()
@@ -751,8 +900,11 @@ async def run_all(runs: int, quick: bool) -> tuple[Report, dict[str, Any]]:
         ("6 parsing and mapping", lambda: asyncio.to_thread(parsing, report, runs)),
         ("7 warm processes", lambda: warm_processes(report, runs)),
         ("8 import time", lambda: asyncio.to_thread(import_time, report, runs)),
+        ("9 agent loop", lambda: agent_loop(report, runs)),
     ]
     for name, step in steps:
+        if only and name.split()[0] not in only:
+            continue
         started = time.perf_counter()
         await step()
         print(f"  {name}: {time.perf_counter() - started:.1f} s", file=sys.stderr)
@@ -773,13 +925,17 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
     parser.add_argument("--runs", type=int, default=None, help="runs per contender (10)")
     parser.add_argument("--quick", action="store_true", help="3 runs: a smoke test")
+    parser.add_argument(
+        "--only", default="", help="comma-separated section numbers; prints, writes no RESULTS.md"
+    )
     args = parser.parse_args(argv)
     runs = args.runs if args.runs is not None else (3 if args.quick else 10)
     if runs < 1:
         parser.error("--runs must be at least 1")
     started = time.perf_counter()
     try:
-        report, facts = asyncio.run(run_all(runs, args.quick))
+        only = {n.strip() for n in args.only.split(",") if n.strip()} or None
+        report, facts = asyncio.run(run_all(runs, args.quick, only))
     except BenchError as exc:
         print(f"bench/suite.py: FAILED: {exc}", file=sys.stderr)
         return 1
@@ -795,6 +951,8 @@ def main(argv: list[str] | None = None) -> int:
     print(table)
     for what, ok, value in report.targets:
         print(f"{'MET' if ok else 'MISSED'}: {what} ({value})")
+    if only:
+        return 0
     RESULTS.write_text(markdown(report, facts, runs, elapsed, table))
     print(f"wrote {RESULTS}")
     return 0

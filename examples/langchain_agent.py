@@ -36,7 +36,10 @@ TOOLS: dict[str, BaseTool] = {"add": add, "multiply": multiply}
 def scripted_model(request: RecordedRequest) -> Reply:
     """Stands in for Claude: reads the tool results it was sent and decides the next step."""
     names = {b["id"]: b["name"].rsplit("__", 1)[-1] for b in request.tool_uses()}
-    results = {names[b["tool_use_id"]]: str(b["content"]) for b in request.tool_results()}
+    texts = request.tool_result_texts()
+    results = {
+        names[b["tool_use_id"]]: t for b, t in zip(request.tool_results(), texts, strict=True)
+    }
     if "add" not in results:
         return reply(text("Adding first."), tool_use("add", {"a": 2, "b": 3}))
     if "multiply" not in results:

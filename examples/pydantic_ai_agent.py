@@ -18,7 +18,7 @@ from sf_provider.testing import RecordedRequest, Reply, ScriptedMessagesAPI, rep
 
 def scripted_model(request: RecordedRequest) -> Reply:
     """Plays the model: look up the city, then convert, then answer from both results."""
-    results = [r["content"] for r in request.tool_results()]
+    results = request.tool_result_texts()
     if not results:
         return reply(tool_use("get_temperature", {"city": "Paris"}))
     if len(results) == 1:

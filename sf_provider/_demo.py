@@ -10,7 +10,7 @@ from typing import Any, Literal, TextIO
 from ._bridge import app_tool_name
 from .provider import ClaudeAgentProvider
 from .settings import ProviderSettings
-from .testing import RecordedRequest, Reply, ScriptedMessagesAPI, reply, text, tool_use
+from .testing import RecordedRequest, Reply, ScriptedMessagesAPI, reply, result_text, text, tool_use
 from .tools import FunctionTool
 from .types import (
     ErrorPart,
@@ -71,7 +71,7 @@ def scripted_model(request: RecordedRequest) -> Reply:
     for block in request.tool_results():
         call = calls[block["tool_use_id"]]
         name = app_tool_name(_BRIDGE, call["name"])
-        results.setdefault(name, []).append((call["input"], _result_text(block)))
+        results.setdefault(name, []).append((call["input"], result_text(block)))
     if "get_weather" not in results:
         return reply(
             text("I'll look up both cities at once."),
@@ -102,13 +102,6 @@ def scripted_model(request: RecordedRequest) -> Reply:
             f"{fahrenheit[celsius['Tokyo']]}. {verdict}."
         )
     )
-
-
-def _result_text(block: dict[str, Any]) -> str:
-    content = block.get("content")
-    if isinstance(content, list):
-        return "".join(str(c.get("text", "")) for c in content if isinstance(c, dict))
-    return str(content or "")
 
 
 class _Printer:

@@ -5,6 +5,10 @@ history up to the last assistant turn; the turn to answer (user text, or the too
 application produced) is sent as the prompt, and `resume_session_at` pins the resume point to the
 transcript's last entry, so the CLI neither repairs the pending tool calls nor inserts a reply of
 its own. The request log then shows the app's `tool_use` / `tool_result` blocks with their ids.
+
+`TurnRecorder` goes the other way: it records the turns a live CLI process adds to its
+conversation during a query, in the same form, so that the next request's history can be
+compared with what the process holds (continuation on a live process, ADR 0004).
 """
 
 from __future__ import annotations
@@ -15,11 +19,22 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from claude_agent_sdk import project_key_for_directory
+from claude_agent_sdk import (
+    AssistantMessage,
+    TextBlock,
+    ThinkingBlock,
+    ToolResultBlock,
+    ToolUseBlock,
+    UserMessage,
+    project_key_for_directory,
+)
 
-from ._bridge import bridge_tool_name
+from ._bridge import app_tool_name, bridge_tool_name
 
-__all__ = ["write_transcript"]
+__all__ = ["TurnRecorder", "write_transcript"]
+
+#: The transcript's model when the query's model is not known (the CLI's default).
+_UNKNOWN_MODEL = "history"
 
 
 def _api_blocks(blocks: list[dict[str, Any]], bridge: str) -> list[dict[str, Any]]:
@@ -32,9 +47,18 @@ def _api_blocks(blocks: list[dict[str, Any]], bridge: str) -> list[dict[str, Any
 
 
 def write_transcript(
-    config_dir: Path, cwd: str, history: list[dict[str, Any]], *, bridge: str
+    config_dir: Path,
+    cwd: str,
+    history: list[dict[str, Any]],
+    *,
+    bridge: str,
+    model: str | None = None,
 ) -> tuple[str, str]:
-    """Write `history` as a session of the CLI; return (session id, uuid of the last entry)."""
+    """Write `history` as a session of the CLI; return (session id, uuid of the last entry).
+
+    Assistant turns are recorded as answers of `model`, the query's model: the CLI replays
+    thinking blocks only from turns of the model it runs (their signatures are the model's).
+    """
     session_id = str(uuid.uuid4())
     project = config_dir / "projects" / project_key_for_directory(cwd)
     project.mkdir(parents=True, exist_ok=True)
@@ -51,7 +75,7 @@ def write_transcript(
             message |= {
                 "id": f"msg_history_{index}",
                 "type": "message",
-                "model": "history",
+                "model": model or _UNKNOWN_MODEL,
                 "stop_reason": "tool_use"
                 if any(b.get("type") == "tool_use" for b in turn["content"])
                 else "end_turn",
@@ -78,3 +102,70 @@ def write_transcript(
     (project / f"{session_id}.jsonl").write_text("\n".join(lines) + "\n", encoding="utf-8")
     assert parent is not None
     return session_id, parent
+
+
+class TurnRecorder:
+    """The turns a CLI process adds to its conversation during one query, as Messages API turns
+    with the app's tool names (the form `convert_messages` gives a request's history).
+
+    Assistant blocks (text, signed thinking, tool calls) and the tool results the CLI ran in
+    executor mode are recorded as the CLI holds them. Anything else makes the record
+    `complete=False`: such a conversation is never continued.
+    """
+
+    def __init__(self, bridge: str) -> None:
+        self._bridge = bridge
+        self.turns: list[dict[str, Any]] = []
+        self.complete = True
+
+    def add(self, message: object) -> None:
+        """Take one SDK message into account (messages that add no turn are ignored)."""
+        if isinstance(message, AssistantMessage) and message.parent_tool_use_id is None:
+            if message.error is not None or message.model == "<synthetic>":
+                self.complete = False  # an API failure: the query fails anyway
+                return
+            self._append("assistant", [self._assistant_block(b) for b in message.content])
+        elif isinstance(message, UserMessage) and message.parent_tool_use_id is None:
+            content = message.content
+            if isinstance(content, str):
+                self._append("user", [{"type": "text", "text": content}])
+                return
+            self._append("user", [self._user_block(b) for b in content])
+
+    def _assistant_block(self, block: object) -> dict[str, Any]:
+        match block:
+            case TextBlock():
+                return {"type": "text", "text": block.text}
+            case ThinkingBlock() if block.signature:
+                signature = block.signature
+                return {"type": "thinking", "thinking": block.thinking, "signature": signature}
+            case ToolUseBlock():
+                name = app_tool_name(self._bridge, block.name)
+                return {"type": "tool_use", "id": block.id, "name": name, "input": block.input}
+            case _:
+                self.complete = False
+                return {"type": "unrecorded"}
+
+    def _user_block(self, block: object) -> dict[str, Any]:
+        match block:
+            case ToolResultBlock():
+                result: dict[str, Any] = {
+                    "type": "tool_result",
+                    "tool_use_id": block.tool_use_id,
+                    "content": "" if block.content is None else block.content,
+                }
+                if block.is_error:
+                    result["is_error"] = True
+                return result
+            case TextBlock():
+                return {"type": "text", "text": block.text}
+            case _:
+                self.complete = False
+                return {"type": "unrecorded"}
+
+    def _append(self, role: str, blocks: list[dict[str, Any]]) -> None:
+        # The SDK yields one message per content block; the API turn holds them all.
+        if self.turns and self.turns[-1]["role"] == role:
+            self.turns[-1]["content"].extend(blocks)
+        else:
+            self.turns.append({"role": role, "content": blocks})

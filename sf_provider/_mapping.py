@@ -35,6 +35,7 @@ from .types import (
     Mode,
     ReasoningDeltaPart,
     ReasoningEndPart,
+    ReasoningRecord,
     ReasoningStartPart,
     StreamPart,
     StreamStartPart,
@@ -491,6 +492,11 @@ class ResultCollector:
         self._final_from = 0
         self._last_message = -1
         self._reasoning: dict[str, list[str]] = {}
+        self._signatures: dict[str, str] = {}
+        # Reasoning block id -> how many tool results came before it: the last turn's are those
+        # after the last result.
+        self._reasoning_turn: dict[str, int] = {}
+        self._results_seen = 0
         self._calls: dict[str, ToolCallRecord] = {}
         self._warnings: list[CallWarning] = []
         self._mode: Mode = "executor"
@@ -512,8 +518,14 @@ class ResultCollector:
                 self._text_order.append(part.id)
             case TextDeltaPart():
                 self._texts.setdefault(part.id, []).append(part.delta)
+            case ReasoningStartPart():
+                self._reasoning.setdefault(part.id, [])
+                self._reasoning_turn[part.id] = self._results_seen
             case ReasoningDeltaPart():
                 self._reasoning.setdefault(part.id, []).append(part.delta)
+            case ReasoningEndPart():
+                if part.signature:
+                    self._signatures[part.id] = part.signature
             case DiscardPart():
                 for part_id in part.ids:
                     self._texts.pop(part_id, None)
@@ -537,18 +549,12 @@ class ResultCollector:
                 if call is not None:
                     self._calls[part.tool_call_id] = call.model_copy(update={"result": part})
                 self._final_from = len(self._text_order)
+                self._results_seen += 1
             case ErrorPart():
                 self.error = part
             case FinishPart():
                 self._finish = part
-            case (
-                TextEndPart()
-                | ReasoningStartPart()
-                | ReasoningEndPart()
-                | ToolInputStartPart()
-                | ToolInputDeltaPart()
-                | ToolInputEndPart()
-            ):
+            case TextEndPart() | ToolInputStartPart() | ToolInputDeltaPart() | ToolInputEndPart():
                 pass
 
     def result(self) -> GenerateResult:
@@ -559,6 +565,11 @@ class ResultCollector:
             text="".join(texts[self._final_from :]),
             all_text="".join(texts),
             reasoning="".join("".join(chunks) for chunks in self._reasoning.values()),
+            final_reasoning=[
+                ReasoningRecord(text="".join(chunks), signature=self._signatures.get(part_id))
+                for part_id, chunks in self._reasoning.items()
+                if self._reasoning_turn.get(part_id, self._results_seen) == self._results_seen
+            ],
             tool_calls=list(self._calls.values()),
             finish_reason=finish.finish_reason if finish else ("error" if self.error else "other"),
             usage=finish.usage if finish else Usage(),

@@ -104,6 +104,15 @@ def _tool_output(block: Mapping[str, Any]) -> str:
     return output if isinstance(output, str) else json.dumps(output, ensure_ascii=False)
 
 
+def _tool_result(call_id: str, output: str, is_error: bool) -> dict[str, Any]:
+    """A tool result the way the CLI records its own: a success as one text block, an error as
+    plain text. History and live conversations then send the API the same request."""
+    if is_error:
+        return {"type": "tool_result", "tool_use_id": call_id, "content": output, "is_error": True}
+    content: str | list[dict[str, Any]] = [{"type": "text", "text": output}] if output else ""
+    return {"type": "tool_result", "tool_use_id": call_id, "content": content}
+
+
 class _Builder:
     def __init__(self) -> None:
         self.turns: list[dict[str, Any]] = []
@@ -195,14 +204,7 @@ class _Builder:
                     f"(or that call already has a result)",
                 )
             del self.open_calls[call_id]
-            result: dict[str, Any] = {
-                "type": "tool_result",
-                "tool_use_id": call_id,
-                "content": _tool_output(block),
-            }
-            if block.get("is_error"):
-                result["is_error"] = True
-            blocks.append(result)
+            blocks.append(_tool_result(call_id, _tool_output(block), bool(block.get("is_error"))))
         self.add("user", blocks)
 
     def _close_calls(self, where: str) -> None:

@@ -1,10 +1,13 @@
-"""CLI processes: the transport that stops them at once, and the opt-in pool of warm ones.
+"""CLI processes: one session type for every query, the transport that stops a process at once,
+and the opt-in pool of warm ones.
 
 A warm process serves many queries with the same setup (tools, options, settings), one at a
-time. Between two queries its conversation is rewound to before the first user message, so the
-next query starts from an empty conversation, exactly like a fresh process (proven from the
-scripted API's request log in tests/contract/test_warm.py). A process is reused only after a
-clean result; anything else (an error, a cancelled or abandoned query, a failed rewind) stops it.
+time. A query whose history is exactly the conversation a process holds continues it: only the
+new user turn is sent (ADR 0004). A query without history gets a process rewound to before its
+first user message, so it starts from an empty conversation, exactly like a fresh process (ADR
+0003). Both are proven from the scripted API's request log (tests/contract/test_warm.py,
+tests/contract/test_continuation.py). A process is reused only after a clean result; anything
+else (an error, a cancelled or abandoned query, a failed rewind) stops it.
 """
 
 from __future__ import annotations
@@ -27,7 +30,9 @@ import anyio
 import claude_agent_sdk as sdk
 from claude_agent_sdk._internal.transport.subprocess_cli import SubprocessCLITransport
 
-__all__ = ["QueryTransport", "WarmPool", "WarmProcess", "user_message"]
+from ._history import TurnRecorder
+
+__all__ = ["CLISession", "QueryTransport", "WarmPool", "user_message"]
 
 _KILL_GRACE_SECONDS = 0.3
 #: A warm process is retired after this many queries, so nothing can grow without bound.
@@ -75,21 +80,46 @@ class QueryTransport(SubprocessCLITransport):
             pipes.close()
 
 
-class WarmProcess:
-    """One CLI process kept connected between queries with the same setup (`key`)."""
+class CLISession:
+    """One Claude Code CLI process, serving queries one at a time.
+
+    Every query runs on one: a fresh query on a new session closed afterwards; with
+    `warm_processes`, a session is kept after a clean result and serves the next query with the
+    same setup (`key`), either by continuing its conversation (the next request's history is
+    exactly what the process holds) or, for a query without history, after rewinding it to empty.
+
+    `conversation` is what the model has seen on this process, as Messages API turns with the
+    app's tool names (the form `convert_messages` gives a request's history); None when unknown
+    (a query is running, or the CLI did something that was not recorded).
+    """
 
     transport: QueryTransport
     _client: sdk.ClaudeSDKClient
 
-    def __init__(self, key: Hashable, workdir: Path, stderr: deque[str]) -> None:
+    def __init__(
+        self,
+        key: Hashable,
+        workdir: Path,
+        stderr: deque[str],
+        *,
+        bridge: str,
+        history: list[dict[str, Any]] | None = None,
+    ) -> None:
         self.key = key
         self.workdir = workdir
         self.stderr = stderr
+        self.bridge = bridge
         self.loop = asyncio.get_running_loop()
+        self.conversation: list[dict[str, Any]] | None = list(history or [])
+        # A process started from a transcript holds that history for good; one started empty
+        # can be rewound to empty (to the first message sent since it was last empty).
+        self.rewindable = not history
+        self._rewind_to: str | None = None
+        #: The CLI's model names (`default` and aliases) -> the model they run, once connected.
+        self.models: dict[str, str] = {}
         self._context: contextvars.Context | None = None
         self._connected = False
         self._closed = False
-        self._first_message: str | None = None
         self._cost_usd = 0.0
         self.queries = 0
         self.expiry: asyncio.TimerHandle | None = None
@@ -100,6 +130,11 @@ class WarmProcess:
         """Set the CLI options; the process starts with the first query."""
         self.transport = QueryTransport(prompt=_no_messages(), options=options)
         self._client = sdk.ClaudeSDKClient(options, transport=self.transport)
+
+    @property
+    def started(self) -> bool:
+        """Whether the CLI was started (by an earlier query or `connect`)."""
+        return self._connected
 
     def query_context(self) -> contextvars.Context | None:
         """The context (contextvars) of the query being served: its tools run in it, as they
@@ -113,16 +148,33 @@ class WarmProcess:
             self._keeper = self._stop_with_loop()
             await anext(self._keeper)
             await self._client.connect()
+            info = await self._client.get_server_info() or {}
+            for model in info.get("models") or []:
+                if isinstance(model, dict) and model.get("value") and model.get("resolvedModel"):
+                    self.models[str(model["value"])] = str(model["resolvedModel"])
 
-    async def messages(self, content: str | list[dict[str, Any]]) -> AsyncGenerator[Any, None]:
-        """Send one user message and yield the SDK messages up to and including the result."""
+    async def messages(self, prompt: list[dict[str, Any]]) -> AsyncGenerator[Any, None]:
+        """Send one user turn and yield the SDK messages up to and including the result.
+
+        The conversation becomes known again only when the result arrived and everything the
+        CLI added to it was recorded.
+        """
         await self.connect()
         self.queries += 1
         self._context = contextvars.copy_context()
-        self._first_message = str(uuid.uuid4())
-        # The uuid marks the point the conversation is rewound to afterwards.
-        await self._client.query(user_message(content, uuid=self._first_message))
+        before, self.conversation = self.conversation, None
+        message_uuid = str(uuid.uuid4())
+        if not before:
+            self._rewind_to = message_uuid  # where a rewind empties the conversation again
+        recorder = TurnRecorder(self.bridge)
+        await self._client.query(user_message(prompt, uuid=message_uuid))
         async for item in self._client.receive_response():
+            if isinstance(item, sdk.ResultMessage):
+                if before is not None and recorder.complete:
+                    self.conversation = [*before, {"role": "user", "content": prompt}]
+                    self.conversation += recorder.turns
+            else:
+                recorder.add(item)
             yield item
 
     async def _stop_with_loop(self) -> AsyncGenerator[None, None]:
@@ -143,18 +195,29 @@ class WarmProcess:
         return replace(result, total_cost_usd=own)
 
     async def rewind(self) -> bool:
-        """Empty the conversation, ready for the next query; False when the CLI did not."""
+        """Empty the conversation, ready for a query without history; False when it cannot be.
+
+        Uses the CLI's `rewind_conversation` control request (ADR 0003) through the SDK's
+        private `Query._send_control_request`; listed in tests/unit/test_private_apis.py.
+        """
+        if self.conversation == [] and self.rewindable:
+            return True
         query = getattr(self._client, "_query", None)
-        if query is None or self._first_message is None or self.transport.pid is None:
+        if not self.rewindable or self._rewind_to is None or query is None:
+            return False
+        if self.transport.pid is None:
             return False
         try:
             response = await query._send_control_request(
-                {"subtype": "rewind_conversation", "target_message_uuid": self._first_message},
+                {"subtype": "rewind_conversation", "target_message_uuid": self._rewind_to},
                 timeout=_REWIND_TIMEOUT_SECONDS,
             )
         except Exception:
             return False
-        return isinstance(response, dict) and response.get("rewound") is True
+        if not (isinstance(response, dict) and response.get("rewound") is True):
+            return False
+        self.conversation, self._rewind_to = [], None
+        return True
 
     async def close(self) -> None:
         """Stop the CLI at once and remove the process's temp dirs. Safe to call twice."""
@@ -192,13 +255,15 @@ class WarmProcess:
 
 
 class WarmPool:
-    """Idle warm processes of one provider: at most `size`, each stopped after `idle_timeout` s."""
+    """The warm processes of one provider: at most `size` (idle and busy together are only
+    exceeded by concurrent queries), least recently used first out, each stopped after
+    `idle_timeout` s unused."""
 
     def __init__(self, size: int, idle_timeout: float | None) -> None:
         self.size = size
         self.idle_timeout = idle_timeout
-        self._idle: list[WarmProcess] = []  # least recently used first
-        self._busy: set[WarmProcess] = set()
+        self._idle: list[CLISession] = []  # least recently used first
+        self._busy: set[CLISession] = set()
         self._closing: set[asyncio.Task[None]] = set()
         self._closed = False
 
@@ -207,41 +272,75 @@ class WarmPool:
         """Processes waiting for a query."""
         return len(self._idle)
 
-    def take(self, key: Hashable, spawn: Callable[[], WarmProcess]) -> WarmProcess:
-        """An idle process for `key` (the most recently used), else a new one from `spawn`."""
+    async def take(
+        self,
+        key: Hashable,
+        history: list[dict[str, Any]],
+        spawn: Callable[[], CLISession],
+    ) -> CLISession:
+        """A process for a query with this setup and history, busy until `give_back`.
+
+        In order: the process whose conversation is exactly `history` (continued); for a query
+        without history, an empty process, else the least recently used one rewound to empty
+        (one waiting for tool results only when the pool is full); else a new one from `spawn`.
+        """
         loop = asyncio.get_running_loop()
         # Made under another event loop (unusable here), or exited while idle (killed from
         # outside): stopped, never handed to a query.
         for proc in [p for p in self._idle if p.loop is not loop or p.transport.pid is None]:
             self._idle.remove(proc)
             proc.kill_now()
-        for proc in reversed(self._idle):
-            if proc.key == key:
+        mine = [p for p in self._idle if p.key == key]
+        found = next((p for p in reversed(mine) if p.conversation == history), None)
+        if found is None and not history:
+            # A conversation waiting for tool results is an agent run in progress: taken only
+            # when the pool is full. One that ended with an answer is most likely over.
+            full = len(self._idle) + len(self._busy) >= self.size
+            spare = [p for p in mine if p.rewindable and (full or not _awaits_results(p))]
+            for proc in sorted(spare, key=_awaits_results):
                 self._idle.remove(proc)
                 proc.cancel_expiry()
-                break
-        else:
-            proc = spawn()
-        self._busy.add(proc)
-        return proc
-
-    async def give_back(self, proc: WarmProcess, *, reusable: bool) -> None:
-        """Return a process after its query: kept warm when `reusable` and rewound, else stopped."""
-        self._busy.discard(proc)
-        keep = reusable and not self._closed and proc.queries < WARM_MAX_QUERIES
-        with anyio.CancelScope(shield=True):
-            if keep and (proc.queries == 0 or await proc.rewind()):
-                self._idle.append(proc)
-                if self.idle_timeout is not None:
-                    proc.expiry = proc.loop.call_later(self.idle_timeout, self._expire, proc)
-                while len(self._idle) > self.size:
-                    await self._idle.pop(0).close()
-            else:
+                if await proc.rewind():
+                    found = proc
+                    break
                 await proc.close()
+        if found is None:
+            found = spawn()
+        else:
+            if found in self._idle:
+                self._idle.remove(found)
+            found.cancel_expiry()
+        self._busy.add(found)
+        return found
+
+    async def give_back(self, proc: CLISession, *, reusable: bool) -> None:
+        """Return a process after its query: kept when `reusable` (a clean result), else stopped.
+
+        Decided without waiting, so a pool closing meanwhile never parks a process.
+        """
+        self._busy.discard(proc)
+        keep = (
+            reusable
+            and not self._closed
+            and proc.queries < WARM_MAX_QUERIES
+            and proc.conversation is not None
+        )
+        evicted: list[CLISession] = []
+        if keep:
+            self._idle.append(proc)
+            if self.idle_timeout is not None:
+                proc.expiry = proc.loop.call_later(self.idle_timeout, self._expire, proc)
+            while len(self._idle) > self.size:
+                evicted.append(self._idle.pop(0))
+        else:
+            evicted.append(proc)
+        with anyio.CancelScope(shield=True):
+            for old in evicted:
+                await old.close()
 
     def idle_for(self, key: Hashable) -> int:
-        """Idle processes ready for queries with this setup."""
-        return sum(p.key == key for p in self._idle)
+        """Idle processes ready for queries with this setup and no history."""
+        return sum(p.key == key and p.conversation == [] for p in self._idle)
 
     async def aclose(self) -> None:
         """Stop every process of this pool, idle or serving a query, and wait for them."""
@@ -255,13 +354,22 @@ class WarmPool:
             if self._closing:
                 await asyncio.gather(*self._closing, return_exceptions=True)
 
-    def _expire(self, proc: WarmProcess) -> None:
+    def _expire(self, proc: CLISession) -> None:
         proc.expiry = None
         if proc in self._idle:
             self._idle.remove(proc)
             task = proc.loop.create_task(proc.close())
             self._closing.add(task)
             task.add_done_callback(self._closing.discard)
+
+
+def _awaits_results(proc: CLISession) -> bool:
+    """Whether the process's conversation ends with tool calls waiting for their results."""
+    turns = proc.conversation or []
+    last = turns[-1] if turns else {}
+    return last.get("role") == "assistant" and any(
+        block.get("type") == "tool_use" for block in last.get("content", [])
+    )
 
 
 async def _no_messages() -> AsyncIterator[dict[str, Any]]:
@@ -283,7 +391,7 @@ async def user_message(
 
 
 #: Every warm process not yet closed, stopped at interpreter exit if nobody closed it.
-_LIVE: set[WarmProcess] = set()
+_LIVE: set[CLISession] = set()
 
 
 @atexit.register

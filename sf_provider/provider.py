@@ -8,22 +8,21 @@ import shutil
 import tempfile
 import time
 from collections import deque
-from collections.abc import AsyncGenerator, AsyncIterator, Callable, Sequence
+from collections.abc import AsyncGenerator, Callable, Hashable, Sequence
 from contextlib import aclosing
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any, Literal, cast
+from typing import Any, Literal
 
 import anyio
 import claude_agent_sdk as sdk
-from claude_agent_sdk._internal.client import InternalClient
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from ._bridge import bridge_tool_name, build_bridge_server
 from ._history import write_transcript
 from ._mapping import PartMapper, ResultCollector, usage_from
 from ._messages import Conversation, MessagesInput, convert_messages
-from ._process import QueryTransport, WarmPool, WarmProcess, user_message
+from ._process import CLISession, WarmPool
 from .capabilities import CapabilityReport, check_capabilities, credentials_path
 from .errors import (
     APIConnectionError,
@@ -50,7 +49,15 @@ from .errors import (
 from .registry import ToolRegistry
 from .settings import ProviderSettings
 from .tools import FunctionTool, normalize_input_schema, validate_tool_set
-from .types import CallWarning, ErrorPart, GenerateResult, Mode, StreamPart, StreamStartPart
+from .types import (
+    CallWarning,
+    ErrorPart,
+    FinishPart,
+    GenerateResult,
+    Mode,
+    StreamPart,
+    StreamStartPart,
+)
 
 __all__ = ["CallOptions", "ClaudeAgentProvider", "NamedToolChoice", "ToolChoice"]
 
@@ -134,6 +141,9 @@ class ClaudeAgentProvider:
         self.settings = settings or ProviderSettings()
         self.registry = registry
         self._pool: WarmPool | None = None
+        # The CLI's model names (`default`, aliases) -> the model they run, learnt from the
+        # processes this provider started: a replayed history's thinking needs the real name.
+        self._models: dict[str, str] = {}
 
     async def aclose(self) -> None:
         """Stop the provider's warm CLI processes (`ProviderSettings.warm_processes`).
@@ -173,13 +183,13 @@ class ClaudeAgentProvider:
                 "queries with max_budget_usd always start a fresh process (the CLI counts the "
                 "budget per process): there is nothing to warm up"
             )
-        started: list[WarmProcess] = []
+        started: list[CLISession] = []
         ready = False
+        pool = self._warm_pool()
+        key = self._setup_key(prepared)
         try:
             for _ in range(min(processes, settings.warm_processes)):
-                proc = self._warm_process(prepared)
-                assert proc is not None  # eligible: checked above
-                started.append(proc)
+                started.append(await pool.take(key, [], lambda: self._spawn(prepared, key)))
             with anyio.fail_after(settings.idle_timeout):
                 async with anyio.create_task_group() as group:
                     for proc in started:
@@ -195,13 +205,9 @@ class ClaudeAgentProvider:
             tail = "\n".join(started[0].stderr) if started else ""
             raise ProcessDiedError(f"a warm process failed to start: {exc}", stderr=tail) from exc
         finally:
-            pool = self._pool
             for proc in started:
-                if pool is not None:
-                    await pool.give_back(proc, reusable=ready)
-                else:
-                    await proc.close()
-        return self._pool.idle_for(started[0].key) if self._pool and started else 0
+                await pool.give_back(proc, reusable=ready)
+        return pool.idle_for(key)
 
     async def __aenter__(self) -> ClaudeAgentProvider:
         return self
@@ -377,7 +383,11 @@ class ClaudeAgentProvider:
         cwd = settings.cwd or os.getcwd()
         if prepared.conversation.history:
             session_id, last_entry = write_transcript(
-                Path(env["CLAUDE_CONFIG_DIR"]), cwd, prepared.conversation.history, bridge=bridge
+                Path(env["CLAUDE_CONFIG_DIR"]),
+                cwd,
+                prepared.conversation.history,
+                bridge=bridge,
+                model=self._resolved_model(prepared),
             )
             resume = {"resume": session_id, "resume_session_at": last_entry}
         hooks: dict[Any, list[sdk.HookMatcher]] | None = None
@@ -423,11 +433,14 @@ class ClaudeAgentProvider:
     # -- the query
 
     async def _run(self, prepared: _Prepared) -> AsyncGenerator[StreamPart, None]:
-        warm = self._warm_process(prepared)
-        pool = self._pool
-        workdir = warm.workdir if warm else Path(tempfile.mkdtemp(prefix="sf-provider-"))
-        stderr: deque[str] = warm.stderr if warm else deque(maxlen=_STDERR_TAIL_LINES)
-        clean = False  # a warm process is reused only after a clean result
+        pool, session = await self._session(prepared)
+        # fresh: a new process; warm: a started one, emptied; continued: one that holds this
+        # request's history and gets only its new turn.
+        process = "fresh"
+        if session.started:
+            process = "continued" if prepared.conversation.history else "warm"
+        stderr = session.stderr
+        clean = False  # a process is kept only after a clean result
         single_turn = prepared.mode == "single-turn"
         mapper = PartMapper(
             self.settings.bridge_name,
@@ -444,30 +457,8 @@ class ClaudeAgentProvider:
             result: sdk.ResultMessage | None = None
             failure: ProviderError | None = None
             try:
-                query: AsyncGenerator[Any, None]
-                if warm is None:
-                    options = self._sdk_options(prepared, workdir, stderr)
-                    prompt = _prompt(prepared.conversation)
-                    transport = QueryTransport(prompt=prompt, options=options)
-                    # InternalClient.process_query is what sdk.query wraps; sdk.query's own
-                    # `async for` does not close it when the stream is left early (PEP 533),
-                    # which would leave the CLI to the garbage collector. Closing it stops it.
-                    query = cast(
-                        AsyncGenerator[Any, None],
-                        InternalClient().process_query(
-                            prompt=prompt, options=options, transport=transport
-                        ),
-                    )
-                else:
-                    transport = warm.transport
-                    conversation = prepared.conversation
-                    query = warm.messages(
-                        conversation.prompt
-                        if conversation.prompt_text is None
-                        else conversation.prompt_text
-                    )
                 clock = _Deadlines(self.settings.timeout, self.settings.idle_timeout)
-                async with aclosing(query) as messages:
+                async with aclosing(session.messages(prepared.conversation.prompt)) as messages:
                     while True:
                         try:
                             message = await clock.next(messages)
@@ -477,14 +468,12 @@ class ClaudeAgentProvider:
                             failure = clock.expired()
                             break
                         if isinstance(message, sdk.ResultMessage):
-                            result = warm.own_result(message) if warm else message
-                            transport.finished = True
+                            result = session.own_result(message)
+                            session.transport.finished = True
                             continue
                         for part in mapper.map(message):
                             collector.add(part)
                             yield part
-            except sdk.ResultError:
-                pass  # the ResultMessage before it says everything; handled below
             except sdk.CLINotFoundError as exc:
                 failure = CLINotFoundError(
                     f"the Claude Code CLI was not found ({exc}); reinstall claude-agent-sdk, which "
@@ -518,7 +507,7 @@ class ClaudeAgentProvider:
                     settings_budget=self.settings.max_budget_usd or 0.0,
                 )
                 if failure is None:
-                    finish = mapper.finish(result)
+                    finish = _finish(mapper, result, process)
                     collector.add(finish)
                     clean = not result.is_error
                     yield finish
@@ -528,7 +517,7 @@ class ClaudeAgentProvider:
             collector.add(error)
             yield error
             if result is not None:
-                finish = mapper.finish(result)
+                finish = _finish(mapper, result, process)
                 if not isinstance(failure, PartialResultError):
                     finish = finish.model_copy(update={"finish_reason": "error"})
                 collector.add(finish)
@@ -537,26 +526,79 @@ class ClaudeAgentProvider:
                 failure.partial = collector.result()
             raise failure
         finally:
-            if warm is None:
-                shutil.rmtree(workdir, ignore_errors=True)
-            elif pool is not None:
-                await pool.give_back(warm, reusable=clean)
+            self._models.update(session.models)
+            if pool is not None:
+                await pool.give_back(session, reusable=clean)
+            else:
+                await session.close()
 
-    def _warm_process(self, prepared: _Prepared) -> WarmProcess | None:
-        """A warm process for this query (`ProviderSettings.warm_processes`), or None for a
-        fresh one: history is replayed and budgets are counted per process, so those queries
-        always get a fresh process."""
-        settings = self.settings
-        budget = prepared.options.max_budget_usd or settings.max_budget_usd
-        if not settings.warm_processes or prepared.conversation.history or budget:
-            return None
+    def _warm_pool(self) -> WarmPool:
         if self._pool is None:
-            self._pool = WarmPool(settings.warm_processes, settings.warm_idle_timeout)
-        # Everything the CLI's options are built from except the prompt. Executors count by
-        # identity; the process holds them, so an id cannot be reused while it lives.
-        key = (
-            settings.model_dump_json(),
-            id(self.registry),
+            self._pool = WarmPool(self.settings.warm_processes, self.settings.warm_idle_timeout)
+        return self._pool
+
+    async def _session(self, prepared: _Prepared) -> tuple[WarmPool | None, CLISession]:
+        """The process for this query, and the pool it returns to (None: closed after it).
+
+        Without `warm_processes`, and for queries with a budget (the CLI counts it per
+        process), every query gets a new process. Otherwise the pool hands out one that holds
+        exactly this request's history (continued), an emptied one, or a new one.
+        """
+        settings = self.settings
+        key = self._setup_key(prepared)
+        budget = prepared.options.max_budget_usd or settings.max_budget_usd
+        history = prepared.conversation.history
+        if history:
+            await self._learn_models(prepared)
+        if not settings.warm_processes or budget:
+            return None, self._spawn(prepared, key)
+        pool = self._warm_pool()
+        return pool, await pool.take(key, history, lambda: self._spawn(prepared, key))
+
+    def _resolved_model(self, prepared: _Prepared) -> str | None:
+        """The model a query runs, by its full name when known (None: the CLI's default, not
+        yet learnt)."""
+        model = prepared.options.model or self.settings.model
+        return self._models.get(model or "default", model)
+
+    async def _learn_models(self, prepared: _Prepared) -> None:
+        """Learn which model the CLI runs when this query's history holds signed thinking and
+        its model is the CLI's default or an alias: the CLI replays thinking only from turns of
+        the model it runs, so the transcript must name it. Starts a process without history
+        once per provider (no API call), kept warm when warm processes are on."""
+        history = prepared.conversation.history
+        model = prepared.options.model or self.settings.model
+        if (model or "default") in self._models or (model or "").startswith("claude-"):
+            return  # known, or a full model name
+        if not any(b.get("type") == "thinking" for t in history for b in t["content"]):
+            return
+        empty = replace(prepared, conversation=replace(prepared.conversation, history=[]))
+        key = self._setup_key(empty)
+        pool = self._warm_pool() if self.settings.warm_processes else None
+        if pool is not None:
+            session = await pool.take(key, [], lambda: self._spawn(empty, key))
+        else:
+            session = self._spawn(empty, key)
+        try:
+            await session.connect()
+        except sdk.ClaudeSDKError:
+            pass  # the query's own start reports it
+        finally:
+            self._models.update(session.models)
+            if pool is not None:
+                await pool.give_back(session, reusable=session.started)
+            else:
+                await session.close()
+
+    def _setup_key(self, prepared: _Prepared) -> Hashable:
+        """Everything the CLI's options are built from except the conversation: processes with
+        the same key are interchangeable. Executors and the gate count by identity; a live
+        process holds them, so an id cannot be reused while it lives."""
+        registry = self.registry
+        return (
+            self.settings.model_dump_json(),
+            id(registry),
+            id(registry.gate) if registry is not None else None,
             prepared.mode,
             tuple(prepared.conversation.system),
             prepared.options.model_dump_json(exclude={"tool_names", "groups", "require"}),
@@ -565,18 +607,25 @@ class ClaudeAgentProvider:
             ),
         )
 
-        def spawn() -> WarmProcess:
-            workdir = Path(tempfile.mkdtemp(prefix="sf-provider-"))
-            stderr: deque[str] = deque(maxlen=_STDERR_TAIL_LINES)
-            proc = WarmProcess(key, workdir, stderr)
-            try:
-                proc.start(self._sdk_options(prepared, workdir, stderr, run_in=proc.query_context))
-            except BaseException:
-                proc.kill_now()  # removes its dir
-                raise
-            return proc
-
-        return self._pool.take(key, spawn)
+    def _spawn(self, prepared: _Prepared, key: Hashable) -> CLISession:
+        """A new process for this setup, holding this request's history (not started yet)."""
+        workdir = Path(tempfile.mkdtemp(prefix="sf-provider-"))
+        stderr: deque[str] = deque(maxlen=_STDERR_TAIL_LINES)
+        session = CLISession(
+            key,
+            workdir,
+            stderr,
+            bridge=self.settings.bridge_name,
+            history=prepared.conversation.history,
+        )
+        try:
+            session.start(
+                self._sdk_options(prepared, workdir, stderr, run_in=session.query_context)
+            )
+        except BaseException:
+            session.kill_now()  # removes its dir
+            raise
+        return session
 
 
 class _Deadlines:
@@ -628,14 +677,6 @@ def _call_options(call_options: dict[str, Any]) -> CallOptions:
         raise UnsupportedRequestError(f"invalid call options: {exc}") from None
 
 
-def _prompt(conversation: Conversation) -> str | AsyncIterator[dict[str, Any]]:
-    """The prompt for `query`: plain text when it can be, else one streamed user message."""
-    text = conversation.prompt_text
-    if text is not None and not conversation.history:
-        return text
-    return user_message(conversation.prompt)
-
-
 def _isolated_dirs(workdir: Path, env: dict[str, str]) -> dict[str, str]:
     """Per-query HOME, CLAUDE_CONFIG_DIR and TMPDIR, so nothing on disk leaks in or out.
 
@@ -657,6 +698,13 @@ def _isolated_dirs(workdir: Path, env: dict[str, str]) -> dict[str, str]:
         "CLAUDE_CONFIG_DIR": str(dirs["config"]),
         "TMPDIR": str(dirs["tmp"]),
     }
+
+
+def _finish(mapper: PartMapper, result: sdk.ResultMessage, process: str) -> FinishPart:
+    """The finish part, saying which process served the query (fresh, warm or continued)."""
+    finish = mapper.finish(result)
+    finish.provider_details["process"] = process
+    return finish
 
 
 def _process_died(exit_code: int | None, stderr: deque[str]) -> ProcessDiedError:

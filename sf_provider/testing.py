@@ -61,6 +61,7 @@ __all__ = [
     "http_error",
     "offline_env",
     "reply",
+    "result_text",
     "text",
     "thinking",
     "tool_use",
@@ -303,6 +304,21 @@ class RecordedRequest:
     def tool_uses(self) -> list[dict[str, Any]]:
         """Every `tool_use` block in this request's (assistant) messages."""
         return self.blocks("tool_use")
+
+    def tool_result_texts(self) -> list[str]:
+        """The text of every `tool_result` block, in order, whatever its shape (a string, as
+        for errors, or a list of text blocks, as for successes)."""
+        return [result_text(block) for block in self.tool_results()]
+
+
+def result_text(block: Mapping[str, Any]) -> str:
+    """The text of one `tool_result` block: its content string, or its text blocks joined."""
+    content = block.get("content")
+    if content is None:
+        return ""
+    if isinstance(content, str):
+        return content
+    return "".join(str(b.get("text", "")) for b in content if isinstance(b, dict))
 
 
 @dataclass

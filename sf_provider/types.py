@@ -24,6 +24,7 @@ __all__ = [
     "Mode",
     "ReasoningDeltaPart",
     "ReasoningEndPart",
+    "ReasoningRecord",
     "ReasoningStartPart",
     "StreamPart",
     "StreamStartPart",
@@ -238,6 +239,13 @@ StreamPart = Annotated[
 ]
 
 
+class ReasoningRecord(_Model):
+    """One reasoning (thinking) block of a model turn, with the API's signature when it has one."""
+
+    text: str
+    signature: str | None = None
+
+
 class ToolCallRecord(_Model):
     """One tool call of a generation and, when the provider ran it, its result."""
 
@@ -258,6 +266,10 @@ class GenerateResult(_Model):
     )
     all_text: str = Field(default="", description="Every text block of every turn, joined.")
     reasoning: str = ""
+    final_reasoning: list[ReasoningRecord] = Field(
+        default_factory=list,
+        description="The reasoning blocks of the last model turn, with their signatures.",
+    )
     tool_calls: list[ToolCallRecord] = Field(default_factory=list)
     finish_reason: FinishReason = "other"
     usage: Usage = Field(default_factory=Usage)
@@ -275,11 +287,16 @@ class GenerateResult(_Model):
     def assistant_message(self) -> dict[str, Any]:
         """This reply as an assistant message for the next request's history.
 
-        Holds the last turn's text and the calls the application must answer (those the provider
-        did not execute), in the request format: append it, then a `tool` message with one
-        `tool-result` per call, and call `generate` again.
+        Holds the last turn's signed reasoning, its text and the calls the application must
+        answer (those the provider did not execute), in the request format: append it, then a
+        `tool` message with one `tool-result` per call, and call `generate` again.
         """
-        content: list[dict[str, Any]] = []
+        # Signed reasoning first, as the model wrote it: the API wants it back with the calls.
+        content: list[dict[str, Any]] = [
+            {"type": "reasoning", "text": r.text, "signature": r.signature}
+            for r in self.final_reasoning
+            if r.signature
+        ]
         if self.text:
             content.append({"type": "text", "text": self.text})
         content += [

@@ -437,6 +437,8 @@ def _response_metadata(
         "cost_usd": finish.cost_usd,
         "session_id": finish.session_id,
         "num_turns": finish.num_turns,
+        # Which CLI process served the query: fresh, warm, or continued (its conversation).
+        "process": finish.provider_details.get("process"),
     }
     structured = getattr(finish, "structured_output", None)  # with the `output_schema` option
     if structured is not None:
@@ -456,8 +458,18 @@ def ai_message(result: GenerateResult) -> AIMessage:
         calls.append(ToolCall(name=call.tool_name, args=call.input, id=call.tool_call_id))
     invalid = {c.tool_call_id: c.invalid_reason or "" for c in result.tool_calls if c.invalid}
     additional = {"reasoning_content": result.reasoning} if result.reasoning else {}
+    # Signed thinking goes into the content as Anthropic-style blocks (as ChatAnthropic does), so
+    # that the next request replays it: the API wants it back with the calls.
+    content: str | list[str | dict[str, Any]] = result.text
+    signed = [r for r in result.final_reasoning if r.signature]
+    if signed:
+        content = [
+            {"type": "thinking", "thinking": r.text, "signature": r.signature} for r in signed
+        ]
+        if result.text:
+            content.append({"type": "text", "text": result.text})
     return AIMessage(
-        content=result.text,
+        content=content,
         tool_calls=calls,
         usage_metadata=usage_metadata(result.usage),
         response_metadata=_response_metadata(result, result.warnings, invalid),

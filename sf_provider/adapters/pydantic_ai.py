@@ -367,12 +367,13 @@ def _response_messages(message: ModelResponse) -> list[dict[str, Any]]:
             )
         elif isinstance(part, NativeToolReturnPart):
             output = part.model_response_str(wrap_if_error=False)
-            is_error = part.outcome in ERROR_OUTCOMES
-            out += [
-                {"role": "assistant", "content": blocks},
-                {"role": "tool", "content": [_tool_result(part.tool_call_id, output, is_error)]},
-            ]
-            blocks = []
+            result = _tool_result(part.tool_call_id, output, part.outcome in ERROR_OUTCOMES)
+            if blocks:
+                out += [{"role": "assistant", "content": blocks}, {"role": "tool", "content": []}]
+                blocks = []
+            elif not out or out[-1]["role"] != "tool":
+                out.append({"role": "tool", "content": []})
+            out[-1]["content"].append(result)  # parallel calls: their results in one message
         else:
             raise UserError(f"ClaudeAgentModel cannot replay a {type(part).__name__}")
     if blocks:

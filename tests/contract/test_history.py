@@ -76,6 +76,9 @@ def assert_native_replay(request: RecordedRequest, messages: list[dict[str, Any]
                 sent = results[block["tool_call_id"]]
                 output = block["output"]
                 expected = output if isinstance(output, str) else '{"celsius": 18}'
+                # As the CLI records its own results: a success as a text block, an error as text.
+                if not block["is_error"]:
+                    expected = [{"type": "text", "text": expected}]
                 assert sent["content"] == expected
                 assert bool(sent.get("is_error")) == block["is_error"]
     calls = sum(1 for m in messages for b in m["content"] if isinstance(b, dict)
@@ -144,7 +147,9 @@ async def test_history_in_executor_mode_is_replayed_natively_too() -> None:
     assert result.text == "Rome: sunny." and runs == [{"city": "Rome"}]
     first = api.requests[0]
     assert [b["id"] for b in first.tool_uses()] == ["app-1"]
-    assert [(b["tool_use_id"], b["content"]) for b in first.tool_results()] == [("app-1", "rainy")]
+    assert [(b["tool_use_id"], b["content"]) for b in first.tool_results()] == [
+        ("app-1", [{"type": "text", "text": "rainy"}])
+    ]
     assert first.messages[-1]["role"] == "user"
     assert "And Rome?" in str(first.messages[-1]["content"])
 
@@ -204,3 +209,26 @@ async def test_history_needs_an_isolated_config_dir() -> None:
                 [{"role": "user", "content": "a"}, {"role": "assistant", "content": "b"},
                  {"role": "user", "content": "c"}]
             )  # fmt: skip
+
+
+@pytest.mark.parametrize("model", [None, "opus", "claude-opus-5-5"])
+async def test_signed_thinking_in_the_history_reaches_the_model(model: str | None) -> None:
+    """The CLI replays a transcript's thinking only from turns of the model it runs: the
+    transcript names that model, learnt from the CLI when the settings name none or an alias."""
+    history = [
+        {"role": "user", "content": "Weather in Oslo?"},
+        {"role": "assistant", "content": [
+            {"type": "reasoning", "text": "Oslo needs a lookup.", "signature": "sig-oslo"},
+            {"type": "tool-call", "tool_call_id": "app-1", "tool_name": "get_weather",
+             "input": {"city": "Oslo"}}]},
+        {"role": "tool", "content": [
+            {"type": "tool-result", "tool_call_id": "app-1", "output": "snow"}]},
+    ]  # fmt: skip
+    async with ScriptedMessagesAPI([reply(text("Oslo: snow."))]) as api:
+        provider = ClaudeAgentProvider(api.settings(model=model))
+        result = await provider.generate(history, tools=TOOLS)
+    assert result.text == "Oslo: snow."
+    (request,) = api.requests
+    assert request.blocks("thinking") == [
+        {"type": "thinking", "thinking": "Oslo needs a lookup.", "signature": "sig-oslo"}
+    ]

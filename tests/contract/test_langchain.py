@@ -35,6 +35,7 @@ from sf_provider.testing import (
     ScriptedMessagesAPI,
     fault,
     reply,
+    result_text,
     text,
     tool_use,
 )
@@ -72,7 +73,7 @@ def _reset_runs() -> None:
 def scripted_model(request: RecordedRequest) -> Reply:
     """Calls add, then (having read add's result) multiply, then answers from both results."""
     names = {b["id"]: b["name"].rsplit("__", 1)[-1] for b in request.tool_uses()}
-    results = {names[b["tool_use_id"]]: str(b["content"]) for b in request.tool_results()}
+    results = {names[b["tool_use_id"]]: result_text(b) for b in request.tool_results()}
     if "add" not in results:
         return reply(text("Adding first."), tool_use("add", {"a": 2, "b": 3}))
     if "multiply" not in results:
@@ -96,7 +97,10 @@ def assert_native_replay(api: ScriptedMessagesAPI, messages: list[BaseMessage]) 
     last = api.requests[-1]
     assert [b["id"] for b in last.tool_uses()] == ids
     assert [b["tool_use_id"] for b in last.tool_results()] == ids
-    assert [b["content"] for b in last.tool_results()] == ["5", "20"]
+    assert [b["content"] for b in last.tool_results()] == [
+        [{"type": "text", "text": "5"}],
+        [{"type": "text", "text": "20"}],
+    ]
     assert [b["input"] for b in last.tool_uses()] == [{"a": 2, "b": 3}, {"a": 5, "b": 4}]
     assert "You are a calculator." in str(last.body.get("system"))
 

@@ -231,10 +231,10 @@ async def test_an_abandoned_stream_stops_its_process() -> None:
     assert [_turns(r) for r in api.requests] == [1, 1, 1]
 
 
-async def test_history_and_budgets_always_get_a_fresh_process() -> None:
+async def test_budgets_and_unknown_histories_get_a_fresh_process() -> None:
     async with (
         ScriptedMessagesAPI(_model) as api,
-        ClaudeAgentProvider(api.settings(warm_processes=1)) as provider,
+        ClaudeAgentProvider(api.settings(warm_processes=2)) as provider,
     ):
         first = await provider.generate("SECRET-0")
         history = [
@@ -242,11 +242,15 @@ async def test_history_and_budgets_always_get_a_fresh_process() -> None:
             {"role": "assistant", "content": "noted"},
             {"role": "user", "content": "again SECRET-1"},
         ]
-        with_history = await provider.generate(history)
+        with_history = await provider.generate(history)  # no live process holds it
         with_budget = await provider.generate("SECRET-2", max_budget_usd=5.0)
         last = await provider.generate("SECRET-3")
+    assert with_history.provider_details["process"] == "fresh"
+    assert with_budget.provider_details["process"] == "fresh"
+    assert last.provider_details["process"] == "warm"
     assert with_history.session_id != first.session_id
     assert with_budget.session_id not in (first.session_id, with_history.session_id)
+    # The process that replayed a history holds it for good: never emptied for another query.
     assert last.session_id == first.session_id
 
 
@@ -468,9 +472,10 @@ async def test_registry_queries_reuse_a_process_guidance_included() -> None:
     assert offered == {"mcp__sf__lookup", f"mcp__sf__{GUIDANCE_TOOL_NAME}"}
 
 
-async def test_a_pydantic_ai_agent_reuses_the_warm_process_for_each_first_step() -> None:
-    """Through the adapter: every run's first step (no history) is served warm; later steps
-    replay history and start a fresh process; every answer is right."""
+async def test_a_pydantic_ai_agent_runs_every_step_of_every_run_on_one_warm_process() -> None:
+    """Through the adapter: each run's first step gets the warm process, emptied; its later steps
+    continue the conversation on it; every answer is right (tests/contract/test_continuation.py
+    proves the requests equal the fresh path's)."""
     from pydantic_ai import Agent
 
     from sf_provider.adapters.pydantic_ai import ClaudeAgentModel
@@ -479,7 +484,7 @@ async def test_a_pydantic_ai_agent_reuses_the_warm_process_for_each_first_step()
         (n,) = _secrets(request)
         if not request.tool_results():
             return reply(tool_use("double", {"n": n}))
-        return reply(text(f"doubled: {request.tool_results()[0]['content']}"))
+        return reply(text(f"doubled: {request.tool_result_texts()[0]}"))
 
     def process_of(request: RecordedRequest) -> str:
         return str(json.loads(request.body["metadata"]["user_id"])["session_id"])
@@ -497,11 +502,9 @@ async def test_a_pydantic_ai_agent_reuses_the_warm_process_for_each_first_step()
 
         outputs = [(await agent.run(f"Double SECRET-{n}.")).output for n in (3, 4)]
     assert outputs == ["doubled: 6", "doubled: 8"]
+    assert len({process_of(r) for r in api.requests}) == 1
     first_steps = [r for r in api.requests if not r.tool_results()]
-    later_steps = [r for r in api.requests if r.tool_results()]
-    assert [_turns(r) for r in first_steps] == [1, 1]
-    assert len({process_of(r) for r in first_steps}) == 1
-    assert {process_of(r) for r in later_steps}.isdisjoint(map(process_of, first_steps))
+    assert [_turns(r) for r in first_steps] == [1, 1]  # the second run saw nothing of the first
 
 
 async def test_a_warm_process_that_cannot_be_set_up_leaves_nothing(
@@ -522,3 +525,21 @@ async def test_a_warm_process_that_cannot_be_set_up_leaves_nothing(
     assert set(_process._LIVE) <= live_before
     assert not leftover_query_dirs()
     assert api.requests == []
+
+
+async def test_a_new_gate_never_runs_on_a_process_of_the_old_one() -> None:
+    seen: list[tuple[str, int]] = []
+    tool = _tool("lookup", seen).model_copy(update={"mutating": True})
+    registry = ToolRegistry([tool], gate=lambda request: True)
+    async with (
+        ScriptedMessagesAPI(_model) as api,
+        ClaudeAgentProvider(api.settings(warm_processes=2), registry=registry) as provider,
+    ):
+        allowed = await provider.generate("SECRET-0")
+        registry.gate = lambda request: False
+        denied = await provider.generate("SECRET-1")
+    assert seen == [("lookup", 0)]  # the second call never ran
+    assert allowed.tool_calls[0].result is not None and not allowed.tool_calls[0].result.is_error
+    result = denied.tool_calls[0].result
+    assert result is not None and result.is_error and "denied by the safety gate" in result.output
+    assert denied.provider_details["process"] == "fresh"

@@ -85,7 +85,8 @@ def test_an_app_executed_tool_loop_becomes_native_blocks_with_the_same_ids() -> 
             "content": '{"error": "offline"}',
             "is_error": True,
         },
-        {"type": "tool_result", "tool_use_id": "c1", "content": "18C"},
+        # A success as one text block, as the CLI records the results it ran itself.
+        {"type": "tool_result", "tool_use_id": "c1", "content": [text("18C")]},
     ]
     assert conversation.warnings == []
 

@@ -1,0 +1,127 @@
+"""`WarmPool` on its own: which process a query gets, and that a closed pool keeps nothing.
+
+The processes here are stand-ins with the attributes the pool reads; everything about real CLI
+processes is proven through the real CLI in tests/contract/test_warm.py and test_continuation.py.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any, cast
+
+import anyio
+import pytest
+
+from sf_provider._process import CLISession, WarmPool
+
+pytestmark = pytest.mark.anyio
+
+
+class StandIn:
+    """What the pool reads of a `CLISession`."""
+
+    def __init__(self, key: str, conversation: list[dict[str, Any]], rewindable: bool = True):
+        self.key = key
+        self.conversation: list[dict[str, Any]] | None = conversation
+        self.rewindable = rewindable
+        self.loop = asyncio.get_running_loop()
+        self.queries = 1
+        self.expiry = None
+        self.closed = False
+        self.rewinds = 0
+        self.transport = type("T", (), {"pid": 1})()
+
+    async def rewind(self) -> bool:
+        await anyio.sleep(0.01)  # the CLI answers a control request
+        self.rewinds += 1
+        self.conversation = []
+        return True
+
+    async def close(self) -> None:
+        await anyio.sleep(0.01)
+        self.closed = True
+
+    def kill_now(self) -> None:
+        self.closed = True
+
+    def cancel_expiry(self) -> None:
+        pass
+
+
+def session(proc: StandIn) -> CLISession:
+    return cast(CLISession, proc)
+
+
+def turns(*texts: str, pending: bool = False) -> list[dict[str, Any]]:
+    out: list[dict[str, Any]] = []
+    for t in texts:
+        out += [
+            {"role": "user", "content": [{"type": "text", "text": t}]},
+            {"role": "assistant", "content": [{"type": "text", "text": f"re: {t}"}]},
+        ]
+    if pending:
+        out[-1]["content"].append({"type": "tool_use", "id": "c1", "name": "x", "input": {}})
+    return out
+
+
+def never() -> CLISession:
+    raise AssertionError("no new process expected")
+
+
+async def test_a_process_handed_back_while_the_pool_closes_is_stopped_not_parked() -> None:
+    pool = WarmPool(2, None)
+    proc = StandIn("k", turns("a"))
+    taken = await pool.take("k", turns("a"), lambda: session(proc))
+    async with anyio.create_task_group() as group:
+        group.start_soon(lambda: pool.give_back(taken, reusable=True))
+        group.start_soon(pool.aclose)
+    assert pool.idle == 0
+    assert proc.closed
+
+
+async def test_the_process_holding_the_history_continues_it() -> None:
+    pool = WarmPool(2, None)
+    a, b = StandIn("k", turns("a")), StandIn("k", turns("b"))
+    for proc in (a, b):
+        await pool.give_back(session(proc), reusable=True)
+    assert await pool.take("k", turns("b"), never) is session(b)
+    assert await pool.take("k", turns("a"), never) is session(a)
+    assert a.rewinds == b.rewinds == 0
+
+
+async def test_a_new_conversation_empties_a_finished_one_before_one_awaiting_results() -> None:
+    pool = WarmPool(2, None)
+    waiting, finished = StandIn("k", turns("a", pending=True)), StandIn("k", turns("b"))
+    for proc in (waiting, finished):
+        await pool.give_back(session(proc), reusable=True)
+    assert await pool.take("k", [], never) is session(finished)
+    assert finished.rewinds == 1 and waiting.rewinds == 0
+
+
+async def test_a_run_awaiting_results_keeps_its_process_until_the_pool_is_full() -> None:
+    pool = WarmPool(2, None)
+    waiting = StandIn("k", turns("a", pending=True))
+    await pool.give_back(session(waiting), reusable=True)
+    spawned = StandIn("k", [])
+    assert await pool.take("k", [], lambda: session(spawned)) is session(spawned)
+    # Now full (one idle, one busy): the waiting run's process is emptied rather than a third.
+    assert await pool.take("k", [], never) is session(waiting)
+    assert waiting.rewinds == 1
+
+
+async def test_a_process_started_from_a_history_is_never_emptied() -> None:
+    pool = WarmPool(1, None)
+    replayed = StandIn("k", turns("a"), rewindable=False)
+    await pool.give_back(session(replayed), reusable=True)
+    spawned = StandIn("k", [])
+    assert await pool.take("k", [], lambda: session(spawned)) is session(spawned)
+    await pool.give_back(session(spawned), reusable=True)
+    assert replayed.closed  # least recently used first out: the pool holds one
+    assert pool.idle == 1
+
+
+async def test_other_setups_never_share_a_process() -> None:
+    pool = WarmPool(2, None)
+    await pool.give_back(session(StandIn("k", [])), reusable=True)
+    other = StandIn("other", [])
+    assert await pool.take("other", [], lambda: session(other)) is session(other)
