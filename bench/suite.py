@@ -600,7 +600,8 @@ async def agent_loop(report: Report, runs: int) -> None:
     section = "9 agent loop"
     async with ScriptedMessagesAPI(loop_model) as api:
         fresh = ClaudeAgentProvider(api.settings())
-        async with ClaudeAgentProvider(api.settings(warm_processes=1)) as warm:
+        # Two setups (the Agent's tool and the plain loop's) alternate: one process each.
+        async with ClaudeAgentProvider(api.settings(warm_processes=2)) as warm:
 
             async def pydantic_ai_run(provider: ClaudeAgentProvider) -> float:
                 started = time.perf_counter()
@@ -618,7 +619,8 @@ async def agent_loop(report: Report, runs: int) -> None:
                     raise BenchError(f"agent loop: steps ran on {processes}, not {expect}")
                 return elapsed
 
-            await pydantic_ai_run(warm)  # starts the warm process: not timed
+            await pydantic_ai_run(warm)  # start the warm processes: not timed
+            await plain_run(warm, "continued")
             samples: dict[str, list[float]] = {k: [] for k in ("pf", "pw", "lf", "lw")}
             for _ in range(runs):
                 samples["pf"].append(await pydantic_ai_run(fresh))
@@ -626,20 +628,26 @@ async def agent_loop(report: Report, runs: int) -> None:
                 samples["lf"].append(await plain_run(fresh, "fresh"))
                 samples["lw"].append(await plain_run(warm, "continued"))
 
-            # One process over a 30-step conversation: its RSS at the start and the end.
-            messages: list[dict[str, Any]] = []
-            rss: list[int] = []
-            for n in range(30):
-                messages.append({"role": "user", "content": f"Step {n}: say something."})
-                result = await warm.generate(messages)
-                if n and result.provider_details.get("process") != "continued":
-                    raise BenchError("agent loop: the 30-step conversation was not continued")
-                pool = warm._pool
-                pid = pool._idle[0].transport.pid if pool and pool._idle else None
-                kb = status_kb(pid, "VmRSS") if pid else None
-                if kb:
-                    rss.append(kb)
-                messages.append(result.assistant_message())
+        if api.errors:
+            raise BenchError(f"scripted API: {api.errors}")
+    # One process over a 30-step conversation: its RSS after the first step and the last.
+    rss: list[int] = []
+    async with (
+        ScriptedMessagesAPI(lambda r: reply(text(f"answer {len(r.messages)}"))) as api,
+        ClaudeAgentProvider(api.settings(warm_processes=1)) as warm,
+    ):
+        messages: list[dict[str, Any]] = []
+        for n in range(30):
+            messages.append({"role": "user", "content": f"Step {n}: say something."})
+            result = await warm.generate(messages)
+            if n and result.provider_details.get("process") != "continued":
+                raise BenchError("agent loop: the 30-step conversation was not continued")
+            pool = warm._pool
+            pid = pool._idle[0].transport.pid if pool and pool._idle else None
+            kb = status_kb(pid, "VmRSS") if pid else None
+            if kb:
+                rss.append(kb)
+            messages.append(result.assistant_message())
         if api.errors:
             raise BenchError(f"scripted API: {api.errors}")
     for key, what in (

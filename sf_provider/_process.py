@@ -120,6 +120,7 @@ class CLISession:
         self._context: contextvars.Context | None = None
         self._connected = False
         self._closed = False
+        self._foreign = False  # in a forked child: the parent's process, never stopped here
         self._cost_usd = 0.0
         self.queries = 0
         self.expiry: asyncio.TimerHandle | None = None
@@ -235,8 +236,16 @@ class CLISession:
         finally:
             self.kill_now()
 
+    def disown(self) -> None:
+        """Never stop this process or remove its dir from here (it belongs to another process,
+        the parent of a fork)."""
+        self._closed = self._foreign = True
+        self.expiry = None  # the timer belongs to the parent's loop
+
     def kill_now(self) -> None:
         """Synchronous last resort (another event loop, interpreter exit): SIGKILL, remove dirs."""
+        if self._foreign:
+            return
         self._closed = True
         self.cancel_expiry()
         transport = getattr(self, "transport", None)  # None when start() never ran
@@ -342,6 +351,14 @@ class WarmPool:
         """Idle processes ready for queries with this setup and no history."""
         return sum(p.key == key and p.conversation == [] for p in self._idle)
 
+    def kill_idle(self) -> None:
+        """Stop the idle processes at once, synchronously (the provider was garbage collected:
+        nothing can use them any more). Queries still running hold the provider alive."""
+        self._closed = True
+        idle, self._idle = self._idle, []
+        for proc in idle:
+            proc.kill_now()
+
     async def aclose(self) -> None:
         """Stop every process of this pool, idle or serving a query, and wait for them."""
         self._closed = True
@@ -398,3 +415,14 @@ _LIVE: set[CLISession] = set()
 def _kill_leftovers() -> None:
     for proc in list(_LIVE):
         proc.kill_now()
+
+
+def _forget_in_child() -> None:
+    """A forked child shares nothing it may stop: the processes and their dirs are the
+    parent's, so the child's exit (atexit, its event loop's end) must leave them alone."""
+    for proc in list(_LIVE):
+        proc.disown()
+    _LIVE.clear()
+
+
+os.register_at_fork(after_in_child=_forget_in_child)

@@ -7,6 +7,7 @@ import os
 import shutil
 import tempfile
 import time
+import weakref
 from collections import deque
 from collections.abc import AsyncGenerator, Callable, Hashable, Sequence
 from contextlib import aclosing
@@ -535,6 +536,8 @@ class ClaudeAgentProvider:
     def _warm_pool(self) -> WarmPool:
         if self._pool is None:
             self._pool = WarmPool(self.settings.warm_processes, self.settings.warm_idle_timeout)
+            # A provider dropped without aclose() stops its idle processes when collected.
+            weakref.finalize(self, self._pool.kill_idle)
         return self._pool
 
     async def _session(self, prepared: _Prepared) -> tuple[WarmPool | None, CLISession]:
