@@ -122,7 +122,7 @@ def make_function_tool(counter: Counter) -> FunctionTool:
 
 
 async def run_provider(api: ScriptedMessagesAPI, tool: FunctionTool) -> str:
-    provider = ClaudeAgentProvider(api.settings())
+    provider = ClaudeAgentProvider(api.settings(warm_processes=0))  # a fresh CLI per query
     result = await provider.generate(PROMPT, tools=[tool])
     calls = result.tool_calls
     if len(calls) != 1 or calls[0].result is None or calls[0].result.output != TOOL_RESULT:

@@ -264,7 +264,7 @@ async def bare_stream(api: ScriptedMessagesAPI, expected: str) -> Timing:
 async def provider_stream(
     api: ScriptedMessagesAPI, expected: str, tools: list[FunctionTool] | None, mode: str
 ) -> Timing:
-    provider = ClaudeAgentProvider(api.settings())
+    provider = ClaudeAgentProvider(api.settings(warm_processes=0))  # a fresh CLI per query
     started = time.perf_counter()
     first: float | None = None
     first_chars = deltas = 0
@@ -488,7 +488,7 @@ async def warm_processes(report: Report, runs: int) -> None:
     # Back-to-back queries after the timed ones, all on the one process (retired at the limit).
     long_run = max(WARM_MAX_QUERIES - runs - 2, 1)
     async with ScriptedMessagesAPI(overhead.responder) as api:
-        cold = ClaudeAgentProvider(api.settings())
+        cold = ClaudeAgentProvider(api.settings(warm_processes=0))
         async with ClaudeAgentProvider(api.settings(warm_processes=1)) as warm:
 
             async def timed(provider: ClaudeAgentProvider, into: list[float] | None) -> str:
@@ -599,7 +599,7 @@ async def agent_loop(report: Report, runs: int) -> None:
     """A 4-step agent run, fresh processes vs warm ones that continue the conversation."""
     section = "9 agent loop"
     async with ScriptedMessagesAPI(loop_model) as api:
-        fresh = ClaudeAgentProvider(api.settings())
+        fresh = ClaudeAgentProvider(api.settings(warm_processes=0))
         # Two setups (the Agent's tool and the plain loop's) alternate: one process each.
         async with ClaudeAgentProvider(api.settings(warm_processes=2)) as warm:
 

@@ -65,13 +65,15 @@ class ProviderSettings(BaseModel):
         default=32 * 1024 * 1024, ge=1024, description="Largest CLI stdout line the SDK accepts."
     )
     warm_processes: int = Field(
-        default=0,
+        default=1,
         ge=0,
         le=64,
-        description="Opt-in: keep up to this many Claude Code CLI processes warm between queries "
-        "with the same tools and options, so a query skips the CLI start-up. Each is emptied "
-        "between queries; queries with history or a budget always get a fresh process. Close the "
-        "provider (`await provider.aclose()` or `async with`) to stop them. 0 = off.",
+        description="Keep up to this many Claude Code CLI processes warm between queries with "
+        "the same tools and options: an agent's next step continues the conversation on the "
+        "process that answered the last one, and a new conversation skips the CLI start-up. "
+        "Idle ones stop after warm_idle_timeout, with the event loop, when the provider is "
+        "closed (`await provider.aclose()` or `async with`) or collected, and at exit. "
+        "0 = a fresh process for every query.",
     )
     warm_idle_timeout: float | None = Field(
         default=60.0,

@@ -163,7 +163,7 @@ async def run_twice(run: Run, **warm: Any) -> tuple[list[str], list[str], Any]:
         warm_out = await run(provider)
     warm_requests = api.requests
     async with ScriptedMessagesAPI(planner) as api:
-        fresh_out = await run(ClaudeAgentProvider(api.settings(**settings)))
+        fresh_out = await run(ClaudeAgentProvider(api.settings(warm_processes=0, **settings)))
     assert not api.errors
     return warm_out, fresh_out, (warm_requests, api.requests)
 

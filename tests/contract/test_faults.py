@@ -76,7 +76,8 @@ from sf_provider.testing import (
 pytestmark = [pytest.mark.anyio, pytest.mark.cli, pytest.mark.faults]
 
 #: A safety net only: every fault below must end the query long before these.
-LIMITS: dict[str, Any] = {"timeout": 30.0, "idle_timeout": 15.0}
+# Each fault on a fresh CLI of its own (failed queries on warm processes: test_warm.py).
+LIMITS: dict[str, Any] = {"timeout": 30.0, "idle_timeout": 15.0, "warm_processes": 0}
 #: A fault with no retry left ends the query well inside the safety net above (seen: 1-2 s on a
 #: quiet machine, up to 16 s on a saturated one): a bound against hanging, not a speed check.
 PROMPT_FAILURE_SECONDS = 25.0

@@ -200,7 +200,7 @@ async def test_an_api_error_streams_an_error_part_then_raises() -> None:
 async def test_each_query_uses_and_removes_its_own_temp_dir(tmp_path: Path) -> None:
     before = set(Path(os.environ["TMPDIR"]).glob("sf-provider-*"))
     async with ScriptedMessagesAPI([reply(text("a")), reply(text("b"))]) as api:
-        provider = ClaudeAgentProvider(api.settings())
+        provider = ClaudeAgentProvider(api.settings(warm_processes=0))  # a process per query
         await provider.generate("one")
         await provider.generate("two")
     assert set(Path(os.environ["TMPDIR"]).glob("sf-provider-*")) == before

@@ -113,7 +113,9 @@ async def test_warm_queries_send_what_a_fresh_process_sends_and_nothing_else() -
             warm = [await provider.generate(f"Look up SECRET-{n}.", tools=[tool]) for n in range(4)]
         warm_requests = api.requests
         cold = [
-            await ClaudeAgentProvider(api.settings()).generate(f"Look up SECRET-{n}.", tools=[tool])
+            await ClaudeAgentProvider(api.settings(warm_processes=0)).generate(
+                f"Look up SECRET-{n}.", tools=[tool]
+            )
             for n in range(4)
         ]
         cold_requests = api.requests[len(warm_requests) :]
@@ -443,7 +445,7 @@ async def test_warm_up_starts_processes_without_an_api_call() -> None:
 async def test_warm_up_explains_what_it_cannot_do() -> None:
     async with ScriptedMessagesAPI(_model) as api:
         with pytest.raises(UnsupportedRequestError, match="warm_processes"):
-            await ClaudeAgentProvider(api.settings()).warm_up()
+            await ClaudeAgentProvider(api.settings(warm_processes=0)).warm_up()
         provider = ClaudeAgentProvider(api.settings(warm_processes=1))
         with pytest.raises(UnsupportedRequestError, match="fresh process"):
             await provider.warm_up(max_budget_usd=1.0)
