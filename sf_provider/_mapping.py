@@ -140,13 +140,12 @@ class PartMapper:
         self._hold_envelopes = hold_envelopes
         self._held: dict[str, list[str]] = {}  # part id -> text held back so far
         self._envelope: tuple[str, ParsedEnvelope] | None = None
-        self.tool_calls = 0
-        self.text_chars = 0
+        # Calls handed out and not taken back: in single-turn mode they are why the query
+        # stopped, and a legacy envelope is only read when there are none.
+        self._calls: set[str] = set()
         # The streamed API message in progress: its part ids, and whether it ended properly.
         self._attempt: list[str] = []
         self._attempt_done = True
-        self._attempt_chars = 0
-        self._attempt_calls = 0
         self._streamed: set[str] = set()
         self._message_id: str | None = None
         self._open: dict[int, tuple[str, str]] = {}  # block index -> (kind, part id)
@@ -285,15 +284,11 @@ class PartMapper:
         ids = self._attempt
         for part_id in ids:
             self._held.pop(part_id, None)
-        self.text_chars -= self._attempt_chars
-        self.tool_calls -= self._attempt_calls
+        self._calls.difference_update(ids)
         self._attempt, self._attempt_done = [], True
-        self._attempt_chars = self._attempt_calls = 0
         return [DiscardPart(ids=ids, reason="the API stream was cut; the CLI asked again")]
 
     def _text_delta(self, part_id: str, delta: str) -> list[StreamPart]:
-        self.text_chars += len(delta)
-        self._attempt_chars += len(delta)
         held = self._held.get(part_id)
         if held is None:
             return [TextDeltaPart(id=part_id, delta=delta)]
@@ -329,12 +324,10 @@ class PartMapper:
         text, envelope = self._envelope
         self._envelope = None
         part_id = self._next_id("text")
-        if self.tool_calls:
+        if self._calls:
             return _whole_text(part_id, text, self._message_index)
         if envelope.text is not None:
-            self.text_chars += len(envelope.text) - len(text)
             return _whole_text(part_id, envelope.text, self._message_index) if envelope.text else []
-        self.text_chars -= len(text)
         parts: list[StreamPart] = []
         for i, call in enumerate(envelope.calls):
             parts.append(
@@ -348,9 +341,7 @@ class PartMapper:
         self, call_id: str, name: str, arguments: dict[str, Any], problem: str | None = None
     ) -> ToolCallPart:
         """A tool-call part; in single-turn mode it is checked against the exposed tools."""
-        self.tool_calls += 1
-        if call_id in self._attempt:
-            self._attempt_calls += 1
+        self._calls.add(call_id)
         if not self._provider_executed and problem is None:
             problem = self._invalid_reason(name, arguments)
         return ToolCallPart(
@@ -398,7 +389,6 @@ class PartMapper:
                         parts += self._text_delta(part_id, block.text)
                         parts += self._text_end(part_id)
                     else:
-                        self.text_chars += len(block.text)
                         parts += _whole_text(part_id, block.text, self._message_index)
                 case ThinkingBlock() if not streamed:
                     part_id = self._next_id("reasoning")
@@ -463,7 +453,7 @@ class PartMapper:
         reason = finish_reason_for(result)
         if (
             not self._provider_executed
-            and self.tool_calls
+            and self._calls
             and reason != "error"
             and result.subtype != "error_max_budget_usd"
         ):

@@ -20,30 +20,19 @@ import claude_agent_sdk as sdk
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from ._bridge import bridge_tool_name, build_bridge_server
+from ._failures import ResultRules, exception_failure, process_died, result_failure
 from ._history import write_transcript
-from ._mapping import PartMapper, ResultCollector, usage_from
+from ._mapping import PartMapper, ResultCollector
 from ._messages import Conversation, MessagesInput, convert_messages
 from ._process import CLISession, WarmPool
 from .capabilities import CapabilityReport, check_capabilities, credentials_path
 from .errors import (
-    APIConnectionError,
-    APIError,
-    AuthenticationError,
-    BudgetExceededError,
-    CLINotFoundError,
-    CLIOutputError,
-    EmptyToolRoutingError,
-    MaxTurnsError,
     MissingExecutorError,
-    OverloadedError,
     PartialResultError,
     ProcessDiedError,
     ProviderCompatibilityError,
     ProviderError,
     QueryTimeoutError,
-    RateLimitError,
-    StructuredOutputError,
-    ToolChoiceViolationError,
     ToolDefinitionError,
     UnsupportedRequestError,
 )
@@ -114,12 +103,28 @@ class CallOptions(BaseModel):
 
 
 @dataclass(frozen=True)
-class _Prepared:
+class _Plan:
+    """A request resolved once, before any process starts: everything downstream (the CLI's
+    options, the process it runs on, how its result is judged) reads these values."""
+
     conversation: Conversation
     tools: list[FunctionTool]
     options: CallOptions
     mode: Mode
     warnings: list[CallWarning]
+    #: The model asked for (None: the CLI's default).
+    model: str | None
+    #: System prompt parts: the settings' or the call's, system messages, the tool_choice rule.
+    system: list[str]
+    tool_timeout: float | None
+    rules: ResultRules
+    #: What makes processes interchangeable (`ClaudeAgentProvider._setup_key`).
+    key: Hashable
+
+    @property
+    def cli_max_turns(self) -> int:
+        """The CLI's `max_turns`: one model turn in single-turn mode."""
+        return 1 if self.mode == "single-turn" else self.rules.max_turns
 
 
 class ClaudeAgentProvider:
@@ -178,8 +183,8 @@ class ClaudeAgentProvider:
             )
         if processes < 1:
             raise UnsupportedRequestError(f"processes must be at least 1, not {processes}")
-        prepared = self._prepare("warm-up", tools, call_options)
-        if prepared.options.max_budget_usd or settings.max_budget_usd:
+        plan = self._prepare("warm-up", tools, call_options)
+        if plan.rules.budget_usd:
             raise UnsupportedRequestError(
                 "queries with max_budget_usd always start a fresh process (the CLI counts the "
                 "budget per process): there is nothing to warm up"
@@ -187,10 +192,9 @@ class ClaudeAgentProvider:
         started: list[CLISession] = []
         ready = False
         pool = self._warm_pool()
-        key = self._setup_key(prepared)
         try:
             for _ in range(min(processes, settings.warm_processes)):
-                started.append(await pool.take(key, [], lambda: self._spawn(prepared, key)))
+                started.append(await pool.take(plan.key, [], lambda: self._spawn(plan)))
             with anyio.fail_after(settings.idle_timeout):
                 async with anyio.create_task_group() as group:
                     for proc in started:
@@ -208,7 +212,7 @@ class ClaudeAgentProvider:
         finally:
             for proc in started:
                 await pool.give_back(proc, reusable=ready)
-        return pool.idle_for(key)
+        return pool.idle_for(plan.key)
 
     async def __aenter__(self) -> ClaudeAgentProvider:
         return self
@@ -260,8 +264,8 @@ class ClaudeAgentProvider:
         Bad input (messages, tools, options) raises here, before any process starts. Errors during
         the query come as an `ErrorPart` (and a finish part) and are then raised.
         """
-        prepared = self._prepare(messages, tools, call_options)
-        return self._run(prepared)
+        plan = self._prepare(messages, tools, call_options)
+        return self._run(plan)
 
     # -- preparation (no process yet)
 
@@ -270,7 +274,7 @@ class ClaudeAgentProvider:
         messages: MessagesInput,
         tools: Sequence[FunctionTool] | None,
         call_options: dict[str, Any],
-    ) -> _Prepared:
+    ) -> _Plan:
         options = _call_options(call_options)
         if options.output_schema is not None:
             try:
@@ -338,11 +342,40 @@ class ClaudeAgentProvider:
                     f"single-turn mode and no tool is executed by the provider",
                 )
             )
-        return _Prepared(conversation, checked, options, mode, warnings)
+        settings = self.settings
+        choice = options.tool_choice
+        # tool_choice "required" or a named tool: an instruction, and a check of the reply.
+        required, instruction = None, None
+        if isinstance(choice, NamedToolChoice):
+            required, instruction = choice.name, f"the tool {choice.name!r}"
+        elif choice == "required":
+            required, instruction = "a tool", "at least one of the tools"
+        system = [options.system_prompt or settings.system_prompt, *conversation.system]
+        if instruction is not None:
+            system.append(_REQUIRED_INSTRUCTION.format(what=instruction))
+        rules = ResultRules(
+            mode=mode,
+            required_call=required,
+            wants_object=options.output_schema is not None,
+            budget_usd=options.max_budget_usd or settings.max_budget_usd,
+            max_turns=options.max_turns or settings.max_turns,
+        )
+        return _Plan(
+            conversation=conversation,
+            tools=checked,
+            options=options,
+            mode=mode,
+            warnings=warnings,
+            model=options.model or settings.model,
+            system=[s for s in system if s],
+            tool_timeout=options.tool_timeout or settings.tool_timeout,
+            rules=rules,
+            key=self._setup_key(mode, conversation.system, options, checked),
+        )
 
     def _sdk_options(
         self,
-        prepared: _Prepared,
+        plan: _Plan,
         workdir: Path,
         stderr: deque[str],
         run_in: Callable[[], contextvars.Context | None] | None = None,
@@ -352,29 +385,13 @@ class ClaudeAgentProvider:
         env = {"CLAUDE_CODE_MAX_RETRIES": str(settings.max_retries), **settings.env}
         if settings.isolate:
             env.update(_isolated_dirs(workdir, env))
-        choice = prepared.options.tool_choice
-        instruction = None
-        if isinstance(choice, NamedToolChoice):
-            instruction = _REQUIRED_INSTRUCTION.format(what=f"the tool {choice.name!r}")
-        elif choice == "required":
-            instruction = _REQUIRED_INSTRUCTION.format(what="at least one of the tools")
-        system = [
-            s
-            for s in (
-                prepared.options.system_prompt or settings.system_prompt,
-                *prepared.conversation.system,
-                instruction,
-            )
-            if s
-        ]
-        timeout = prepared.options.tool_timeout or settings.tool_timeout
         servers: dict[str, Any] = {}
-        if prepared.tools:
+        if plan.tools:
             gate = self.registry.gate if self.registry else None
             servers[bridge] = build_bridge_server(
                 bridge,
-                prepared.tools,
-                default_timeout=timeout,
+                plan.tools,
+                default_timeout=plan.tool_timeout,
                 gate=gate,
                 max_result_chars=settings.max_result_chars,
                 run_in=run_in,
@@ -382,18 +399,17 @@ class ClaudeAgentProvider:
         extra_args: dict[str, str | None] = {"no-session-persistence": None}
         resume: dict[str, Any] = {}
         cwd = settings.cwd or os.getcwd()
-        if prepared.conversation.history:
+        if plan.conversation.history:
             session_id, last_entry = write_transcript(
                 Path(env["CLAUDE_CONFIG_DIR"]),
                 cwd,
-                prepared.conversation.history,
+                plan.conversation.history,
                 bridge=bridge,
-                model=self._resolved_model(prepared),
+                model=self._resolved_model(plan),
             )
             resume = {"resume": session_id, "resume_session_at": last_entry}
         hooks: dict[Any, list[sdk.HookMatcher]] | None = None
-        max_turns = prepared.options.max_turns or settings.max_turns
-        if prepared.mode == "executor":
+        if plan.mode == "executor":
             # bare: the API sees exactly the bridge tools (no DeferredToolPlaceholder); executor
             # mode needs no hooks, which bare mode disables.
             extra_args["bare"] = None
@@ -405,19 +421,18 @@ class ClaudeAgentProvider:
             matcher = sdk.HookMatcher(matcher=f"mcp__{bridge}__.*", hooks=[_defer_tool_call])
             hooks = {"PreToolUse": [matcher]}
             env.setdefault("ENABLE_TOOL_SEARCH", "false")
-            max_turns = 1
         return sdk.ClaudeAgentOptions(
             tools=[],
-            allowed_tools=[bridge_tool_name(bridge, t.name) for t in prepared.tools],
+            allowed_tools=[bridge_tool_name(bridge, t.name) for t in plan.tools],
             mcp_servers=servers,
             setting_sources=[],
-            system_prompt="\n\n".join(system) if system else None,
-            model=prepared.options.model or settings.model,
-            max_turns=max_turns,
-            max_budget_usd=prepared.options.max_budget_usd or settings.max_budget_usd,
+            system_prompt="\n\n".join(plan.system) if plan.system else None,
+            model=plan.model,
+            max_turns=plan.cli_max_turns,
+            max_budget_usd=plan.rules.budget_usd,
             output_format=(
-                {"type": "json_schema", "schema": prepared.options.output_schema}
-                if prepared.options.output_schema is not None
+                {"type": "json_schema", "schema": plan.options.output_schema}
+                if plan.options.output_schema is not None
                 else None
             ),
             include_partial_messages=True,
@@ -433,33 +448,32 @@ class ClaudeAgentProvider:
 
     # -- the query
 
-    async def _run(self, prepared: _Prepared) -> AsyncGenerator[StreamPart, None]:
-        pool, session = await self._session(prepared)
+    async def _run(self, plan: _Plan) -> AsyncGenerator[StreamPart, None]:
+        pool, session = await self._session(plan)
         # fresh: a new process; warm: a started one, emptied; continued: one that holds this
         # request's history and gets only its new turn.
         process = "fresh"
         if session.started:
-            process = "continued" if prepared.conversation.history else "warm"
+            process = "continued" if plan.conversation.history else "warm"
         stderr = session.stderr
         clean = False  # a process is kept only after a clean result
-        single_turn = prepared.mode == "single-turn"
+        single_turn = plan.mode == "single-turn"
         mapper = PartMapper(
             self.settings.bridge_name,
             provider_executed=not single_turn,
-            tools={t.name: t for t in prepared.tools},
+            tools={t.name: t for t in plan.tools},
             hold_envelopes=single_turn,
         )
         collector = ResultCollector()
-        max_turns = prepared.options.max_turns or self.settings.max_turns
         try:
-            start = StreamStartPart(warnings=prepared.warnings, mode=prepared.mode)
+            start = StreamStartPart(warnings=plan.warnings, mode=plan.mode)
             collector.add(start)
             yield start
             result: sdk.ResultMessage | None = None
             failure: ProviderError | None = None
             try:
                 clock = _Deadlines(self.settings.timeout, self.settings.idle_timeout)
-                async with aclosing(session.messages(prepared.conversation.prompt)) as messages:
+                async with aclosing(session.messages(plan.conversation.prompt)) as messages:
                     while True:
                         try:
                             message = await clock.next(messages)
@@ -475,38 +489,15 @@ class ClaudeAgentProvider:
                         for part in mapper.map(message):
                             collector.add(part)
                             yield part
-            except sdk.CLINotFoundError as exc:
-                failure = CLINotFoundError(
-                    f"the Claude Code CLI was not found ({exc}); reinstall claude-agent-sdk, which "
-                    f"bundles it, or set ProviderSettings.cli_path"
-                )
-            except sdk.ProcessError as exc:
-                failure = _process_died(exc.exit_code, stderr)
-            except sdk.CLIJSONDecodeError as exc:
-                failure = CLIOutputError(
-                    f"the CLI sent a message the SDK could not read ({exc}). A message larger "
-                    f"than max_buffer_size={self.settings.max_buffer_size} bytes (a long answer "
-                    f"or large tool arguments) causes this: raise ProviderSettings.max_buffer_size"
-                )
-            except sdk.CLIConnectionError as exc:
-                failure = ProcessDiedError(
-                    f"lost the connection to the Claude Code CLI: {exc}",
-                    stderr="\n".join(stderr),
-                )
+            except sdk.ClaudeSDKError as exc:
+                failure = exception_failure(exc, stderr, self.settings.max_buffer_size)
             if failure is None and result is None:
-                failure = _process_died(None, stderr)
+                failure = process_died(None, stderr)
             if failure is None and result is not None:
                 for part in mapper.flush():
                     collector.add(part)
                     yield part
-                failure = _result_failure(
-                    result,
-                    mapper,
-                    prepared,
-                    max_turns,
-                    collector,
-                    settings_budget=self.settings.max_budget_usd or 0.0,
-                )
+                failure = result_failure(result, plan.rules, mapper, collector.result())
                 if failure is None:
                     finish = _finish(mapper, result, process)
                     collector.add(finish)
@@ -540,48 +531,43 @@ class ClaudeAgentProvider:
             weakref.finalize(self, self._pool.kill_idle)
         return self._pool
 
-    async def _session(self, prepared: _Prepared) -> tuple[WarmPool | None, CLISession]:
+    async def _session(self, plan: _Plan) -> tuple[WarmPool | None, CLISession]:
         """The process for this query, and the pool it returns to (None: closed after it).
 
         Without `warm_processes`, and for queries with a budget (the CLI counts it per
         process), every query gets a new process. Otherwise the pool hands out one that holds
         exactly this request's history (continued), an emptied one, or a new one.
         """
-        settings = self.settings
-        key = self._setup_key(prepared)
-        budget = prepared.options.max_budget_usd or settings.max_budget_usd
-        history = prepared.conversation.history
+        history = plan.conversation.history
         if history:
-            await self._learn_models(prepared)
-        if not settings.warm_processes or budget:
-            return None, self._spawn(prepared, key)
+            await self._learn_models(plan)
+        if not self.settings.warm_processes or plan.rules.budget_usd:
+            return None, self._spawn(plan)
         pool = self._warm_pool()
-        return pool, await pool.take(key, history, lambda: self._spawn(prepared, key))
+        return pool, await pool.take(plan.key, history, lambda: self._spawn(plan))
 
-    def _resolved_model(self, prepared: _Prepared) -> str | None:
+    def _resolved_model(self, plan: _Plan) -> str | None:
         """The model a query runs, by its full name when known (None: the CLI's default, not
         yet learnt)."""
-        model = prepared.options.model or self.settings.model
-        return self._models.get(model or "default", model)
+        return self._models.get(plan.model or "default", plan.model)
 
-    async def _learn_models(self, prepared: _Prepared) -> None:
+    async def _learn_models(self, plan: _Plan) -> None:
         """Learn which model the CLI runs when this query's history holds signed thinking and
         its model is the CLI's default or an alias: the CLI replays thinking only from turns of
         the model it runs, so the transcript must name it. Starts a process without history
         once per provider (no API call), kept warm when warm processes are on."""
-        history = prepared.conversation.history
-        model = prepared.options.model or self.settings.model
+        history = plan.conversation.history
+        model = plan.model
         if (model or "default") in self._models or (model or "").startswith("claude-"):
             return  # known, or a full model name
         if not any(b.get("type") == "thinking" for t in history for b in t["content"]):
             return
-        empty = replace(prepared, conversation=replace(prepared.conversation, history=[]))
-        key = self._setup_key(empty)
+        empty = replace(plan, conversation=replace(plan.conversation, history=[]))
         pool = self._warm_pool() if self.settings.warm_processes else None
         if pool is not None:
-            session = await pool.take(key, [], lambda: self._spawn(empty, key))
+            session = await pool.take(plan.key, [], lambda: self._spawn(empty))
         else:
-            session = self._spawn(empty, key)
+            session = self._spawn(empty)
         try:
             await session.connect()
         except sdk.ClaudeSDKError:
@@ -593,7 +579,13 @@ class ClaudeAgentProvider:
             else:
                 await session.close()
 
-    def _setup_key(self, prepared: _Prepared) -> Hashable:
+    def _setup_key(
+        self,
+        mode: Mode,
+        system: list[str],
+        options: CallOptions,
+        tools: list[FunctionTool],
+    ) -> Hashable:
         """Everything the CLI's options are built from except the conversation: processes with
         the same key are interchangeable. Executors and the gate count by identity; a live
         process holds them, so an id cannot be reused while it lives."""
@@ -602,29 +594,25 @@ class ClaudeAgentProvider:
             self.settings.model_dump_json(),
             id(registry),
             id(registry.gate) if registry is not None else None,
-            prepared.mode,
-            tuple(prepared.conversation.system),
-            prepared.options.model_dump_json(exclude={"tool_names", "groups", "require"}),
-            tuple(
-                (t.model_dump_json(exclude={"executor"}), id(t.executor)) for t in prepared.tools
-            ),
+            mode,
+            tuple(system),
+            options.model_dump_json(exclude={"tool_names", "groups", "require"}),
+            tuple((t.model_dump_json(exclude={"executor"}), id(t.executor)) for t in tools),
         )
 
-    def _spawn(self, prepared: _Prepared, key: Hashable) -> CLISession:
+    def _spawn(self, plan: _Plan) -> CLISession:
         """A new process for this setup, holding this request's history (not started yet)."""
         workdir = Path(tempfile.mkdtemp(prefix="sf-provider-"))
         stderr: deque[str] = deque(maxlen=_STDERR_TAIL_LINES)
         session = CLISession(
-            key,
+            plan.key,
             workdir,
             stderr,
             bridge=self.settings.bridge_name,
-            history=prepared.conversation.history,
+            history=plan.conversation.history,
         )
         try:
-            session.start(
-                self._sdk_options(prepared, workdir, stderr, run_in=session.query_context)
-            )
+            session.start(self._sdk_options(plan, workdir, stderr, run_in=session.query_context))
         except BaseException:
             session.kill_now()  # removes its dir
             raise
@@ -710,117 +698,8 @@ def _finish(mapper: PartMapper, result: sdk.ResultMessage, process: str) -> Fini
     return finish
 
 
-def _process_died(exit_code: int | None, stderr: deque[str]) -> ProcessDiedError:
-    tail = "\n".join(stderr)
-    return ProcessDiedError(
-        f"the Claude Code CLI exited (exit code {exit_code}) before finishing the query"
-        + (f"; its last output:\n{tail}" if tail else "; it printed nothing on stderr"),
-        exit_code=exit_code,
-        stderr=tail,
-    )
-
-
 async def _defer_tool_call(
     _input: sdk.HookInput, _tool_use_id: str | None, _context: sdk.HookContext
 ) -> sdk.HookJSONOutput:
     """PreToolUse hook of single-turn mode: stop before any tool runs and hand the call back."""
     return {"hookSpecificOutput": {"hookEventName": "PreToolUse", "permissionDecision": "defer"}}
-
-
-def _result_failure(
-    result: sdk.ResultMessage,
-    mapper: PartMapper,
-    prepared: _Prepared,
-    max_turns: int,
-    collector: ResultCollector,
-    settings_budget: float = 0.0,
-) -> ProviderError | None:
-    """The error a finished query's result stands for, or None for a good result."""
-    if not result.is_error or result.subtype == "error_max_turns":
-        choice = prepared.options.tool_choice
-        if (choice == "required" or isinstance(choice, NamedToolChoice)) and not mapper.tool_calls:
-            wanted = choice.name if isinstance(choice, NamedToolChoice) else "a tool"
-            return ToolChoiceViolationError(
-                f"tool_choice required a call of {wanted}, but the model answered without one "
-                f"({mapper.text_chars} characters of text); retry, or relax tool_choice"
-            )
-        if (
-            prepared.mode == "single-turn"
-            and not mapper.tool_calls
-            and not mapper.text_chars
-            and result.structured_output is None
-        ):
-            return EmptyToolRoutingError(
-                f"the model returned neither a tool call nor text (stop reason "
-                f"{result.stop_reason!r}, {usage_from(result.usage).output_tokens} output "
-                f"tokens); nothing can be routed. Retry, or check the prompt and tools"
-            )
-    wants_object = prepared.options.output_schema is not None
-    if wants_object and (
-        result.subtype == "error_max_structured_output_retries"
-        or (not result.is_error and result.structured_output is None)
-    ):
-        return StructuredOutputError(
-            "output_schema was asked for, but the model answered without a matching object "
-            "(the CLI asked it again before giving up); read .partial for what it said, or "
-            "simplify the schema",
-            partial=collector.result(),
-        )
-    if result.subtype == "error_max_budget_usd":
-        budget = prepared.options.max_budget_usd or settings_budget
-        return BudgetExceededError(
-            f"the query reached its budget of ${budget:g} (it cost "
-            f"${result.total_cost_usd or 0:g}); raise max_budget_usd or read the partial "
-            f"result on this error (.partial)",
-            partial=collector.result(),
-            budget_usd=budget,
-            cost_usd=result.total_cost_usd,
-        )
-    if result.subtype == "error_max_turns":
-        if prepared.mode == "single-turn":
-            return None
-        return MaxTurnsError(
-            f"the query used its {max_turns} model turn(s) without finishing; raise max_turns or "
-            f"read the partial result on this error (.partial)",
-            partial=collector.result(),
-            max_turns=max_turns,
-        )
-    if not result.is_error:
-        return None
-    status = result.api_error_status
-    detail = mapper.api_error_text or "; ".join(result.errors or []) or result.result or ""
-    message = f"the Messages API failed (HTTP {status}): {detail}".strip()
-    kind = mapper.api_error
-    if status in (401, 403) or kind == "authentication_failed":
-        return AuthenticationError(
-            message + "; check ANTHROPIC_API_KEY / your Claude login",
-            status=status,
-            error_kind=kind,
-            session_id=result.session_id,
-        )
-    if status == 429 or kind == "rate_limit":
-        return RateLimitError(
-            message,
-            status=status,
-            error_kind=kind,
-            session_id=result.session_id,
-            retry_after=mapper.retry_delay,
-        )
-    if status == 529:
-        return OverloadedError(
-            message, status=status, error_kind=kind, session_id=result.session_id
-        )
-    if status is None:
-        if not detail:
-            return APIError(
-                f"the query failed: result subtype {result.subtype!r}",
-                error_kind=kind,
-                session_id=result.session_id,
-            )
-        return APIConnectionError(
-            f"the connection to the Messages API was lost or its answer was unreadable: "
-            f"{detail}; retrying may help (ProviderSettings.max_retries)",
-            error_kind=kind,
-            session_id=result.session_id,
-        )
-    return APIError(message, status=status, error_kind=kind, session_id=result.session_id)

@@ -10,7 +10,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from sf_provider._envelope import EnvelopeCall, ParsedEnvelope, could_be_envelope, parse_envelope
-from sf_provider._mapping import PartMapper
+from sf_provider._mapping import PartMapper, ResultCollector
 from sf_provider.tools import FunctionTool
 
 CALL = {"toolName": "get_weather", "input": {"city": "Paris"}}
@@ -146,7 +146,11 @@ def test_an_envelope_is_held_until_the_turn_ends_then_becomes_calls() -> None:
     assert [(p.type, p.tool_name, p.input) for p in flushed] == [
         ("tool-call", "get_weather", {"city": "Paris"})
     ]
-    assert mapper.text_chars == 0 and mapper.tool_calls == 1
+    # Held, then handed out as calls: no text, one call, and the turn ends as tool-calls.
+    collector = ResultCollector()
+    for part in flushed:
+        collector.add(part)
+    assert collector.result().all_text == "" and len(collector.result().tool_calls) == 1
 
 
 def test_json_that_turns_out_not_to_be_an_envelope_is_released_whole_at_block_end() -> None:

@@ -1,0 +1,181 @@
+"""Error classification: what a finished query's result, or an SDK exception, stands for.
+
+One place decides which `ProviderError` a query raises; the query loop only asks. Pure: no
+process, unit-testable on plain SDK dataclasses.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+import claude_agent_sdk as sdk
+
+from ._mapping import PartMapper, usage_from
+from .errors import (
+    APIConnectionError,
+    APIError,
+    AuthenticationError,
+    BudgetExceededError,
+    CLINotFoundError,
+    CLIOutputError,
+    EmptyToolRoutingError,
+    MaxTurnsError,
+    OverloadedError,
+    ProcessDiedError,
+    ProviderError,
+    RateLimitError,
+    StructuredOutputError,
+    ToolChoiceViolationError,
+)
+from .types import GenerateResult, Mode
+
+__all__ = ["ResultRules", "exception_failure", "process_died", "result_failure"]
+
+
+@dataclass(frozen=True)
+class ResultRules:
+    """What a query's result is held to, resolved once from its request and settings."""
+
+    mode: Mode
+    #: "a tool" or a tool's name when tool_choice requires a call, else None.
+    required_call: str | None
+    wants_object: bool
+    budget_usd: float | None
+    max_turns: int
+
+
+def process_died(exit_code: int | None, stderr: Iterable[str]) -> ProcessDiedError:
+    """The CLI ended before the query's result."""
+    tail = "\n".join(stderr)
+    return ProcessDiedError(
+        f"the Claude Code CLI exited (exit code {exit_code}) before finishing the query"
+        + (f"; its last output:\n{tail}" if tail else "; it printed nothing on stderr"),
+        exit_code=exit_code,
+        stderr=tail,
+    )
+
+
+def exception_failure(
+    exc: sdk.ClaudeSDKError, stderr: Iterable[str], max_buffer_size: int
+) -> ProviderError:
+    """The error an exception of the SDK during a query stands for."""
+    if isinstance(exc, sdk.CLINotFoundError):
+        return CLINotFoundError(
+            f"the Claude Code CLI was not found ({exc}); reinstall claude-agent-sdk, which "
+            f"bundles it, or set ProviderSettings.cli_path"
+        )
+    if isinstance(exc, sdk.ProcessError):
+        return process_died(exc.exit_code, stderr)
+    if isinstance(exc, sdk.CLIJSONDecodeError):
+        return CLIOutputError(
+            f"the CLI sent a message the SDK could not read ({exc}). A message larger than "
+            f"max_buffer_size={max_buffer_size} bytes (a long answer or large tool arguments) "
+            f"causes this: raise ProviderSettings.max_buffer_size"
+        )
+    if isinstance(exc, sdk.CLIConnectionError):
+        return ProcessDiedError(
+            f"lost the connection to the Claude Code CLI: {exc}", stderr="\n".join(stderr)
+        )
+    return ProcessDiedError(f"the Claude Agent SDK failed: {exc}", stderr="\n".join(stderr))
+
+
+def result_failure(
+    result: sdk.ResultMessage, rules: ResultRules, mapper: PartMapper, collected: GenerateResult
+) -> ProviderError | None:
+    """The error a finished query's result stands for, or None for a good result.
+
+    `collected` is what the query's parts folded into (its calls and text); `mapper` holds the
+    facts of API failures, which produce no parts.
+    """
+    calls = len(collected.tool_calls)
+    text_chars = len(collected.all_text)
+    if not result.is_error or result.subtype == "error_max_turns":
+        if rules.required_call is not None and not calls:
+            return ToolChoiceViolationError(
+                f"tool_choice required a call of {rules.required_call}, but the model answered "
+                f"without one ({text_chars} characters of text); retry, or relax tool_choice"
+            )
+        if (
+            rules.mode == "single-turn"
+            and not calls
+            and not text_chars
+            and result.structured_output is None
+        ):
+            return EmptyToolRoutingError(
+                f"the model returned neither a tool call nor text (stop reason "
+                f"{result.stop_reason!r}, {usage_from(result.usage).output_tokens} output "
+                f"tokens); nothing can be routed. Retry, or check the prompt and tools"
+            )
+    if rules.wants_object and (
+        result.subtype == "error_max_structured_output_retries"
+        or (not result.is_error and result.structured_output is None)
+    ):
+        return StructuredOutputError(
+            "output_schema was asked for, but the model answered without a matching object "
+            "(the CLI asked it again before giving up); read .partial for what it said, or "
+            "simplify the schema",
+            partial=collected,
+        )
+    if result.subtype == "error_max_budget_usd":
+        budget = rules.budget_usd or 0.0
+        return BudgetExceededError(
+            f"the query reached its budget of ${budget:g} (it cost "
+            f"${result.total_cost_usd or 0:g}); raise max_budget_usd or read the partial "
+            f"result on this error (.partial)",
+            partial=collected,
+            budget_usd=budget,
+            cost_usd=result.total_cost_usd,
+        )
+    if result.subtype == "error_max_turns":
+        if rules.mode == "single-turn":
+            return None
+        return MaxTurnsError(
+            f"the query used its {rules.max_turns} model turn(s) without finishing; raise "
+            f"max_turns or read the partial result on this error (.partial)",
+            partial=collected,
+            max_turns=rules.max_turns,
+        )
+    if not result.is_error:
+        return None
+    return _api_failure(result, mapper)
+
+
+def _api_failure(result: sdk.ResultMessage, mapper: PartMapper) -> ProviderError:
+    status = result.api_error_status
+    detail = mapper.api_error_text or "; ".join(result.errors or []) or result.result or ""
+    message = f"the Messages API failed (HTTP {status}): {detail}".strip()
+    kind = mapper.api_error
+    if status in (401, 403) or kind == "authentication_failed":
+        return AuthenticationError(
+            message + "; check ANTHROPIC_API_KEY / your Claude login",
+            status=status,
+            error_kind=kind,
+            session_id=result.session_id,
+        )
+    if status == 429 or kind == "rate_limit":
+        return RateLimitError(
+            message,
+            status=status,
+            error_kind=kind,
+            session_id=result.session_id,
+            retry_after=mapper.retry_delay,
+        )
+    if status == 529:
+        return OverloadedError(
+            message, status=status, error_kind=kind, session_id=result.session_id
+        )
+    if status is None:
+        if not detail:
+            return APIError(
+                f"the query failed: result subtype {result.subtype!r}",
+                error_kind=kind,
+                session_id=result.session_id,
+            )
+        return APIConnectionError(
+            f"the connection to the Messages API was lost or its answer was unreadable: "
+            f"{detail}; retrying may help (ProviderSettings.max_retries)",
+            error_kind=kind,
+            session_id=result.session_id,
+        )
+    return APIError(message, status=status, error_kind=kind, session_id=result.session_id)
