@@ -488,6 +488,9 @@ class ResultCollector:
         self._reasoning_turn: dict[str, int] = {}
         self._results_seen = 0
         self._calls: dict[str, ToolCallRecord] = {}
+        # What the model wrote and the provider ran, in order: ("reasoning" | "text" | "call" |
+        # "result", id): the turns of `response_messages`.
+        self._order: list[tuple[str, str]] = []
         self._warnings: list[CallWarning] = []
         self._mode: Mode = "executor"
         self._finish: FinishPart | None = None
@@ -506,11 +509,13 @@ class ResultCollector:
                     self._final_from = len(self._text_order)
                 self._texts[part.id] = []
                 self._text_order.append(part.id)
+                self._order.append(("text", part.id))
             case TextDeltaPart():
                 self._texts.setdefault(part.id, []).append(part.delta)
             case ReasoningStartPart():
                 self._reasoning.setdefault(part.id, [])
                 self._reasoning_turn[part.id] = self._results_seen
+                self._order.append(("reasoning", part.id))
             case ReasoningDeltaPart():
                 self._reasoning.setdefault(part.id, []).append(part.delta)
             case ReasoningEndPart():
@@ -521,6 +526,7 @@ class ResultCollector:
                     self._texts.pop(part_id, None)
                     self._reasoning.pop(part_id, None)
                     self._calls.pop(part_id, None)
+                self._order = [(kind, i) for kind, i in self._order if i not in part.ids]
                 kept = [i for i in self._text_order if i in self._texts]
                 self._final_from -= sum(1 for i in self._text_order[: self._final_from]
                                         if i not in self._texts)  # fmt: skip
@@ -534,18 +540,58 @@ class ResultCollector:
                     invalid=part.invalid,
                     invalid_reason=part.invalid_reason,
                 )
+                self._order.append(("call", part.tool_call_id))
             case ToolResultPart():
                 call = self._calls.get(part.tool_call_id)
                 if call is not None:
                     self._calls[part.tool_call_id] = call.model_copy(update={"result": part})
                 self._final_from = len(self._text_order)
                 self._results_seen += 1
+                self._order.append(("result", part.tool_call_id))
             case ErrorPart():
                 self.error = part
             case FinishPart():
                 self._finish = part
             case TextEndPart() | ToolInputStartPart() | ToolInputDeltaPart() | ToolInputEndPart():
                 pass
+
+    def _response_messages(self) -> list[dict[str, Any]]:
+        """The reply in the request format: each model turn (signed reasoning, text, calls) and
+        the results of the calls the provider ran, as the live conversation holds them."""
+        messages: list[dict[str, Any]] = []
+        blocks: list[dict[str, Any]] = []
+        results: list[dict[str, Any]] = []
+        for kind, part_id in self._order:
+            if kind == "result":
+                call = self._calls.get(part_id)
+                if call is not None and call.result is not None:
+                    results.append(
+                        {"type": "tool-result", "tool_call_id": part_id,
+                         "output": call.result.output, "is_error": call.result.is_error}
+                    )  # fmt: skip
+                continue
+            if results:  # the results ended a turn: this block starts the next one
+                messages += [{"role": "assistant", "content": blocks},
+                             {"role": "tool", "content": results}]  # fmt: skip
+                blocks, results = [], []
+            if kind == "reasoning" and part_id in self._signatures:
+                text = "".join(self._reasoning.get(part_id, []))
+                blocks.append(
+                    {"type": "reasoning", "text": text, "signature": self._signatures[part_id]}
+                )
+            elif kind == "text" and "".join(self._texts.get(part_id, [])):
+                blocks.append({"type": "text", "text": "".join(self._texts[part_id])})
+            elif kind == "call" and part_id in self._calls:
+                call = self._calls[part_id]
+                blocks.append(
+                    {"type": "tool-call", "tool_call_id": part_id, "tool_name": call.tool_name,
+                     "input": call.input}
+                )  # fmt: skip
+        if blocks or results:
+            messages.append({"role": "assistant", "content": blocks})
+        if results:
+            messages.append({"role": "tool", "content": results})
+        return messages
 
     def result(self) -> GenerateResult:
         """The result so far (complete once the finish part was added)."""
@@ -561,6 +607,7 @@ class ResultCollector:
                 if self._reasoning_turn.get(part_id, self._results_seen) == self._results_seen
             ],
             tool_calls=list(self._calls.values()),
+            response_messages=self._response_messages(),
             finish_reason=finish.finish_reason if finish else ("error" if self.error else "other"),
             usage=finish.usage if finish else Usage(),
             cost_usd=finish.cost_usd if finish else None,

@@ -73,11 +73,7 @@ class QueryTransport(SubprocessCLITransport):
                 with contextlib.suppress(ProcessLookupError):
                     process.kill()
         await super().close()
-        # The SDK drops its process without closing the asyncio pipe transport; one left to the
-        # garbage collector after the loop closed complains ("Event loop is closed").
-        pipes = getattr(getattr(process, "_process", None), "_transport", None)
-        if pipes is not None:
-            pipes.close()
+        _close_pipes(process)
 
 
 class CLISession:
@@ -236,6 +232,20 @@ class CLISession:
         finally:
             self.kill_now()
 
+    def stop_soon(self) -> None:
+        """Stop from synchronous code (a finalizer): closed on its own event loop when that
+        loop runs this thread, so the SDK's tasks end too; else at once (`kill_now`)."""
+        try:
+            running = asyncio.get_running_loop()
+        except RuntimeError:
+            running = None
+        if running is self.loop and not self._closed:
+            task = self.loop.create_task(self.close())
+            _STOPPING.add(task)
+            task.add_done_callback(_STOPPING.discard)
+        else:
+            self.kill_now()
+
     def disown(self) -> None:
         """Never stop this process or remove its dir from here (it belongs to another process,
         the parent of a fork)."""
@@ -253,6 +263,8 @@ class CLISession:
         if pid is not None:
             with contextlib.suppress(ProcessLookupError):
                 os.kill(pid, signal.SIGKILL)
+        if transport is not None:
+            _close_pipes(getattr(transport, "_process", None))
         shutil.rmtree(self.workdir, ignore_errors=True)
         _LIVE.discard(self)
 
@@ -352,12 +364,12 @@ class WarmPool:
         return sum(p.key == key and p.conversation == [] for p in self._idle)
 
     def kill_idle(self) -> None:
-        """Stop the idle processes at once, synchronously (the provider was garbage collected:
+        """Stop the idle processes from synchronous code (the provider was garbage collected:
         nothing can use them any more). Queries still running hold the provider alive."""
         self._closed = True
         idle, self._idle = self._idle, []
         for proc in idle:
-            proc.kill_now()
+            proc.stop_soon()
 
     async def aclose(self) -> None:
         """Stop every process of this pool, idle or serving a query, and wait for them."""
@@ -378,6 +390,17 @@ class WarmPool:
             task = proc.loop.create_task(proc.close())
             self._closing.add(task)
             task.add_done_callback(self._closing.discard)
+
+
+def _close_pipes(process: Any) -> None:
+    """Close the asyncio transport of a CLI process (anyio's `Process._process._transport`,
+    listed in tests/unit/test_private_apis.py). The SDK drops its process without closing it;
+    one left to the garbage collector after its loop closed complains ("Event loop is
+    closed"). Closing it with the loop already closed is harmless and ends that."""
+    pipes = getattr(getattr(process, "_process", None), "_transport", None)
+    if pipes is not None:
+        with contextlib.suppress(RuntimeError):
+            pipes.close()
 
 
 def _awaits_results(proc: CLISession) -> bool:
@@ -409,6 +432,8 @@ async def user_message(
 
 #: Every warm process not yet closed, stopped at interpreter exit if nobody closed it.
 _LIVE: set[CLISession] = set()
+#: Closes started by `CLISession.stop_soon`, kept until done.
+_STOPPING: set[asyncio.Task[None]] = set()
 
 
 @atexit.register

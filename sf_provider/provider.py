@@ -67,6 +67,9 @@ class NamedToolChoice(BaseModel):
 #: `required` (at least one call), or one named tool (only that tool is exposed, and called).
 ToolChoice = Literal["auto", "none", "required"] | NamedToolChoice
 
+#: Per CLI and environment: the CLI's model names -> the model they run (see `_learn_models`).
+_MODEL_NAMES: dict[str, dict[str, str]] = {}
+
 _REQUIRED_INSTRUCTION = "You must answer by calling {what}; do not answer with text alone."
 
 
@@ -148,8 +151,11 @@ class ClaudeAgentProvider:
         self.registry = registry
         self._pool: WarmPool | None = None
         # The CLI's model names (`default`, aliases) -> the model they run, learnt from the
-        # processes this provider started: a replayed history's thinking needs the real name.
-        self._models: dict[str, str] = {}
+        # processes started with the same CLI and environment (shared by providers, so one made
+        # per request learns them once): a replayed history's thinking needs the real name.
+        self._models = _MODEL_NAMES.setdefault(
+            self.settings.model_dump_json(include={"cli_path", "env"}), {}
+        )
 
     async def aclose(self) -> None:
         """Stop the provider's warm CLI processes (`ProviderSettings.warm_processes`).

@@ -282,6 +282,12 @@ class GenerateResult(_Model):
     )
     warnings: list[CallWarning] = Field(default_factory=list)
     mode: Mode = "executor"
+    response_messages: list[dict[str, Any]] = Field(
+        default_factory=list,
+        description="This reply in the request format: every model turn (signed reasoning, text, "
+        "calls) and a `tool` message with the results of the calls the provider ran. Append "
+        "them to the history to continue the conversation, in either mode.",
+    )
     provider_details: dict[str, Any] = Field(default_factory=dict)
 
     def assistant_message(self) -> dict[str, Any]:

@@ -322,6 +322,31 @@ async def test_executor_mode_continues_through_pydantic_ai_as_the_fresh_path_wou
     assert_same_requests(warm_requests, fresh_requests)
 
 
+async def test_executor_mode_continues_a_provider_loop_through_response_messages() -> None:
+    """The provider ran the tools inside the query; `response_messages` hands the app every
+    turn and result, which is exactly what the live process holds."""
+    runs: list[int] = []
+    tools = _executor_tools(runs)
+
+    async def run(provider: ClaudeAgentProvider) -> list[str]:
+        messages: list[dict[str, Any]] = [{"role": "user", "content": "Plan SECRET-6."}]
+        first = await provider.generate(messages, tools=tools)
+        messages += [*first.response_messages, {"role": "user", "content": "And once more?"}]
+        again = await provider.generate(messages, tools=tools)
+        return [first.text, again.text, process(first), process(again)]
+
+    warm, fresh, (warm_requests, fresh_requests) = await run_twice(run)
+    assert warm[:2] == fresh[:2]
+    failed = "Tool 'fail' failed: ValueError: no luck"
+    assert warm[0] == f"step 2 of SECRET-6; results: found 6, {failed}, found 1006"
+    assert warm[2:] == ["fresh", "continued"] and fresh[2:] == ["fresh", "fresh"]
+    assert runs == [6, 1006] * 2
+    assert_same_requests(warm_requests, fresh_requests)
+    # The second request replays both tool rounds, signed thinking included.
+    assert [b["signature"] for b in warm_requests[-1].blocks("thinking")] == ["sig-6"]
+    assert len(warm_requests[-1].tool_results()) == 3
+
+
 # --------------------------------------------------------------------------- falling back
 
 

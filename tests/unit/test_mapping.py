@@ -451,3 +451,30 @@ def test_reasoning_is_collected() -> None:
     result = collect([assistant(ThinkingBlock("a", "s"), ThinkingBlock("b", "s"))])
 
     assert result.reasoning == "ab"
+
+
+def test_response_messages_hold_every_turn_and_the_results_the_provider_ran() -> None:
+    assert collect(AGENT_RUN).response_messages == [
+        {"role": "assistant", "content": [
+            {"type": "text", "text": "Let me add."},
+            {"type": "tool-call", "tool_call_id": "toolu_1", "tool_name": "add",
+             "input": {"a": 1, "b": 2}}]},
+        {"role": "tool", "content": [
+            {"type": "tool-result", "tool_call_id": "toolu_1", "output": "3", "is_error": False}]},
+        {"role": "assistant", "content": [{"type": "text", "text": "The sum is 3."}]},
+    ]  # fmt: skip
+
+
+def test_single_turn_response_messages_are_the_assistant_message() -> None:
+    mapper = PartMapper("sf", provider_executed=False)
+    collector = ResultCollector()
+    reply = assistant(
+        ThinkingBlock("hmm", "sig"), TextBlock("Calling."), ToolUseBlock("t", "mcp__sf__x", {})
+    )
+    for part in [*mapper.map(reply), *mapper.map(result_message())]:
+        collector.add(part)
+    result = collector.result()
+    assert result.response_messages == [result.assistant_message()]
+    assert result.assistant_message()["content"][0] == {
+        "type": "reasoning", "text": "hmm", "signature": "sig"
+    }  # fmt: skip
