@@ -21,6 +21,8 @@ from typing import Any
 
 from claude_agent_sdk import (
     AssistantMessage,
+    ConversationResetMessage,
+    SystemMessage,
     TextBlock,
     ThinkingBlock,
     ToolResultBlock,
@@ -119,8 +121,16 @@ class TurnRecorder:
         self.complete = True
 
     def add(self, message: object) -> None:
-        """Take one SDK message into account (messages that add no turn are ignored)."""
-        if isinstance(message, AssistantMessage) and message.parent_tool_use_id is None:
+        """Take one SDK message into account (messages that add no turn are ignored).
+
+        A compaction or a reset replaces the conversation with something the app's history
+        does not hold: the record is then incomplete.
+        """
+        if isinstance(message, ConversationResetMessage) or (
+            isinstance(message, SystemMessage) and message.subtype == "compact_boundary"
+        ):
+            self.complete = False
+        elif isinstance(message, AssistantMessage) and message.parent_tool_use_id is None:
             if message.error is not None or message.model == "<synthetic>":
                 self.complete = False  # an API failure: the query fails anyway
                 return

@@ -166,6 +166,8 @@ class CLISession:
         recorder = TurnRecorder(self.bridge)
         await self._client.query(user_message(prompt, uuid=message_uuid))
         async for item in self._client.receive_response():
+            if isinstance(item, sdk.ConversationResetMessage):
+                self._cost_usd = 0.0  # the CLI's running totals start again
             if isinstance(item, sdk.ResultMessage):
                 if before is not None and recorder.complete:
                     self.conversation = [*before, {"role": "user", "content": prompt}]
