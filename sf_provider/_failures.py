@@ -11,7 +11,7 @@ from dataclasses import dataclass
 
 import claude_agent_sdk as sdk
 
-from ._mapping import PartMapper, usage_from
+from ._mapping import PartMapper, ResultCollector, usage_from
 from .errors import (
     APIConnectionError,
     APIError,
@@ -28,7 +28,7 @@ from .errors import (
     StructuredOutputError,
     ToolChoiceViolationError,
 )
-from .types import GenerateResult, Mode
+from .types import Mode
 
 __all__ = ["ResultRules", "exception_failure", "process_died", "result_failure"]
 
@@ -81,15 +81,15 @@ def exception_failure(
 
 
 def result_failure(
-    result: sdk.ResultMessage, rules: ResultRules, mapper: PartMapper, collected: GenerateResult
+    result: sdk.ResultMessage, rules: ResultRules, mapper: PartMapper, collected: ResultCollector
 ) -> ProviderError | None:
     """The error a finished query's result stands for, or None for a good result.
 
-    `collected` is what the query's parts folded into (its calls and text); `mapper` holds the
-    facts of API failures, which produce no parts.
+    `collected` folded the query's parts (its calls and text; the partial result of an error);
+    `mapper` holds the facts of API failures, which produce no parts.
     """
-    calls = len(collected.tool_calls)
-    text_chars = len(collected.all_text)
+    calls = collected.tool_call_count
+    text_chars = collected.text_chars
     if not result.is_error or result.subtype == "error_max_turns":
         if rules.required_call is not None and not calls:
             return ToolChoiceViolationError(
@@ -115,7 +115,7 @@ def result_failure(
             "output_schema was asked for, but the model answered without a matching object "
             "(the CLI asked it again before giving up); read .partial for what it said, or "
             "simplify the schema",
-            partial=collected,
+            partial=collected.result(),
         )
     if result.subtype == "error_max_budget_usd":
         budget = rules.budget_usd or 0.0
@@ -123,7 +123,7 @@ def result_failure(
             f"the query reached its budget of ${budget:g} (it cost "
             f"${result.total_cost_usd or 0:g}); raise max_budget_usd or read the partial "
             f"result on this error (.partial)",
-            partial=collected,
+            partial=collected.result(),
             budget_usd=budget,
             cost_usd=result.total_cost_usd,
         )
@@ -133,7 +133,7 @@ def result_failure(
         return MaxTurnsError(
             f"the query used its {rules.max_turns} model turn(s) without finishing; raise "
             f"max_turns or read the partial result on this error (.partial)",
-            partial=collected,
+            partial=collected.result(),
             max_turns=rules.max_turns,
         )
     if not result.is_error:

@@ -483,10 +483,6 @@ class ResultCollector:
         self._last_message = -1
         self._reasoning: dict[str, list[str]] = {}
         self._signatures: dict[str, str] = {}
-        # Reasoning block id -> how many tool results came before it: the last turn's are those
-        # after the last result.
-        self._reasoning_turn: dict[str, int] = {}
-        self._results_seen = 0
         self._calls: dict[str, ToolCallRecord] = {}
         # What the model wrote and the provider ran, in order: ("reasoning" | "text" | "call" |
         # "result", id): the turns of `response_messages`.
@@ -514,7 +510,6 @@ class ResultCollector:
                 self._texts.setdefault(part.id, []).append(part.delta)
             case ReasoningStartPart():
                 self._reasoning.setdefault(part.id, [])
-                self._reasoning_turn[part.id] = self._results_seen
                 self._order.append(("reasoning", part.id))
             case ReasoningDeltaPart():
                 self._reasoning.setdefault(part.id, []).append(part.delta)
@@ -546,7 +541,6 @@ class ResultCollector:
                 if call is not None:
                     self._calls[part.tool_call_id] = call.model_copy(update={"result": part})
                 self._final_from = len(self._text_order)
-                self._results_seen += 1
                 self._order.append(("result", part.tool_call_id))
             case ErrorPart():
                 self.error = part
@@ -554,6 +548,28 @@ class ResultCollector:
                 self._finish = part
             case TextEndPart() | ToolInputStartPart() | ToolInputDeltaPart() | ToolInputEndPart():
                 pass
+
+    @property
+    def tool_call_count(self) -> int:
+        """Tool calls so far (those of cut API streams taken back)."""
+        return len(self._calls)
+
+    @property
+    def text_chars(self) -> int:
+        """Characters of text so far, every turn's."""
+        return sum(len(chunk) for part_id in self._text_order for chunk in self._texts[part_id])
+
+    def _final_reasoning(self) -> list[ReasoningRecord]:
+        """The reasoning blocks after the last tool result: the last model turn's."""
+        last_result = max((i for i, (kind, _) in enumerate(self._order) if kind == "result"),
+                          default=-1)  # fmt: skip
+        return [
+            ReasoningRecord(
+                text="".join(self._reasoning[part_id]), signature=self._signatures.get(part_id)
+            )
+            for kind, part_id in self._order[last_result + 1 :]
+            if kind == "reasoning" and part_id in self._reasoning
+        ]
 
     def _response_messages(self) -> list[dict[str, Any]]:
         """The reply in the request format: each model turn (signed reasoning, text, calls) and
@@ -601,11 +617,7 @@ class ResultCollector:
             text="".join(texts[self._final_from :]),
             all_text="".join(texts),
             reasoning="".join("".join(chunks) for chunks in self._reasoning.values()),
-            final_reasoning=[
-                ReasoningRecord(text="".join(chunks), signature=self._signatures.get(part_id))
-                for part_id, chunks in self._reasoning.items()
-                if self._reasoning_turn.get(part_id, self._results_seen) == self._results_seen
-            ],
+            final_reasoning=self._final_reasoning(),
             tool_calls=list(self._calls.values()),
             response_messages=self._response_messages(),
             finish_reason=finish.finish_reason if finish else ("error" if self.error else "other"),

@@ -202,13 +202,12 @@ class CLISession:
         if self.conversation == [] and self.rewindable:
             return True
         query = getattr(self._client, "_query", None)
-        if not self.rewindable or self._rewind_to is None or query is None:
-            return False
-        if self.transport.pid is None:
+        target = self._rewind_to
+        if not self.rewindable or target is None or query is None or not self.transport.pid:
             return False
         try:
             response = await query._send_control_request(
-                {"subtype": "rewind_conversation", "target_message_uuid": self._rewind_to},
+                {"subtype": "rewind_conversation", "target_message_uuid": target},
                 timeout=_REWIND_TIMEOUT_SECONDS,
             )
         except Exception:

@@ -503,7 +503,7 @@ class ClaudeAgentProvider:
                 for part in mapper.flush():
                     collector.add(part)
                     yield part
-                failure = result_failure(result, plan.rules, mapper, collector.result())
+                failure = result_failure(result, plan.rules, mapper, collector)
                 if failure is None:
                     finish = _finish(mapper, result, process)
                     collector.add(finish)

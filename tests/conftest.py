@@ -10,6 +10,7 @@ import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
+import anyio
 import pytest
 
 _ISOLATED = Path(tempfile.mkdtemp(prefix="sf-provider-tests-"))
@@ -37,6 +38,15 @@ def cli_processes() -> list[str]:
         check=False,
     ).stdout
     return [line for line in out.splitlines() if "claude" in line]
+
+
+async def no_cli_left(seconds: float = 10.0) -> None:
+    """Wait until no bundled CLI started by this test process runs, at most `seconds` (a "no
+    hang" bound only, never a speed claim); callers assert `not cli_processes()` after it."""
+    for _ in range(int(seconds * 10)):
+        if not cli_processes():
+            return
+        await anyio.sleep(0.1)
 
 
 def leftover_query_dirs() -> list[str]:

@@ -15,9 +15,8 @@ import sys
 import textwrap
 import time
 
-import anyio
 import pytest
-from conftest import cli_processes, leftover_query_dirs
+from conftest import cli_processes, leftover_query_dirs, no_cli_left
 
 from sf_provider import ClaudeAgentProvider
 from sf_provider.testing import ScriptedMessagesAPI, reply, text
@@ -109,9 +108,6 @@ async def test_a_provider_dropped_without_aclose_stops_its_idle_processes() -> N
         assert len(cli_processes()) == 1
         del provider
         gc.collect()
-        for _ in range(100):  # "no hang" bound only: 10 s
-            if not cli_processes():
-                break
-            await anyio.sleep(0.1)
+        await no_cli_left(10)
         assert not cli_processes()
         assert not leftover_query_dirs()

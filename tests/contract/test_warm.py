@@ -18,7 +18,7 @@ from typing import Any
 import anyio
 import anyio.lowlevel
 import pytest
-from conftest import cli_processes, leftover_query_dirs
+from conftest import cli_processes, leftover_query_dirs, no_cli_left
 
 from sf_provider import (
     APIError,
@@ -286,10 +286,7 @@ async def test_close_and_idle_timeout_stop_every_process() -> None:
         provider = ClaudeAgentProvider(api.settings(warm_processes=2, warm_idle_timeout=0.5))
         await provider.generate("SECRET-0")
         assert len(cli_processes()) == 1
-        for _ in range(200):  # "no hang" bound only: 20 s
-            if not cli_processes():
-                break
-            await anyio.sleep(0.1)
+        await no_cli_left(20)
         assert not cli_processes(), "the idle process outlived warm_idle_timeout"
         await provider.generate("SECRET-1")
         await provider.aclose()
@@ -372,10 +369,7 @@ async def test_a_warm_process_that_died_while_idle_is_replaced() -> None:
         first = await provider.generate("SECRET-0")
         (line,) = cli_processes()
         os.kill(int(line.split()[0]), signal.SIGKILL)  # killed from outside while idle
-        for _ in range(100):  # "no hang" bound only: 10 s
-            if not cli_processes():
-                break
-            await anyio.sleep(0.1)
+        await no_cli_left(10)
         second = await provider.generate("SECRET-1")
     assert second.session_id != first.session_id
     assert second.text == "no tools for SECRET-1"

@@ -17,18 +17,17 @@ from sf_provider import (
     CLINotFoundError,
     CLIOutputError,
     EmptyToolRoutingError,
-    GenerateResult,
     MaxTurnsError,
     OverloadedError,
     ProcessDiedError,
     ProviderError,
     RateLimitError,
     StructuredOutputError,
-    ToolCallRecord,
     ToolChoiceViolationError,
 )
 from sf_provider._failures import ResultRules, exception_failure, result_failure
-from sf_provider._mapping import PartMapper
+from sf_provider._mapping import PartMapper, ResultCollector
+from sf_provider.types import StreamPart, TextDeltaPart, TextStartPart, ToolCallPart
 
 RULES = ResultRules(
     mode="executor", required_call=None, wants_object=False, budget_usd=None, max_turns=3
@@ -47,15 +46,20 @@ def result(subtype: str = "success", is_error: bool = False, **fields: Any) -> s
     )
 
 
-def collected(text: str = "", calls: int = 0) -> GenerateResult:
-    records = [ToolCallRecord(tool_call_id=f"c{i}", tool_name="t", input={}) for i in range(calls)]
-    return GenerateResult(text=text, all_text=text, tool_calls=records)
+def collected(text: str = "", calls: int = 0) -> ResultCollector:
+    """A collector that folded `text` and `calls` tool calls."""
+    collector = ResultCollector()
+    parts: list[StreamPart] = [TextStartPart(id="t"), TextDeltaPart(id="t", delta=text)]
+    parts += [ToolCallPart(tool_call_id=f"c{i}", tool_name="t", input={}) for i in range(calls)]
+    for part in parts if text else parts[2:]:
+        collector.add(part)
+    return collector
 
 
 def classify(
     message: sdk.ResultMessage,
     rules: ResultRules = RULES,
-    got: GenerateResult | None = None,
+    got: ResultCollector | None = None,
     mapper: PartMapper | None = None,
 ) -> ProviderError | None:
     return result_failure(message, rules, mapper or PartMapper("sf", provider_executed=True),
