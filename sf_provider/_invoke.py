@@ -52,7 +52,13 @@ def truncate_output(output: ToolOutput, limit: int | None, tool_name: str) -> To
         if piece:
             content.append({**block, "text": piece})
     kept = limit - len(marker.format(kept=limit))
-    content.append({"type": "text", "text": marker.format(kept=kept)})
+    note = marker.format(kept=kept)
+    last = content[-1] if content else None
+    if last is not None and last.get("type") == "text":
+        # In the last text block, so the app's joined text and the model's agree to the letter.
+        content[-1] = {**last, "text": str(last["text"]) + note}
+    else:
+        content.append({"type": "text", "text": note})
     logger.warning("result of tool %r truncated from %d to %d characters", tool_name, total, kept)
     return ToolOutput(content=content, is_error=output.is_error)
 

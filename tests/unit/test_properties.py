@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from claude_agent_sdk import AssistantMessage, StreamEvent, TextBlock, ToolUseBlock, UserMessage
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from sf_provider._bridge import app_tool_name, bridge_tool_name
@@ -41,6 +41,8 @@ def test_any_json_value_becomes_tool_output(value: Any) -> None:
 
 
 @given(st.text(max_size=3000), st.integers(min_value=200, max_value=2000))
+@example(text="0" * 201, limit=200)  # kept and limit of different widths
+@example(text="0" * 600, limit=500)  # of the same width: one separator too many overflowed
 def test_truncation_never_exceeds_the_limit_and_keeps_a_prefix(text: str, limit: int) -> None:
     output = truncate_output(ToolOutput.from_text(text), limit, "t")
     assert len(output.text) <= limit
