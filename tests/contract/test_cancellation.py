@@ -1,9 +1,8 @@
-"""Leaving a query early stops its CLI within 2 s and leaves no process and no temp dir behind."""
+"""Leaving a query early stops its CLI and leaves no process and no temp dir behind."""
 
 from __future__ import annotations
 
 import asyncio
-import time
 
 import anyio
 import pytest
@@ -22,14 +21,15 @@ async def never_answers(_request: RecordedRequest) -> Reply:
     return reply(text("too late"))
 
 
-async def wait_until_clean(limit: float = 2.0) -> float:
-    """Seconds until no CLI child and no query dir is left; fails after `limit`."""
-    started = time.perf_counter()
-    while cli_processes() or leftover_query_dirs():
-        elapsed = time.perf_counter() - started
-        assert elapsed < limit, f"still there after {elapsed:.1f} s: {cli_processes()}"
-        await anyio.sleep(0.05)
-    return time.perf_counter() - started
+async def assert_clean() -> None:
+    """No CLI child and no query dir is left, once a stop under way has ended (waited for at
+    most 10 s: a "no hang" bound, never a speed claim)."""
+    for _ in range(100):
+        if not (cli_processes() or leftover_query_dirs()):
+            break
+        await anyio.sleep(0.1)
+    assert cli_processes() == []
+    assert leftover_query_dirs() == []
 
 
 async def test_breaking_out_of_the_stream_stops_the_cli() -> None:
@@ -39,7 +39,7 @@ async def test_breaking_out_of_the_stream_stops_the_cli() -> None:
             if isinstance(part, TextDeltaPart):
                 break
         assert cli_processes(), "the CLI was still running when the loop was left"
-        await wait_until_clean()
+        await assert_clean()
 
 
 async def test_aclose_of_the_stream_stops_the_cli() -> None:
@@ -49,10 +49,11 @@ async def test_aclose_of_the_stream_stops_the_cli() -> None:
         async for part in stream:
             if isinstance(part, TextDeltaPart):
                 break
-        started = time.perf_counter()
+        assert leftover_query_dirs(), "the query's dir was there before aclose"
         await stream.aclose()
-        assert time.perf_counter() - started < 2.0
-        await wait_until_clean()
+        # aclose itself stopped the query: its dir is removed once the CLI was killed.
+        assert leftover_query_dirs() == []
+        await assert_clean()
 
 
 async def test_cancelling_the_awaiting_task_stops_the_cli() -> None:
@@ -68,6 +69,9 @@ async def test_cancelling_the_awaiting_task_stops_the_cli() -> None:
             group.start_soon(provider.generate, "hello")
             with anyio.fail_after(60):
                 await asked.wait()  # the query is now waiting on the API
+            assert leftover_query_dirs(), "the query's dir was there before the cancel"
             group.cancel_scope.cancel()
+        # The cancelled task ended only after stopping its CLI and removing its dir.
+        assert leftover_query_dirs() == []
         assert len(api.requests) == 1
-        await wait_until_clean()
+        await assert_clean()

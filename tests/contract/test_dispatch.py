@@ -7,12 +7,11 @@ that is missing, no authentication) raises `ProviderCompatibilityError` from `st
 
 from __future__ import annotations
 
-import time
+import shutil
 from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import cli_processes
 
 from sf_provider import (
     GUIDANCE_TOOL_NAME,
@@ -23,13 +22,11 @@ from sf_provider import (
     ProviderCompatibilityError,
     ProviderSettings,
     ToolRegistry,
+    find_cli,
 )
 from sf_provider.testing import RecordedRequest, Reply, ScriptedMessagesAPI, reply, text, tool_use
 
 pytestmark = pytest.mark.anyio
-
-#: Generous against a slow CI machine; a check that spawned the CLI would take seconds.
-FAST = 0.5
 
 
 def _tool(name: str, group: str | None, **options: Any) -> FunctionTool:
@@ -54,6 +51,18 @@ def _registry(**options: Any) -> ToolRegistry:
         ],
         **options,
     )
+
+
+def _logging_cli(tmp_path: Path) -> tuple[str, Path]:
+    """A `cli_path` running the bundled CLI that first logs each start to the returned file."""
+    bundled = Path(find_cli().path or "claude")
+    starts = tmp_path / "cli-starts.log"
+    cli = tmp_path / "claude"
+    cli.write_text(f'#!/bin/sh\necho "$@" >> "{starts}"\nexec "{bundled}" "$@"\n')
+    cli.chmod(0o755)
+    # The bundled CLI's version stamp, so finding this one does not run it either.
+    shutil.copy(bundled.with_name("claude.version"), tmp_path)
+    return str(cli), starts
 
 
 def _bridged(*names: str) -> set[str]:
@@ -91,38 +100,42 @@ REFUSED: dict[str, tuple[dict[str, Any], str]] = {
 
 @pytest.mark.parametrize(("options", "problem"), REFUSED.values(), ids=REFUSED.keys())
 async def test_stream_refuses_before_anything_is_spawned(
-    options: dict[str, Any], problem: str
+    options: dict[str, Any], problem: str, tmp_path: Path
 ) -> None:
+    cli, starts = _logging_cli(tmp_path)
     async with ScriptedMessagesAPI([reply(text("never sent"))]) as api:
-        provider = ClaudeAgentProvider(api.settings(), registry=_registry())
-        started = time.perf_counter()
+        provider = ClaudeAgentProvider(api.settings(cli_path=cli), registry=_registry())
         with pytest.raises(ProviderCompatibilityError) as info:
             provider.stream("go", **options)
-        elapsed = time.perf_counter() - started
-        spawned = cli_processes()
 
     assert any(problem in p for p in info.value.problems), info.value.problems
-    assert elapsed < FAST
     assert api.all_requests == []
-    assert spawned == []
+    assert not starts.exists(), "the CLI was started"
 
 
 @pytest.mark.parametrize(("options", "problem"), REFUSED.values(), ids=REFUSED.keys())
 async def test_generate_refuses_before_anything_is_spawned(
-    options: dict[str, Any], problem: str
+    options: dict[str, Any], problem: str, tmp_path: Path
 ) -> None:
+    cli, starts = _logging_cli(tmp_path)
     async with ScriptedMessagesAPI([reply(text("never sent"))]) as api:
-        provider = ClaudeAgentProvider(api.settings(), registry=_registry())
-        started = time.perf_counter()
+        provider = ClaudeAgentProvider(api.settings(cli_path=cli), registry=_registry())
         with pytest.raises(ProviderCompatibilityError) as info:
             await provider.generate("go", **options)
-        elapsed = time.perf_counter() - started
-        spawned = cli_processes()
 
     assert any(problem in p for p in info.value.problems), info.value.problems
-    assert elapsed < FAST
     assert api.all_requests == []
-    assert spawned == []
+    assert not starts.exists(), "the CLI was started"
+
+
+@pytest.mark.cli
+async def test_a_servable_request_starts_the_cli_the_refusal_tests_watch(tmp_path: Path) -> None:
+    cli, starts = _logging_cli(tmp_path)
+    async with ScriptedMessagesAPI([reply(text("ok"))]) as api:
+        provider = ClaudeAgentProvider(api.settings(cli_path=cli), registry=_registry())
+        assert (await provider.generate("go", groups=["read"])).text == "ok"
+
+    assert starts.exists()
 
 
 @pytest.fixture
@@ -142,21 +155,21 @@ def no_login(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
 
 
 @pytest.mark.usefixtures("no_login")
-async def test_missing_authentication_is_refused_before_anything_is_spawned() -> None:
+async def test_missing_authentication_is_refused_before_anything_is_spawned(
+    tmp_path: Path,
+) -> None:
+    cli, starts = _logging_cli(tmp_path)
     async with ScriptedMessagesAPI([reply(text("never sent"))]) as api:
         env = {k: v for k, v in api.settings().env.items() if k != "ANTHROPIC_API_KEY"}
-        provider = ClaudeAgentProvider(ProviderSettings(env=env), registry=_registry())
-        started = time.perf_counter()
+        settings = ProviderSettings(env=env, cli_path=cli)
+        provider = ClaudeAgentProvider(settings, registry=_registry())
         with pytest.raises(ProviderCompatibilityError, match="authentication") as info:
             provider.stream("go")
-        elapsed = time.perf_counter() - started
-        spawned = cli_processes()
 
     assert [p for p in info.value.problems if p.startswith("authentication: ")]
     assert info.value.report is not None and not info.value.report.auth.configured
-    assert elapsed < FAST
     assert api.all_requests == []
-    assert spawned == []
+    assert not starts.exists(), "the CLI was started"
 
 
 @pytest.mark.usefixtures("no_login")
