@@ -38,12 +38,13 @@ from .errors import (
     ToolChoiceViolationError,
     ToolDefinitionError,
     ToolRoutingError,
+    ToolsUnavailableError,
     UnsupportedRequestError,
 )
 from .gates import CallContext, Gate, GateDecision, GateRequest, Transport
-from .provider import CallOptions, ClaudeAgentProvider, NamedToolChoice, ToolChoice
+from .provider import CallOptions, ClaudeAgentProvider, NamedToolChoice, QueryStream, ToolChoice
 from .registry import GUIDANCE_TOOL_NAME, ToolRegistry, group_env_var
-from .settings import ProviderSettings
+from .settings import Effort, ProviderSettings, Thinking
 from .tools import Executor, FunctionTool, ToolOutput, normalize_input_schema
 from .types import (
     CallWarning,
@@ -89,6 +90,7 @@ __all__ = [
     "ClaudeAgentProvider",
     "DiscardPart",
     "DuplicateToolNameError",
+    "Effort",
     "EmptyToolRoutingError",
     "ErrorPart",
     "Executor",
@@ -112,6 +114,7 @@ __all__ = [
     "ProviderCompatibilityError",
     "ProviderError",
     "ProviderSettings",
+    "QueryStream",
     "QueryTimeoutError",
     "RateLimitError",
     "ReasoningDeltaPart",
@@ -123,6 +126,7 @@ __all__ = [
     "TextDeltaPart",
     "TextEndPart",
     "TextStartPart",
+    "Thinking",
     "ToolCallPart",
     "ToolCallRecord",
     "ToolCapability",
@@ -136,6 +140,7 @@ __all__ = [
     "ToolRegistry",
     "ToolResultPart",
     "ToolRoutingError",
+    "ToolsUnavailableError",
     "Transport",
     "UnsupportedRequestError",
     "Usage",

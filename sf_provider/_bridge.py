@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextvars
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from claude_agent_sdk.types import McpSdkServerConfig
@@ -12,10 +12,17 @@ from mcp import types
 from mcp.server import Server
 
 from ._invoke import DEFAULT_MAX_RESULT_CHARS, invoke_tool
+from .errors import ToolsUnavailableError
 from .gates import CallContext, Gate, Transport
 from .tools import FunctionTool
 
-__all__ = ["app_tool_name", "bridge_tool_name", "build_bridge_server", "build_mcp_server"]
+__all__ = [
+    "app_tool_name",
+    "bridge_tool_name",
+    "build_bridge_server",
+    "build_mcp_server",
+    "unavailable_tools",
+]
 
 
 def bridge_tool_name(bridge: str, name: str) -> str:
@@ -27,6 +34,36 @@ def app_tool_name(bridge: str, name: str) -> str:
     """The app's name for a bridge tool name; other names are returned unchanged."""
     prefix = f"mcp__{bridge}__"
     return name[len(prefix) :] if name.startswith(prefix) else name
+
+
+def unavailable_tools(
+    init: Mapping[str, Any], bridge: str, names: Sequence[str]
+) -> ToolsUnavailableError | None:
+    """The error for the CLI's `system/init` data when it does not list every request tool.
+
+    The CLI lists the tools it offers the model and each MCP server's status in `init`, before
+    its first model call: a bridge that failed to connect or to list a tool shows here.
+    """
+    offered = set(init.get("tools") or ())
+    missing = [n for n in names if bridge_tool_name(bridge, n) not in offered]
+    if not missing:
+        return None
+    servers = init.get("mcp_servers") or []
+    status = next(
+        (
+            str(s.get("status"))
+            for s in servers
+            if isinstance(s, Mapping) and s.get("name") == bridge
+        ),
+        None,
+    )
+    return ToolsUnavailableError(
+        f"the Claude Code CLI does not offer the model {len(missing)} of this request's tools "
+        f"({', '.join(missing)}); the tool bridge's status is {status or 'unknown'}. The query "
+        f"was stopped rather than run without them. Please report this with the CLI's stderr.",
+        missing=missing,
+        status=status,
+    )
 
 
 def _wire_tool(tool: FunctionTool, max_result_chars: int | None) -> types.Tool:

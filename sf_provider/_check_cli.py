@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import sys
 import time
 from collections.abc import Mapping, Sequence
@@ -27,6 +26,7 @@ from typing import Any
 import anyio
 
 from .capabilities import CapabilityReport, ToolCapability, check_capabilities
+from .cli import load_tools_option
 from .provider import ClaudeAgentProvider
 from .registry import GUIDANCE_TOOL_NAME, ToolRegistry, group_env_var
 from .settings import ProviderSettings
@@ -52,14 +52,8 @@ def run_check(args: argparse.Namespace) -> int:
         return 2
     registry: ToolRegistry | None = None
     if args.tools:
-        try:
-            registry = _load_registry(args.tools)
-        except Exception as exc:  # any import-time failure is the spec's problem, said plainly
-            print(
-                f"sf-provider check: cannot load --tools {args.tools!r}: "
-                f"{type(exc).__name__}: {exc}",
-                file=sys.stderr,
-            )
+        registry = load_tools_option("check", args.tools)
+        if registry is None:
             return 2
     require = [name.strip() for name in args.require.split(",") if name.strip()]
     settings = ProviderSettings()
@@ -80,14 +74,6 @@ def run_check(args: argparse.Namespace) -> int:
             print(outcome.render())
     ok = report.compatible and (outcome is None or outcome.ok)
     return 0 if ok else 1
-
-
-def _load_registry(spec: str) -> ToolRegistry:
-    # Like `python -m`, resolve the module from the working directory too: the console script's
-    # sys.path starts at its own bin directory instead.
-    if os.getcwd() not in sys.path and "" not in sys.path:
-        sys.path.insert(0, os.getcwd())
-    return ToolRegistry.load(spec)
 
 
 # -- the table

@@ -113,6 +113,8 @@ class CLISession:
         self._rewind_to: str | None = None
         #: The CLI's model names (`default` and aliases) -> the model they run, once connected.
         self.models: dict[str, str] = {}
+        #: The CLI's model list (its `initialize` answer): names, aliases and what each takes.
+        self.model_list: list[dict[str, Any]] = []
         self._context: contextvars.Context | None = None
         self._connected = False
         self._closed = False
@@ -146,17 +148,27 @@ class CLISession:
             await anext(self._keeper)
             await self._client.connect()
             info = await self._client.get_server_info() or {}
-            for model in info.get("models") or []:
+            self.model_list = [m for m in info.get("models") or [] if isinstance(m, dict)]
+            for model in self.model_list:
                 if isinstance(model, dict) and model.get("value") and model.get("resolvedModel"):
                     self.models[str(model["value"])] = str(model["resolvedModel"])
 
-    async def messages(self, prompt: list[dict[str, Any]]) -> AsyncGenerator[Any, None]:
+    async def messages(
+        self,
+        prompt: list[dict[str, Any]],
+        check: Callable[[list[dict[str, Any]]], None] | None = None,
+    ) -> AsyncGenerator[Any, None]:
         """Send one user turn and yield the SDK messages up to and including the result.
+
+        `check` sees the CLI's model list once the process is connected, before the turn is
+        sent, and may raise to refuse it.
 
         The conversation becomes known again only when the result arrived and everything the
         CLI added to it was recorded.
         """
         await self.connect()
+        if check is not None:
+            check(self.model_list)  # may refuse the query: nothing was sent yet
         self.queries += 1
         self._context = contextvars.copy_context()
         before, self.conversation = self.conversation, None

@@ -52,7 +52,6 @@ import signal
 import sys
 import threading
 import time
-import traceback
 from collections.abc import AsyncIterator, Iterator
 from typing import Any, cast
 
@@ -65,7 +64,7 @@ from mcp.server import Server
 from mcp.server.stdio import stdio_server
 
 from ._bridge import build_mcp_server
-from .registry import ToolRegistry
+from .cli import load_tools_option
 
 __all__ = ["run_serve"]
 
@@ -81,19 +80,8 @@ _THREAD_GRACE = 0.25
 
 def run_serve(args: argparse.Namespace) -> int:
     """Serve `args.tools` over stdio until the end of stdin or SIGTERM; the exit status."""
-    try:
-        registry = ToolRegistry.load(args.tools)
-    except Exception as exc:
-        hint = ""
-        if isinstance(exc, ModuleNotFoundError) and exc.name == args.tools.partition(":")[0]:
-            hint = " (is its directory on PYTHONPATH?)"
-        print(
-            f"sf-provider serve: cannot load --tools {args.tools!r}: "
-            f"{type(exc).__name__}: {exc}{hint}",
-            file=sys.stderr,
-        )
-        if not isinstance(exc, ValueError | ImportError):  # the module itself failed: show where
-            traceback.print_exc(file=sys.stderr)
+    registry = load_tools_option("serve", args.tools)
+    if registry is None:
         return EXIT_BAD_TOOLS
     logging.basicConfig(
         stream=sys.stderr,

@@ -22,7 +22,7 @@ import claude_agent_sdk
 from pydantic import BaseModel, ConfigDict, Field
 
 from .errors import ProviderCompatibilityError, ToolDefinitionError
-from .registry import ToolRegistry
+from .registry import ToolRegistry, group_env_var
 from .settings import ProviderSettings
 from .tools import FunctionTool, normalize_input_schema
 from .types import Mode
@@ -43,6 +43,17 @@ _AUTH_VARS = (
     ("CLAUDE_CODE_OAUTH_TOKEN", "oauth-token"),
 )
 _CLOUD_VARS = ("CLAUDE_CODE_USE_BEDROCK", "CLAUDE_CODE_USE_VERTEX", "CLAUDE_CODE_USE_FOUNDRY")
+#: Where the SDK looks for the CLI (POSIX) after the bundled binary and PATH, in its order; a
+#: relative location is under the home directory. tests/unit/test_capabilities.py keeps it equal
+#: to the installed SDK's list.
+_CLI_LOCATIONS = (
+    ".npm-global/bin/claude",
+    "/usr/local/bin/claude",
+    ".local/bin/claude",
+    "node_modules/.bin/claude",
+    ".yarn/bin/claude",
+    ".claude/local/claude",
+)
 
 
 class _Model(BaseModel):
@@ -99,7 +110,15 @@ class CapabilityReport(_Model):
 
 
 def find_cli(cli_path: str | None = None) -> CLIStatus:
-    """Find the CLI the way the SDK does: `cli_path`, the bundled binary, then `claude` on PATH."""
+    """Find the CLI where the SDK looks for it, in its order: `cli_path`, the bundled binary,
+    `claude` on PATH, then `~/.npm-global/bin/claude`, `/usr/local/bin/claude` and the other
+    places the SDK knows (`_CLI_LOCATIONS`).
+
+    Example::
+
+        status = find_cli()
+        print(status.path, status.version)  # .../claude_agent_sdk/_bundled/claude 2.1.330
+    """
     if cli_path is not None:
         path = Path(cli_path)
         if not path.is_file() or not os.access(path, os.X_OK):
@@ -111,15 +130,33 @@ def find_cli(cli_path: str | None = None) -> CLIStatus:
         return CLIStatus(found=True, path=str(path), version=_cli_version(str(path)))
     bundled = _bundled_cli()
     if bundled.is_file():
-        return CLIStatus(found=True, path=str(bundled), version=_cli_version(str(bundled)))
+        return _found(bundled)
     on_path = shutil.which("claude")
     if on_path:
         return CLIStatus(found=True, path=on_path, version=_cli_version(on_path))
+    # The SDK resolves these against the home directory of this process, as here.
+    locations = [Path.home() / location for location in _CLI_LOCATIONS]
+    for path in locations:
+        if path.is_file():
+            return _found(path)
     return CLIStatus(
         found=False,
-        problem="the Claude Code CLI was not found: reinstall claude-agent-sdk (it bundles the "
-        "CLI), put `claude` on PATH, or set ProviderSettings.cli_path",
+        problem=f"the Claude Code CLI was not found (looked at the bundled {bundled}, `claude` "
+        f"on PATH, {', '.join(map(str, locations))}): reinstall claude-agent-sdk (it bundles "
+        f"the CLI), put `claude` on PATH, or set ProviderSettings.cli_path",
     )
+
+
+def _found(path: Path) -> CLIStatus:
+    """The CLI the SDK would run; it picks any file there, so one it cannot run is a problem."""
+    if not os.access(path, os.X_OK):
+        return CLIStatus(
+            found=False,
+            path=str(path),
+            problem=f"the Claude Code CLI at {path} is not executable (the SDK would run it): "
+            f"make it executable, remove it, or set ProviderSettings.cli_path",
+        )
+    return CLIStatus(found=True, path=str(path), version=_cli_version(str(path)))
 
 
 @functools.cache
@@ -220,12 +257,21 @@ def check_capabilities(
         if tool_names or groups:
             problems.append("the request names tools or groups, but no ToolRegistry is configured")
     exposed_names = {t.name: t for t in exposed}
+    # Group switches hold on every path: without a registry, the environment's alone.
+    switches = registry if registry is not None else ToolRegistry(environ=environ)
     gate = registry.gate if registry else None
     report_tools: list[ToolCapability] = []
     for name in [*registered, *(n for n in exposed_names if n not in registered)]:
         tool = exposed_names.get(name) or registered[name]
         problem = _schema_problem(tool) if check_schemas else None
-        enabled = registry.group_enabled(tool.group) if registry else True
+        enabled = switches.group_enabled(tool.group)
+        if not enabled and tools is not None and name in exposed_names:
+            var = group_env_var(str(tool.group))
+            problems.append(
+                f"tool {name!r} is in the disabled group {tool.group!r} (by {var} or the "
+                f"registry's groups): the switch holds for tools passed directly too; enable "
+                f"the group ({var}=1) or leave the tool out of the request"
+            )
         report_tools.append(
             ToolCapability(
                 name=name,

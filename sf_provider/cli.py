@@ -4,15 +4,46 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
+import traceback
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import anyio
 from pydantic import BaseModel, TypeAdapter
 
+if TYPE_CHECKING:
+    from .registry import ToolRegistry
+
 __all__ = ["main", "public_schemas"]
+
+
+def load_tools_option(command: str, spec: str) -> ToolRegistry | None:
+    """The registry `--tools MODULE:ATTR` names, or None after saying on stderr why not.
+
+    Like `python -m`, the module is also looked for in the working directory: a console
+    script's `sys.path` starts at its own bin directory instead.
+    """
+    from .registry import ToolRegistry
+
+    if os.getcwd() not in sys.path and "" not in sys.path:
+        sys.path.insert(0, os.getcwd())
+    try:
+        return ToolRegistry.load(spec)
+    except Exception as exc:  # any import-time failure is the spec's problem, said plainly
+        hint = ""
+        if isinstance(exc, ModuleNotFoundError) and exc.name == spec.partition(":")[0]:
+            hint = " (run from its directory, or put that directory on PYTHONPATH)"
+        print(
+            f"sf-provider {command}: cannot load --tools {spec!r}: "
+            f"{type(exc).__name__}: {exc}{hint}",
+            file=sys.stderr,
+        )
+        if not isinstance(exc, ValueError | ImportError):  # the module itself failed: show where
+            traceback.print_exc(file=sys.stderr)
+        return None
 
 
 def public_schemas() -> dict[str, dict[str, Any]]:

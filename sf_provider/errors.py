@@ -36,6 +36,7 @@ __all__ = [
     "ToolChoiceViolationError",
     "ToolDefinitionError",
     "ToolRoutingError",
+    "ToolsUnavailableError",
     "UnsupportedRequestError",
 ]
 
@@ -127,6 +128,20 @@ class ProcessDiedError(ProviderError):
         super().__init__(message)
         self.exit_code = exit_code
         self.stderr = stderr
+
+
+class ToolsUnavailableError(ProviderError):
+    """The started CLI does not offer the model every tool of the request (the bridge failed to
+    connect or to list a tool); the query was stopped before its answer was used.
+
+    `missing` names the tools the CLI did not list; `status` is the bridge server's status as
+    the CLI reported it. A bug, not bad luck: the message asks for a report.
+    """
+
+    def __init__(self, message: str, *, missing: list[str], status: str | None) -> None:
+        super().__init__(message)
+        self.missing = list(missing)
+        self.status = status
 
 
 class QueryTimeoutError(ProviderError, TimeoutError):

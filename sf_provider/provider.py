@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextvars
+import functools
 import os
 import shutil
 import tempfile
@@ -19,7 +20,7 @@ import anyio
 import claude_agent_sdk as sdk
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from ._bridge import bridge_tool_name, build_bridge_server
+from ._bridge import bridge_tool_name, build_bridge_server, unavailable_tools
 from ._failures import ResultRules, exception_failure, process_died, result_failure
 from ._history import write_transcript
 from ._mapping import PartMapper, ResultCollector
@@ -37,7 +38,7 @@ from .errors import (
     UnsupportedRequestError,
 )
 from .registry import ToolRegistry
-from .settings import ProviderSettings
+from .settings import Effort, ProviderSettings, Thinking
 from .tools import FunctionTool, normalize_input_schema, validate_tool_set
 from .types import (
     CallWarning,
@@ -49,7 +50,7 @@ from .types import (
     StreamStartPart,
 )
 
-__all__ = ["CallOptions", "ClaudeAgentProvider", "NamedToolChoice", "ToolChoice"]
+__all__ = ["CallOptions", "ClaudeAgentProvider", "NamedToolChoice", "QueryStream", "ToolChoice"]
 
 _STDERR_TAIL_LINES = 40
 
@@ -90,6 +91,11 @@ class CallOptions(BaseModel):
     max_turns: int | None = Field(default=None, ge=1)
     max_budget_usd: float | None = Field(default=None, gt=0)
     tool_timeout: float | None = Field(default=None, gt=0)
+    max_tokens: int | None = Field(default=None, ge=1, description="See ProviderSettings.")
+    thinking: Thinking | None = Field(default=None, description="See ProviderSettings.")
+    effort: Effort | None = Field(default=None, description="See ProviderSettings.")
+    timeout: float | None = Field(default=None, gt=0, description="See ProviderSettings.")
+    max_retries: int | None = Field(default=None, ge=0, description="See ProviderSettings.")
     mode: Literal["auto", "executor", "single-turn"] = "auto"
     tool_choice: ToolChoice = "auto"
     output_schema: dict[str, Any] | None = Field(
@@ -120,6 +126,11 @@ class _Plan:
     #: System prompt parts: the settings' or the call's, system messages, the tool_choice rule.
     system: list[str]
     tool_timeout: float | None
+    #: The model settings below: the call's, else the provider's (None: the CLI's default).
+    max_tokens: int | None
+    thinking: Thinking | None
+    effort: Effort | None
+    timeout: float | None
     rules: ResultRules
     #: What makes processes interchangeable (`ClaudeAgentProvider._setup_key`).
     key: Hashable
@@ -264,14 +275,16 @@ class ClaudeAgentProvider:
         *,
         tools: Sequence[FunctionTool] | None = None,
         **call_options: Any,
-    ) -> AsyncGenerator[StreamPart, None]:
+    ) -> QueryStream:
         """Run one query, yielding stream parts as they happen.
 
         Bad input (messages, tools, options) raises here, before any process starts. Errors during
-        the query come as an `ErrorPart` (and a finish part) and are then raised.
+        the query come as an `ErrorPart` (and a finish part) and are then raised. Use it as
+        `async with provider.stream(...) as parts:` so that leaving the block (a `break`, an
+        exception) stops the query's CLI at once; see `QueryStream`.
         """
         plan = self._prepare(messages, tools, call_options)
-        return self._run(plan)
+        return QueryStream(self._run(plan))
 
     # -- preparation (no process yet)
 
@@ -375,6 +388,10 @@ class ClaudeAgentProvider:
             model=options.model or settings.model,
             system=[s for s in system if s],
             tool_timeout=options.tool_timeout or settings.tool_timeout,
+            max_tokens=options.max_tokens or settings.max_tokens,
+            thinking=options.thinking if options.thinking is not None else settings.thinking,
+            effort=options.effort or settings.effort,
+            timeout=options.timeout or settings.timeout,
             rules=rules,
             key=self._setup_key(mode, conversation.system, options, checked),
         )
@@ -389,6 +406,10 @@ class ClaudeAgentProvider:
         settings = self.settings
         bridge = settings.bridge_name
         env = {"CLAUDE_CODE_MAX_RETRIES": str(settings.max_retries), **settings.env}
+        if plan.options.max_retries is not None:  # the call's own, over the settings' env too
+            env["CLAUDE_CODE_MAX_RETRIES"] = str(plan.options.max_retries)
+        if plan.max_tokens is not None:
+            env["CLAUDE_CODE_MAX_OUTPUT_TOKENS"] = str(plan.max_tokens)
         if settings.isolate:
             env.update(_isolated_dirs(workdir, env))
         servers: dict[str, Any] = {}
@@ -448,6 +469,8 @@ class ClaudeAgentProvider:
             **resume,
             cli_path=settings.cli_path,
             max_buffer_size=settings.max_buffer_size,
+            thinking=_thinking_config(plan.thinking),
+            effort=plan.effort,
             stderr=stderr.append,
             extra_args={**extra_args, **settings.extra_args},
         )
@@ -471,6 +494,7 @@ class ClaudeAgentProvider:
             hold_envelopes=single_turn,
         )
         collector = ResultCollector()
+        bridge, tool_names = self.settings.bridge_name, [t.name for t in plan.tools]
         try:
             start = StreamStartPart(warnings=plan.warnings, mode=plan.mode)
             collector.add(start)
@@ -478,8 +502,10 @@ class ClaudeAgentProvider:
             result: sdk.ResultMessage | None = None
             failure: ProviderError | None = None
             try:
-                clock = _Deadlines(self.settings.timeout, self.settings.idle_timeout)
-                async with aclosing(session.messages(plan.conversation.prompt)) as messages:
+                clock = _Deadlines(plan.timeout, self.settings.idle_timeout)
+                prompt = plan.conversation.prompt
+                check = functools.partial(_model_problem, plan)
+                async with aclosing(session.messages(prompt, check=check)) as messages:
                     while True:
                         try:
                             message = await clock.next(messages)
@@ -488,6 +514,10 @@ class ClaudeAgentProvider:
                         if message is None:
                             failure = clock.expired()
                             break
+                        if isinstance(message, sdk.SystemMessage) and message.subtype == "init":
+                            failure = unavailable_tools(message.data, bridge, tool_names)
+                            if failure is not None:
+                                break
                         if isinstance(message, sdk.ResultMessage):
                             result = session.own_result(message)
                             session.transport.finished = True
@@ -497,6 +527,8 @@ class ClaudeAgentProvider:
                             yield part
             except sdk.ClaudeSDKError as exc:
                 failure = exception_failure(exc, stderr, self.settings.max_buffer_size)
+            except UnsupportedRequestError as exc:  # the CLI's model cannot do what was asked
+                failure = exc
             if failure is None and result is None:
                 failure = process_died(None, stderr)
             if failure is None and result is not None:
@@ -602,7 +634,7 @@ class ClaudeAgentProvider:
             id(registry.gate) if registry is not None else None,
             mode,
             tuple(system),
-            options.model_dump_json(exclude={"tool_names", "groups", "require"}),
+            options.model_dump_json(exclude={"tool_names", "groups", "require", "timeout"}),
             tuple((t.model_dump_json(exclude={"executor"}), id(t.executor)) for t in tools),
         )
 
@@ -623,6 +655,44 @@ class ClaudeAgentProvider:
             session.kill_now()  # removes its dir
             raise
         return session
+
+
+class QueryStream:
+    """The stream parts of one running query (`ClaudeAgentProvider.stream`).
+
+    Iterate it with `async for`. A `break` out of a bare `async for` does not stop anything by
+    itself: Python closes an abandoned iterator only when it is garbage-collected, and until
+    then the CLI (and a running tool) would go on. So leave it through `async with`, which stops
+    the query's CLI at once when the block is left, however it is left::
+
+        async with provider.stream("Weather in Paris?", tools=tools) as parts:
+            async for part in parts:
+                if isinstance(part, ToolCallPart):
+                    break  # the CLI is stopped here
+
+    `await parts.aclose()` (or `contextlib.aclosing(provider.stream(...))`) does the same.
+    """
+
+    __slots__ = ("_parts",)
+
+    def __init__(self, parts: AsyncGenerator[StreamPart, None]) -> None:
+        self._parts = parts
+
+    def __aiter__(self) -> QueryStream:
+        return self
+
+    async def __anext__(self) -> StreamPart:
+        return await anext(self._parts)
+
+    async def aclose(self) -> None:
+        """Stop the query: its CLI is stopped and its temp dir removed (a no-op once done)."""
+        await self._parts.aclose()
+
+    async def __aenter__(self) -> QueryStream:
+        return self
+
+    async def __aexit__(self, *_exc: object) -> None:
+        await self.aclose()
 
 
 class _Deadlines:
@@ -702,6 +772,48 @@ def _finish(mapper: PartMapper, result: sdk.ResultMessage, process: str) -> Fini
     finish = mapper.finish(result)
     finish.provider_details["process"] = process
     return finish
+
+
+def _thinking_config(thinking: Thinking | None) -> sdk.ThinkingConfig | None:
+    if thinking is None:
+        return None
+    if thinking == "adaptive":
+        return {"type": "adaptive"}
+    if thinking == "disabled":
+        return {"type": "disabled"}
+    return {"type": "enabled", "budget_tokens": thinking}
+
+
+def _model_problem(plan: _Plan, models: list[dict[str, Any]]) -> None:
+    """Refuse `thinking` / `effort` values the query's model cannot take, by the CLI's own model
+    list (its `initialize` answer), before the prompt is sent: the CLI would quietly send
+    something else (measured on 2.1.330: `effort` dropped, `thinking` left adaptive). A model
+    the CLI does not list is passed on unchecked."""
+    if plan.thinking is None and plan.effort is None:
+        return
+    name = plan.model or "default"
+    entry = next((m for m in models if name in (m.get("value"), m.get("resolvedModel"))), None)
+    if entry is None:
+        return
+    problems = []
+    if plan.effort is not None:
+        levels = entry.get("supportedEffortLevels") or []
+        if not entry.get("supportsEffort") or plan.effort not in levels:
+            problems.append(f"effort={plan.effort!r} (it takes: {', '.join(levels) or 'none'})")
+    if plan.thinking == "disabled" and not entry.get("supportsThinkingOff"):
+        problems.append("thinking='disabled' (it always thinks; a lower effort= thinks less)")
+    elif plan.thinking == "adaptive" and not entry.get("supportsAdaptiveThinking"):
+        problems.append("thinking='adaptive' (give it a token budget, thinking=N, instead)")
+    elif isinstance(plan.thinking, int) and entry.get("supportsAdaptiveThinking"):
+        problems.append(
+            f"thinking={plan.thinking} (it thinks adaptively and takes no token budget; use "
+            f"effort= instead)"
+        )
+    if problems:
+        model = entry.get("resolvedModel") or name
+        raise UnsupportedRequestError(
+            f"the model {model!r} cannot take {' and '.join(problems)}; the query was not sent"
+        )
 
 
 async def _defer_tool_call(

@@ -2,9 +2,19 @@
 
 from __future__ import annotations
 
+from typing import Annotated, Literal
+
 from pydantic import BaseModel, ConfigDict, Field
 
-__all__ = ["ProviderSettings"]
+__all__ = ["Effort", "ProviderSettings", "Thinking"]
+
+#: How much effort the model spends (thinking depth, thoroughness), on models that take it;
+#: the CLI's `--effort`, sent as `output_config.effort`.
+Effort = Literal["low", "medium", "high", "xhigh", "max"]
+
+#: Extended thinking: `"adaptive"` (the model decides; current models), `"disabled"`, or a token
+#: budget of at least 1024 (models without adaptive thinking). Sent as the request's `thinking`.
+Thinking = Literal["adaptive", "disabled"] | Annotated[int, Field(ge=1024)]
 
 
 class ProviderSettings(BaseModel):
@@ -21,6 +31,19 @@ class ProviderSettings(BaseModel):
     )
     system_prompt: str | None = Field(default=None, description="System prompt for every query.")
     max_turns: int = Field(default=10, ge=1, description="Model turns allowed in executor mode.")
+    max_tokens: int | None = Field(
+        default=None,
+        ge=1,
+        description="Output token limit of each model call (the request's max_tokens, set "
+        "through the CLI's CLAUDE_CODE_MAX_OUTPUT_TOKENS); None = the CLI's default for the "
+        "model. A reply cut by it finishes with reason 'length'.",
+    )
+    thinking: Thinking | None = Field(
+        default=None, description="Extended thinking (see `Thinking`); None = the model's default."
+    )
+    effort: Effort | None = Field(
+        default=None, description="Effort level (see `Effort`); None = the model's default."
+    )
     tool_timeout: float | None = Field(
         default=60.0, gt=0, description="Seconds one executor may run before its call fails."
     )

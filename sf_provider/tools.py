@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import functools
 import inspect
+import math
 import re
 from collections.abc import Awaitable, Callable, Iterable, Mapping
 from typing import Any, get_type_hints
@@ -69,6 +70,15 @@ def normalize_input_schema(schema: Mapping[str, Any], *, tool_name: str = "?") -
             f"tool {tool_name!r}: input_schema must be a JSON Schema object (a dict), "
             f"got {type(schema).__name__}"
         )
+    bad = _first_non_json(schema, "$")
+    if bad is not None:
+        where, value = bad
+        raise InvalidToolSchemaError(
+            f"tool {tool_name!r}: input_schema is not plain JSON at {where}: {_describe(value)} "
+            f"cannot be sent to the model. Write the schema in JSON Schema terms, e.g. "
+            f"{{'type': 'object', 'properties': {{'x': {{'type': 'string'}}}}}}, or build the tool "
+            f"with FunctionTool.from_function(fn) from a typed function."
+        )
     result = dict(schema)
     if "$schema" in result and not isinstance(result["$schema"], str):
         raise InvalidToolSchemaError(
@@ -99,6 +109,42 @@ def normalize_input_schema(schema: Mapping[str, Any], *, tool_name: str = "?") -
             f"tool {tool_name!r}: input_schema type must be exactly 'object', not {declared!r}"
         )
     return result
+
+
+def _first_non_json(value: Any, where: str) -> tuple[str, Any] | None:
+    """The JSON path and value of the first part of `value` that JSON cannot hold, if any.
+
+    Iterative, so a deeply nested schema costs no recursion."""
+    stack: list[tuple[str, Any]] = [(where, value)]
+    while stack:
+        path, item = stack.pop()
+        if item is None or isinstance(item, str | bool | int):
+            continue
+        if isinstance(item, float):
+            if not math.isfinite(item):
+                return path, item
+        elif isinstance(item, Mapping):
+            for key in item:
+                if not isinstance(key, str):
+                    return f"{path} (a key)", key
+            stack.extend((f"{path}.{k}", v) for k, v in reversed(list(item.items())))
+        elif isinstance(item, list | tuple):
+            stack.extend((f"{path}[{i}]", v) for i, v in reversed(list(enumerate(item))))
+        else:
+            return path, item
+    return None
+
+
+def _describe(value: Any) -> str:
+    if isinstance(value, type):
+        return f"the Python type {value.__name__}"
+    if isinstance(value, float):
+        return f"the number {value!r}"
+    return f"a value of type {type(value).__name__} ({repr(value)[:40]})"
+
+
+#: `FunctionTool`'s fields that may be given by position, in this order.
+_POSITIONAL = ("name", "description", "input_schema", "executor")
 
 
 class FunctionTool(BaseModel):
@@ -169,7 +215,17 @@ class FunctionTool(BaseModel):
             )
         return self
 
-    def __init__(self, **data: Any) -> None:
+    def __init__(self, *args: Any, **data: Any) -> None:
+        # `FunctionTool(name, description, input_schema, executor)` positionally, as documented.
+        if len(args) > len(_POSITIONAL):
+            raise TypeError(
+                f"FunctionTool takes at most {len(_POSITIONAL)} positional arguments "
+                f"({', '.join(_POSITIONAL)}), got {len(args)}; pass the others by keyword"
+            )
+        for field, value in zip(_POSITIONAL, args, strict=False):
+            if field in data:
+                raise TypeError(f"FunctionTool got {field!r} both by position and by keyword")
+            data[field] = value
         # Raise our named errors as themselves, not wrapped in pydantic's ValidationError.
         try:
             super().__init__(**data)

@@ -73,7 +73,7 @@ from pydantic import ConfigDict, Field, model_validator
 
 from ..errors import InvalidMessagesError, ProviderError, UnsupportedRequestError
 from ..provider import ClaudeAgentProvider, NamedToolChoice, ToolChoice
-from ..settings import ProviderSettings
+from ..settings import Effort, ProviderSettings, Thinking
 from ..tools import FunctionTool
 from ..types import (
     CallWarning,
@@ -119,17 +119,27 @@ class ChatClaudeAgent(BaseChatModel):
     """Claude through the Claude Code CLI as a LangChain chat model; LangChain runs the tools.
 
     Give it a `provider` (a `ClaudeAgentProvider`) or `settings` (a `ProviderSettings`; the
-    provider is built from them). Keyword arguments of `invoke`/`stream` (and of `bind`) that
-    are not `tools`/`tool_choice` are passed on as the provider's call options (`model`,
-    `system_prompt`, ...); an unknown one raises `UnsupportedRequestError`.
+    provider is built from them). `model`, `max_tokens`, `timeout`, `max_retries`, `thinking`
+    and `effort` are taken the way `ChatAnthropic` takes them and apply to every call (over the
+    provider's settings); any other constructor argument (`temperature`, `top_p`, ...) is
+    refused: the Claude Code CLI has no switch for it. Keyword arguments of `invoke`/`stream`
+    (and of `bind`) that are not `tools`/`tool_choice` are passed on as the provider's call
+    options (`model`, `system_prompt`, `max_tokens`, ...); an unknown one raises
+    `UnsupportedRequestError`.
     """
 
-    model_config = ConfigDict(arbitrary_types_allowed=True)
+    model_config = ConfigDict(arbitrary_types_allowed=True, extra="forbid")
 
     provider: ClaudeAgentProvider = Field(default_factory=ClaudeAgentProvider, exclude=True)
     settings: ProviderSettings | None = Field(
         default=None, exclude=True, description="Builds `provider` when it is not given."
     )
+    model: str | None = Field(default=None, description="Claude model; None = the provider's.")
+    max_tokens: int | None = Field(default=None, ge=1, description="Output token limit per call.")
+    timeout: float | None = Field(default=None, gt=0, description="Seconds a call may take.")
+    max_retries: int | None = Field(default=None, ge=0, description="HTTP retries of the CLI.")
+    thinking: Thinking | None = Field(default=None, description="Extended thinking (`Thinking`).")
+    effort: Effort | None = Field(default=None, description="Effort level (`Effort`).")
 
     @model_validator(mode="after")
     def _provider_from_settings(self) -> ChatClaudeAgent:
@@ -143,7 +153,13 @@ class ChatClaudeAgent(BaseChatModel):
 
     @property
     def _identifying_params(self) -> dict[str, Any]:
-        return {"model": self.provider.settings.model}
+        return {"model": self.model or self.provider.settings.model}
+
+    def _call_options(self, kwargs: dict[str, Any]) -> dict[str, Any]:
+        """The model's own settings (those set), under the call's keyword arguments."""
+        fields = ("model", "max_tokens", "timeout", "max_retries", "thinking", "effort")
+        own = {name: getattr(self, name) for name in fields if getattr(self, name) is not None}
+        return {**own, **kwargs}
 
     def bind_tools(
         self,
@@ -176,7 +192,7 @@ class ChatClaudeAgent(BaseChatModel):
         run_manager: AsyncCallbackManagerForLLMRun | None = None,
         **kwargs: Any,
     ) -> ChatResult:
-        provider_messages, tools, options = _request(messages, stop, kwargs)
+        provider_messages, tools, options = _request(messages, stop, self._call_options(kwargs))
         result = await self.provider.generate(provider_messages, tools=tools, **options)
         return ChatResult(generations=[ChatGeneration(message=ai_message(result))])
 
@@ -187,7 +203,7 @@ class ChatClaudeAgent(BaseChatModel):
         run_manager: AsyncCallbackManagerForLLMRun | None = None,
         **kwargs: Any,
     ) -> AsyncIterator[ChatGenerationChunk]:
-        provider_messages, tools, options = _request(messages, stop, kwargs)
+        provider_messages, tools, options = _request(messages, stop, self._call_options(kwargs))
         chunks = _ChunkMapper()
         async with aclosing(self.provider.stream(provider_messages, tools=tools, **options)) as s:
             async for part in s:

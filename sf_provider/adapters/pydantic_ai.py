@@ -54,6 +54,7 @@ except ImportError as exc:  # pragma: no cover - exercised only without the extr
         "sf_provider.adapters.pydantic_ai needs the extra: pip install 'sf-provider[pydantic-ai]'"
     ) from exc
 
+import warnings
 from collections.abc import AsyncGenerator, AsyncIterator, Iterable, Iterator, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
@@ -61,9 +62,8 @@ from datetime import UTC, datetime
 from typing import Any, ClassVar, Literal, assert_never
 
 import anyio
-from pydantic_ai._instrumentation import get_instructions
-from pydantic_ai._run_context import RunContext
-from pydantic_ai.exceptions import UserError
+from pydantic_ai import InstructionPart, RunContext
+from pydantic_ai.exceptions import UnsupportedSettingWarning, UserError
 from pydantic_ai.messages import (
     ERROR_OUTCOMES,
     BinaryContent,
@@ -89,13 +89,14 @@ from pydantic_ai.messages import (
     UserPromptPart,
 )
 from pydantic_ai.models import Model, ModelRequestParameters, StreamedResponse
-from pydantic_ai.settings import ModelSettingName, ModelSettings
+from pydantic_ai.profiles import ModelProfile
+from pydantic_ai.settings import ModelSettingName, ModelSettings, ThinkingLevel
 from pydantic_ai.tools import ToolDefinition
 from pydantic_ai.usage import RequestUsage
 
 from .. import types as sf
 from ..provider import ClaudeAgentProvider
-from ..settings import ProviderSettings
+from ..settings import Effort, ProviderSettings
 from ..tools import FunctionTool
 
 __all__ = ["ClaudeAgentModel"]
@@ -125,16 +126,13 @@ class ClaudeAgentModel(Model):
     `tools`, `FunctionTool`s with executors).
     """
 
-    # What the CLI cannot be told per request; pydantic-ai warns when one that changes a
-    # guarantee is set and ignores the tuning knobs.
+    # What the CLI cannot be told; pydantic-ai itself warns for those that change a guarantee
+    # (stop_sequences, extra_headers, ...), and this model for the rest (`_model_options`).
     unsupported_settings: ClassVar[frozenset[ModelSettingName]] = frozenset(
         {
-            "max_tokens",
             "temperature",
             "top_p",
             "top_k",
-            "timeout",
-            "max_retries",
             "parallel_tool_calls",
             "seed",
             "presence_penalty",
@@ -156,7 +154,12 @@ class ClaudeAgentModel(Model):
         tools: Sequence[FunctionTool] = (),
         settings: ModelSettings | None = None,
     ) -> None:
-        super().__init__(settings=settings)
+        # Claude thinks unless told otherwise, and pydantic-ai's `thinking` setting reaches
+        # `ModelRequestParameters.thinking` only for a profile that says it supports thinking.
+        super().__init__(
+            settings=settings,
+            profile=ModelProfile(supports_thinking=True, thinking_enabled_by_default=True),
+        )
         if not isinstance(provider, ClaudeAgentProvider):
             provider = ClaudeAgentProvider(provider)
         if mode == "single-turn" and tools:
@@ -195,7 +198,7 @@ class ClaudeAgentModel(Model):
         model_settings, model_request_parameters = self.prepare_request(
             model_settings, model_request_parameters
         )
-        async with self._open(messages, model_request_parameters) as stream:
+        async with self._open(messages, model_settings, model_request_parameters) as stream:
             async for _ in stream:
                 pass
         return stream.get()
@@ -212,18 +215,36 @@ class ClaudeAgentModel(Model):
         model_settings, model_request_parameters = self.prepare_request(
             model_settings, model_request_parameters
         )
-        async with self._open(messages, model_request_parameters) as stream:
+        async with self._open(messages, model_settings, model_request_parameters) as stream:
             yield stream
 
     @asynccontextmanager
     async def _open(
-        self, messages: list[ModelMessage], params: ModelRequestParameters
+        self,
+        messages: list[ModelMessage],
+        model_settings: ModelSettings | None,
+        params: ModelRequestParameters,
     ) -> AsyncGenerator[ClaudeStreamedResponse, None]:
         if params.native_tools:
             names = ", ".join(type(t).__name__ for t in params.native_tools)
             raise UserError(f"ClaudeAgentModel does not support native (built-in) tools: {names}")
         tools, options = self._tools_and_options(params)
-        history = to_provider_messages(messages, get_instructions(messages, params))
+        options.update(_model_options(model_settings, params.thinking))
+        # The instructions pydantic-ai sends: `instruction_parts` in an Agent run (and through
+        # pydantic_ai.direct); for a bare `Model.request()`, the newest ones the history records.
+        instructions = (
+            InstructionPart.join(params.instruction_parts)
+            if params.instruction_parts is not None
+            else next(
+                (
+                    m.instructions
+                    for m in reversed(messages)
+                    if isinstance(m, ModelRequest) and m.instructions is not None
+                ),
+                None,
+            )
+        )
+        history = to_provider_messages(messages, instructions)
         # Bad input raises here, before a CLI process starts.
         parts = self.claude_provider.stream(history, tools=tools, **options)
         stream = ClaudeStreamedResponse(
@@ -253,6 +274,70 @@ class ClaudeAgentModel(Model):
         if tools and not params.allow_text_output:
             options["tool_choice"] = "required"
         return tools, options
+
+
+#: pydantic-ai settings it applies itself, for every model, or warns about itself when they
+#: are in `unsupported_settings` (`parallel_tool_calls` only when False with tools: parallel
+#: calls are what the CLI does anyway).
+_HANDLED_BY_PYDANTIC_AI = frozenset(
+    {
+        "request_timeout",
+        "first_event_timeout",
+        "framing_announcement",
+        "tool_choice",
+        "cache",
+        "stop_sequences",
+        "extra_headers",
+        "extra_body",
+        "parallel_tool_calls",
+    }
+)
+#: pydantic-ai's `thinking` levels -> the provider's effort (`minimal` is below the CLI's lowest).
+_EFFORTS: dict[Any, Effort] = {
+    "minimal": "low",
+    "low": "low",
+    "medium": "medium",
+    "high": "high",
+    "xhigh": "xhigh",
+    "max": "max",
+}
+
+
+def _model_options(
+    model_settings: ModelSettings | None, thinking: ThinkingLevel | None
+) -> dict[str, Any]:
+    """The provider's call options for pydantic-ai's model settings (see the README's table).
+
+    `max_tokens`, `timeout` (the whole query, in seconds), `max_retries` and `thinking` (which
+    pydantic-ai hands over as `ModelRequestParameters.thinking`) are honoured. Every other set
+    setting draws an `UnsupportedSettingWarning` naming it (pydantic-ai warns itself for those
+    that change a guarantee), the tuning knobs pydantic-ai lets models ignore quietly too: the
+    CLI has no switch for them, and nothing set is dropped silently.
+    """
+    options: dict[str, Any] = {}
+    if thinking is False:
+        options["thinking"] = "disabled"  # refused by a model that always thinks
+    elif thinking in _EFFORTS:
+        options["effort"] = _EFFORTS[thinking]
+    # thinking=True: thinking at the model's default effort, which is what the CLI does.
+    ignored: list[str] = []
+    for name, value in (model_settings or {}).items():
+        if name == "max_tokens":
+            options["max_tokens"] = value
+        elif name == "max_retries":
+            options["max_retries"] = value
+        elif name == "timeout" and isinstance(value, int | float):
+            options["timeout"] = float(value)
+        elif name not in _HANDLED_BY_PYDANTIC_AI:
+            ignored.append(name)
+    for name in ignored:
+        warnings.warn(
+            f"The `{name}` setting is not supported by ClaudeAgentModel (the Claude Code CLI has "
+            f"no switch for it) and will be ignored.",
+            UnsupportedSettingWarning,
+            stacklevel=4,
+        )
+    return options
 
 
 def _function_tool(definition: ToolDefinition) -> FunctionTool:

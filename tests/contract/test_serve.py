@@ -321,6 +321,26 @@ def test_an_unloadable_tools_spec_exits_2_with_a_clear_error(
 # --------------------------------------------------------------------------- 2. stdio subprocess
 
 
+async def test_the_console_script_loads_tools_from_the_working_directory(tmp_path: Path) -> None:
+    """`sf-provider serve --tools mod:attr` run where `mod.py` is, as `check` does (a console
+    script's sys.path starts at its bin directory, not the working directory)."""
+    (tmp_path / "cwd_tools.py").write_text(
+        "from sf_provider import FunctionTool\n"
+        "tools = [FunctionTool(name='here', description='d', executor=lambda a: 'ok')]\n"
+    )
+    script = Path(sys.executable).with_name("sf-provider")
+    params = StdioServerParameters(
+        command=str(script),
+        args=["serve", "--tools", "cwd_tools:tools"],
+        env={**isolated_env(tmp_path), "PATH": os.environ["PATH"]},
+        cwd=tmp_path,
+    )
+    with (tmp_path / "serve-stderr.log").open("w") as errlog:
+        async with mcp.Client(stdio_client(params, errlog=errlog)) as client:
+            listed = await client.list_tools()
+    assert [t.name for t in listed.tools] == ["here"]
+
+
 async def test_the_stdio_server_lists_the_registry_and_calls_tools(
     registry: ToolRegistry, tmp_path: Path
 ) -> None:

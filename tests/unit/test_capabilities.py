@@ -2,13 +2,17 @@
 
 from __future__ import annotations
 
+import ast
+import inspect
 import os
 import re
 import stat
+import textwrap
 from pathlib import Path
 from typing import Any
 
 import pytest
+from claude_agent_sdk._internal.transport.subprocess_cli import SubprocessCLITransport
 
 from sf_provider import (
     GUIDANCE_TOOL_NAME,
@@ -23,7 +27,7 @@ from sf_provider import (
     ensure_capabilities,
     find_cli,
 )
-from sf_provider.capabilities import check_auth
+from sf_provider.capabilities import _CLI_LOCATIONS, check_auth
 
 SECRET = "sk-ant-very-secret-value-0123456789"
 #: An environment in which the CLI is authenticated, so auth adds no problem.
@@ -122,6 +126,122 @@ def test_a_missing_cli_path_is_a_problem_of_the_report(tmp_path: Path) -> None:
 
     assert not report.cli.found
     assert report.problems == [report.cli.problem]
+
+
+def _sdk_cli_search() -> tuple[str, list[list[str]]]:
+    """The SDK's own CLI search (`SubprocessCLITransport._find_cli`, listed in
+    tests/unit/test_private_apis.py): its source and each `locations = [...]` list in it."""
+    source = textwrap.dedent(inspect.getsource(SubprocessCLITransport._find_cli))
+    lists: list[list[str]] = []
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Assign) and ast.unparse(node.targets[0]) == "locations":
+            assert isinstance(node.value, ast.List), ast.unparse(node)
+            lists.append([_location(element) for element in node.value.elts])
+    return source, lists
+
+
+def _location(node: ast.expr) -> str:
+    """`Path.home() / "x"` -> "x" (under the home directory); `Path("/x")` -> "/x"."""
+    if isinstance(node, ast.BinOp):
+        node = node.right
+    elif isinstance(node, ast.Call):
+        node = node.args[0]
+    value = ast.literal_eval(node)
+    assert isinstance(value, str), ast.unparse(node)
+    return value
+
+
+def test_find_cli_looks_in_the_places_the_sdk_looks_in_its_order() -> None:
+    source, lists = _sdk_cli_search()
+    posix = [found for found in lists if not any(p.endswith(".exe") for p in found)]
+
+    assert posix == [list(_CLI_LOCATIONS)], "update _CLI_LOCATIONS in sf_provider/capabilities.py"
+    # The bundled binary first, then `claude` on PATH, then those locations.
+    steps = ["_find_bundled_cli()", 'which("claude")', f'"{_CLI_LOCATIONS[0]}"']
+    where = [source.index(step) for step in steps]
+    assert where == sorted(where), steps
+
+
+@pytest.fixture
+def no_cli(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """No bundled CLI, nothing on PATH and an empty home directory (returned)."""
+    monkeypatch.setattr(
+        "sf_provider.capabilities._bundled_cli", lambda: tmp_path / "no-sdk" / "claude"
+    )
+    monkeypatch.setenv("PATH", "")
+    home = tmp_path / "home"
+    home.mkdir()
+    monkeypatch.setenv("HOME", str(home))
+    return home
+
+
+def _skip_when_the_machine_has_a_cli_before(location: str) -> None:
+    system = Path("/usr/local/bin/claude")
+    if _CLI_LOCATIONS.index(location) > _CLI_LOCATIONS.index(str(system)) and system.exists():
+        pytest.skip(f"{system} exists on this machine and comes first")
+
+
+@pytest.mark.parametrize("location", [p for p in _CLI_LOCATIONS if not p.startswith("/")])
+def test_find_cli_finds_a_cli_in_a_home_location_when_there_is_no_bundled_one(
+    no_cli: Path, location: str
+) -> None:
+    _skip_when_the_machine_has_a_cli_before(location)
+    cli = no_cli / location
+    cli.parent.mkdir(parents=True)
+    _executable(cli, '#!/bin/sh\necho "1.2.3 (Claude Code)"\n')
+
+    status = find_cli()
+
+    assert status.found and status.path == str(cli) and status.version == "1.2.3"
+
+
+def test_find_cli_takes_the_first_home_location_in_the_sdks_order(no_cli: Path) -> None:
+    first, last = (no_cli / _CLI_LOCATIONS[0], no_cli / _CLI_LOCATIONS[-1])
+    for cli in (last, first):
+        cli.parent.mkdir(parents=True)
+        _executable(cli, '#!/bin/sh\necho "1.2.3 (Claude Code)"\n')
+
+    assert find_cli().path == str(first)
+
+
+def test_find_cli_prefers_claude_on_path_to_a_home_location(
+    no_cli: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    home_cli = no_cli / _CLI_LOCATIONS[0]
+    home_cli.parent.mkdir(parents=True)
+    _executable(home_cli, "#!/bin/sh\n")
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    on_path = _executable(bin_dir / "claude", '#!/bin/sh\necho "4.5.6 (Claude Code)"\n')
+    monkeypatch.setenv("PATH", str(bin_dir))
+
+    assert find_cli().path == str(on_path)
+
+
+def test_find_cli_reports_a_file_the_sdk_would_run_but_cannot(no_cli: Path) -> None:
+    cli = no_cli / _CLI_LOCATIONS[0]
+    cli.parent.mkdir(parents=True)
+    cli.write_text("#!/bin/sh\n", encoding="utf-8")
+
+    status = find_cli()
+
+    assert not status.found and status.path == str(cli)
+    assert status.problem == (
+        f"the Claude Code CLI at {cli} is not executable (the SDK would run it): make it "
+        f"executable, remove it, or set ProviderSettings.cli_path"
+    )
+
+
+def test_find_cli_names_every_place_it_looked_when_there_is_no_cli(no_cli: Path) -> None:
+    _skip_when_the_machine_has_a_cli_before(_CLI_LOCATIONS[-1])
+
+    status = find_cli()
+
+    assert not status.found and status.problem is not None
+    places = [str(no_cli.parent / "no-sdk" / "claude"), "`claude` on PATH"]
+    places += [str(no_cli / p) for p in _CLI_LOCATIONS]
+    assert all(place in status.problem for place in places), status.problem
+    assert "ProviderSettings.cli_path" in status.problem
 
 
 # -- check_auth

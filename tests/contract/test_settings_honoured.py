@@ -1,0 +1,210 @@
+"""Every model setting a framework passes takes effect in the API request, or fails loudly.
+
+One test per row of the README's settings table, through the real CLI against the scripted
+API; what took effect is read from the request the CLI sent.
+"""
+
+from __future__ import annotations
+
+import warnings
+from typing import Any
+
+import anyio
+import pytest
+from pydantic import ValidationError
+from pydantic_ai import Agent
+from pydantic_ai.exceptions import UnsupportedSettingWarning
+
+from sf_provider import (
+    ClaudeAgentProvider,
+    QueryTimeoutError,
+    UnsupportedRequestError,
+)
+from sf_provider.adapters.langchain import ChatClaudeAgent
+from sf_provider.adapters.pydantic_ai import ClaudeAgentModel
+from sf_provider.testing import (
+    RecordedRequest,
+    Reply,
+    ScriptedMessagesAPI,
+    http_error,
+    reply,
+    text,
+)
+
+pytestmark = [pytest.mark.anyio, pytest.mark.cli]
+
+
+def sent(request: RecordedRequest) -> dict[str, Any]:
+    """What the model settings became in the API request."""
+    body = request.body
+    return {
+        "model": body.get("model"),
+        "max_tokens": body.get("max_tokens"),
+        "effort": (body.get("output_config") or {}).get("effort"),
+        "thinking": (body.get("thinking") or {}).get("type"),
+    }
+
+
+async def answer_late(_request: RecordedRequest) -> Reply:
+    await anyio.sleep(30)
+    return reply(text("too late"))
+
+
+# -- the provider's own options
+
+
+@pytest.mark.parametrize(
+    ("options", "expected"),
+    [
+        ({"max_tokens": 50}, {"max_tokens": 50}),
+        ({"effort": "low"}, {"effort": "low"}),
+        ({"model": "haiku", "effort": "max"}, {"model": "claude-haiku-5-5", "effort": "max"}),
+        ({"thinking": "adaptive"}, {"thinking": "adaptive"}),
+    ],
+    ids=["max_tokens", "effort", "model+effort", "thinking"],
+)
+async def test_provider_options_reach_the_api_request(
+    options: dict[str, Any], expected: dict[str, Any]
+) -> None:
+    async with ScriptedMessagesAPI([reply(text("ok"))]) as api:
+        provider = ClaudeAgentProvider(api.settings(warm_processes=0))
+        assert (await provider.generate("hi", **options)).text == "ok"
+    got = sent(api.requests[0])
+    assert {key: got[key] for key in expected} == expected
+
+
+@pytest.mark.parametrize(
+    ("options", "problem"),
+    [
+        ({"thinking": "disabled"}, "thinking='disabled'"),
+        ({"thinking": 4096}, "thinking=4096"),
+        ({"model": "claude-sonnet-4-5", "thinking": "adaptive"}, "thinking='adaptive'"),
+    ],
+    ids=["thinking-off-on-an-always-thinking-model", "budget-on-adaptive", "adaptive-on-budget"],
+)
+async def test_a_thinking_setting_the_model_cannot_take_is_refused_before_any_request(
+    options: dict[str, Any], problem: str
+) -> None:
+    """Measured: the CLI would send something else (thinking stays adaptive)."""
+    async with ScriptedMessagesAPI([reply(text("ok"))]) as api:
+        provider = ClaudeAgentProvider(api.settings(warm_processes=0))
+        with pytest.raises(UnsupportedRequestError, match=problem):
+            await provider.generate("hi", **options)
+    assert api.requests == []
+
+
+async def test_the_provider_settings_apply_to_every_query() -> None:
+    async with ScriptedMessagesAPI([reply(text("ok"))]) as api:
+        provider = ClaudeAgentProvider(api.settings(max_tokens=64, effort="high"))
+        await provider.generate("hi")
+        await provider.aclose()
+    assert sent(api.requests[0])["max_tokens"] == 64
+    assert sent(api.requests[0])["effort"] == "high"
+
+
+async def test_max_retries_per_call_sets_the_clis_retries() -> None:
+    script = [http_error(500), http_error(500), reply(text("third time"))]
+    async with ScriptedMessagesAPI(script) as api:
+        provider = ClaudeAgentProvider(api.settings(warm_processes=0))  # 0 retries by default
+        result = await provider.generate("hi", max_retries=2)
+    assert result.text == "third time"
+    assert len(api.all_requests) == 3
+
+
+# -- pydantic-ai model settings
+
+
+async def test_pydantic_ai_max_tokens_and_thinking_level_reach_the_request() -> None:
+    async with ScriptedMessagesAPI([reply(text("ok"))]) as api:
+        agent = Agent(ClaudeAgentModel(api.settings(warm_processes=0)))
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")  # honoured settings warn about nothing
+            result = await agent.run("hi", model_settings={"max_tokens": 50, "thinking": "low"})
+    assert result.output == "ok"
+    assert sent(api.requests[0])["max_tokens"] == 50
+    assert sent(api.requests[0])["effort"] == "low"
+
+
+@pytest.mark.parametrize(
+    "setting",
+    [
+        {"temperature": 0.1},
+        {"top_p": 0.5},
+        {"seed": 7},
+        {"stop_sequences": ["STOP"]},
+        {"extra_body": {"x": 1}},
+    ],
+    ids=lambda s: next(iter(s)),
+)
+async def test_pydantic_ai_settings_the_cli_cannot_honour_warn_by_name(
+    setting: dict[str, Any],
+) -> None:
+    (name,) = setting
+    async with ScriptedMessagesAPI([reply(text("ok"))]) as api:
+        agent = Agent(ClaudeAgentModel(api.settings(warm_processes=0)))
+        with pytest.warns(UnsupportedSettingWarning, match=f"`{name}`"):
+            result = await agent.run("hi", model_settings=setting)
+    assert result.output == "ok"
+
+
+async def test_pydantic_ai_timeout_bounds_the_query() -> None:
+    async with ScriptedMessagesAPI(answer_late) as api:
+        agent = Agent(ClaudeAgentModel(api.settings(warm_processes=0)))
+        with pytest.raises(QueryTimeoutError) as caught:
+            await agent.run("hi", model_settings={"timeout": 1.5})
+    assert (caught.value.kind, caught.value.seconds) == ("timeout", 1.5)
+    assert len(api.all_requests) == 1, "it expired while the model was answering"
+
+
+# -- LangChain constructor arguments
+
+
+async def test_langchain_model_max_tokens_and_effort_reach_the_request() -> None:
+    async with ScriptedMessagesAPI([reply(text("ok")), reply(text("ok"))]) as api:
+        chat = ChatClaudeAgent(
+            settings=api.settings(warm_processes=0),
+            model="claude-haiku-4-5",
+            max_tokens=5,
+        )
+        assert (await chat.ainvoke("hi")).content == "ok"
+        chat = ChatClaudeAgent(settings=api.settings(warm_processes=0), effort="low")
+        await chat.ainvoke("hi")
+    assert sent(api.requests[0])["model"] == "claude-haiku-4-5"
+    assert sent(api.requests[0])["max_tokens"] == 5
+    assert sent(api.requests[1])["effort"] == "low"
+
+
+async def test_langchain_timeout_bounds_the_call() -> None:
+    async with ScriptedMessagesAPI(answer_late) as api:
+        chat = ChatClaudeAgent(settings=api.settings(warm_processes=0), timeout=1.5)
+        with pytest.raises(QueryTimeoutError) as caught:
+            await chat.ainvoke("hi")
+    assert caught.value.seconds == 1.5
+
+
+@pytest.mark.parametrize(
+    "argument", ["temperature", "top_p", "top_k", "stop_sequences", "extra_headers"]
+)
+def test_langchain_refuses_constructor_arguments_the_cli_cannot_honour(argument: str) -> None:
+    with pytest.raises(ValidationError, match=argument):
+        ChatClaudeAgent(**{argument: 0.1})
+
+
+async def test_pydantic_ai_thinking_off_is_refused_by_a_model_that_always_thinks() -> None:
+    async with ScriptedMessagesAPI([reply(text("ok"))]) as api:
+        agent = Agent(ClaudeAgentModel(api.settings(warm_processes=0)))
+        with pytest.raises(UnsupportedRequestError, match="thinking='disabled'"):
+            await agent.run("hi", model_settings={"thinking": False})
+    assert api.requests == []
+
+
+def test_the_provider_has_no_temperature_option() -> None:
+    provider = ClaudeAgentProvider()
+    with pytest.raises(UnsupportedRequestError, match="temperature"):
+        provider.stream("hi", temperature=0.1)
+
+
+async def test_langchain_stop_sequences_are_refused() -> None:
+    chat = ChatClaudeAgent()
+    with pytest.raises(UnsupportedRequestError, match="stop sequences"):
+        await chat.ainvoke("hi", stop=["END"])
