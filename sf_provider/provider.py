@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextvars
 import functools
+import json
 import os
 import shutil
 import tempfile
@@ -18,6 +19,7 @@ from typing import Any, Literal
 
 import anyio
 import claude_agent_sdk as sdk
+from claude_agent_sdk.types import SystemPromptFile
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from ._bridge import bridge_tool_name, build_bridge_server, unavailable_tools
@@ -53,6 +55,11 @@ from .types import (
 __all__ = ["CallOptions", "ClaudeAgentProvider", "NamedToolChoice", "QueryStream", "ToolChoice"]
 
 _STDERR_TAIL_LINES = 40
+
+#: Linux's limit on one command-line argument (MAX_ARG_STRLEN, 32 pages).
+_ARGUMENT_LIMIT = 128 * 1024
+#: A system prompt longer than this goes to the CLI as a file (`--system-prompt-file`).
+_SYSTEM_PROMPT_FILE_BYTES = 16 * 1024
 
 
 class NamedToolChoice(BaseModel):
@@ -300,6 +307,14 @@ class ClaudeAgentProvider:
                 normalize_input_schema(options.output_schema, tool_name="output_schema")
             except ToolDefinitionError as exc:
                 raise UnsupportedRequestError(str(exc).replace("input_schema", "it")) from None
+            size = len(json.dumps(options.output_schema).encode())
+            if size > _ARGUMENT_LIMIT:
+                raise UnsupportedRequestError(
+                    f"output_schema is {size:,} bytes as JSON; the CLI takes it as one "
+                    f"command-line argument, and Linux allows at most {_ARGUMENT_LIMIT:,} "
+                    f"bytes per argument. Shorten the schema (e.g. move descriptions into the "
+                    f"system prompt, which has no such limit)"
+                )
         conversation = convert_messages(messages)
         if conversation.history and not self.settings.isolate:
             raise UnsupportedRequestError(
@@ -448,12 +463,14 @@ class ClaudeAgentProvider:
             matcher = sdk.HookMatcher(matcher=f"mcp__{bridge}__.*", hooks=[_defer_tool_call])
             hooks = {"PreToolUse": [matcher]}
             env.setdefault("ENABLE_TOOL_SEARCH", "false")
+        if settings.isolate:
+            env = {**_blocked_environment(env), **env}
         return sdk.ClaudeAgentOptions(
             tools=[],
             allowed_tools=[bridge_tool_name(bridge, t.name) for t in plan.tools],
             mcp_servers=servers,
             setting_sources=[],
-            system_prompt="\n\n".join(plan.system) if plan.system else None,
+            system_prompt=_system_prompt(plan.system, workdir),
             model=plan.model,
             max_turns=plan.cli_max_turns,
             max_budget_usd=plan.rules.budget_usd,
@@ -630,6 +647,7 @@ class ClaudeAgentProvider:
         registry = self.registry
         return (
             self.settings.model_dump_json(),
+            self.settings.cwd or os.getcwd(),  # the CLI's working directory, named to the model
             id(registry),
             id(registry.gate) if registry is not None else None,
             mode,
@@ -765,6 +783,99 @@ def _isolated_dirs(workdir: Path, env: dict[str, str]) -> dict[str, str]:
         "CLAUDE_CONFIG_DIR": str(dirs["config"]),
         "TMPDIR": str(dirs["tmp"]),
     }
+
+
+#: What the CLI may take from the application's environment in isolated mode: how to reach and
+#: authenticate to the API (direct, Bedrock, Vertex, Foundry), proxies and certificates, the
+#: locale, switches that only turn things off, and what the SDK itself sets. Everything else is
+#: blanked (`_blocked_environment`); ProviderSettings.env passes whatever it names.
+_ENV_ALLOWED = frozenset(
+    {
+        "ANTHROPIC_API_KEY",
+        "ANTHROPIC_AUTH_TOKEN",
+        "ANTHROPIC_BASE_URL",
+        "CLAUDE_CODE_OAUTH_TOKEN",
+        "ANTHROPIC_BEDROCK_BASE_URL",
+        "ANTHROPIC_VERTEX_BASE_URL",
+        "ANTHROPIC_VERTEX_PROJECT_ID",
+        "ANTHROPIC_FOUNDRY_API_KEY",
+        "ANTHROPIC_FOUNDRY_BASE_URL",
+        "ANTHROPIC_FOUNDRY_RESOURCE",
+        "CLAUDE_CODE_USE_BEDROCK",
+        "CLAUDE_CODE_USE_VERTEX",
+        "CLAUDE_CODE_USE_FOUNDRY",
+        "CLAUDE_CODE_SKIP_BEDROCK_AUTH",
+        "CLAUDE_CODE_SKIP_VERTEX_AUTH",
+        "CLAUDE_CODE_SKIP_FOUNDRY_AUTH",
+        "CLOUD_ML_REGION",
+        "GOOGLE_APPLICATION_CREDENTIALS",
+        "GOOGLE_CLOUD_PROJECT",
+        "GCLOUD_PROJECT",
+        "HTTP_PROXY",
+        "HTTPS_PROXY",
+        "NO_PROXY",
+        "ALL_PROXY",
+        "http_proxy",
+        "https_proxy",
+        "no_proxy",
+        "all_proxy",
+        "SSL_CERT_FILE",
+        "SSL_CERT_DIR",
+        "NODE_EXTRA_CA_CERTS",
+        "CLAUDE_CODE_CLIENT_CERT",
+        "CLAUDE_CODE_CLIENT_KEY",
+        "CLAUDE_CODE_CLIENT_KEY_PASSPHRASE",
+        "PATH",
+        "LANG",
+        "LANGUAGE",
+        "TZ",
+        "USER",
+        "LOGNAME",
+        "DISABLE_TELEMETRY",
+        "DISABLE_ERROR_REPORTING",
+        "DISABLE_AUTOUPDATER",
+        "DISABLE_BUG_COMMAND",
+        "DISABLE_COST_WARNINGS",
+        "DISABLE_NON_ESSENTIAL_MODEL_CALLS",
+        "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC",
+        "CLAUDE_CODE_MAX_RETRIES",
+        "CLAUDE_CODE_ENTRYPOINT",
+        "TRACEPARENT",
+        "TRACESTATE",
+    }
+)
+_ENV_ALLOWED_PREFIXES = ("AWS_", "VERTEX_REGION_", "AZURE_", "LC_")
+
+
+def _blocked_environment(env: dict[str, str]) -> dict[str, str]:
+    """The application's environment variables the CLI must not see, each set to "" (the SDK
+    passes the whole environment on and cannot unset one; the CLI reads "" as unset).
+
+    The CLI reads over a thousand variables; some load code or settings
+    (`CLAUDE_CODE_PLUGIN_DIRS` runs a plugin's hooks and MCP servers, `NODE_OPTIONS`) and some
+    reshape every request (`ANTHROPIC_MODEL`, `ANTHROPIC_CUSTOM_HEADERS`, `ANTHROPIC_BETAS`,
+    `CLAUDE_CODE_EXTRA_BODY`). So it is an allow-list (`_ENV_ALLOWED`), not a deny-list.
+    """
+    return {
+        name: ""
+        for name in os.environ
+        if name not in env
+        and name not in _ENV_ALLOWED
+        and not name.startswith(_ENV_ALLOWED_PREFIXES)
+    }
+
+
+def _system_prompt(parts: list[str], workdir: Path) -> str | SystemPromptFile | None:
+    """The system prompt for the CLI: a long one as a file, since one command-line argument
+    holds at most 128 KiB on Linux."""
+    if not parts:
+        return None
+    prompt = "\n\n".join(parts)
+    if len(prompt) * 4 < _SYSTEM_PROMPT_FILE_BYTES:  # at most 4 bytes per character
+        return prompt
+    path = workdir / "system-prompt.md"
+    path.write_text(prompt, encoding="utf-8")
+    return {"type": "file", "path": str(path)}
 
 
 def _finish(mapper: PartMapper, result: sdk.ResultMessage, process: str) -> FinishPart:

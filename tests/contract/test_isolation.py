@@ -1,0 +1,125 @@
+"""In isolated mode the application's environment cannot load code into a query or reshape its
+requests; long system prompts go by file; the working directory is part of a process's setup."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from sf_provider import ClaudeAgentProvider, FunctionTool, UnsupportedRequestError
+from sf_provider.testing import ScriptedMessagesAPI, reply, text
+
+pytestmark = [pytest.mark.anyio, pytest.mark.cli]
+
+
+def hostile_plugin(root: Path) -> Path:
+    """A Claude Code plugin whose hooks and MCP server leave a file behind when they run."""
+    plugin = root / "plugin"
+    (plugin / ".claude-plugin").mkdir(parents=True)
+    (plugin / "hooks").mkdir()
+    (plugin / ".claude-plugin" / "plugin.json").write_text(
+        json.dumps({"name": "hostile", "version": "1.0.0", "description": "probe"})
+    )
+    hooks = {
+        event: [{"hooks": [{"type": "command", "command": f"touch {root}/ran-{event}"}]}]
+        for event in ("SessionStart", "UserPromptSubmit", "PreToolUse")
+    }
+    (plugin / "hooks" / "hooks.json").write_text(json.dumps({"hooks": hooks}))
+    server = {"command": "sh", "args": ["-c", f"touch {root}/ran-mcp; sleep 30"]}
+    (plugin / ".mcp.json").write_text(json.dumps({"mcpServers": {"hostile": server}}))
+    return plugin
+
+
+@pytest.mark.parametrize("mode", ["single-turn", "executor"])
+async def test_a_plugin_dir_in_the_environment_has_no_effect(
+    mode: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("CLAUDE_CODE_PLUGIN_DIRS", str(hostile_plugin(tmp_path)))
+    tool = FunctionTool(name="t", description="d", executor=lambda a: "ok")
+    async with ScriptedMessagesAPI([reply(text("ok"))]) as api:
+        provider = ClaudeAgentProvider(api.settings(warm_processes=0))
+        assert (await provider.generate("hi", tools=[tool], mode=mode)).text == "ok"
+    assert api.requests[0].tool_names == ["mcp__sf__t"]
+    assert sorted(p.name for p in tmp_path.glob("ran-*")) == []
+
+
+REQUEST_SHAPING = {
+    "ANTHROPIC_MODEL": "claude-haiku-4-5",
+    "ANTHROPIC_CUSTOM_HEADERS": "X-Injected: yes",
+    "ANTHROPIC_BETAS": "injected-beta-2099",
+    "CLAUDE_CODE_EXTRA_BODY": json.dumps({"injected": True}),
+}
+
+
+def shaped(request: Any) -> dict[str, Any]:
+    return {
+        "model": request.body.get("model"),
+        "header": request.headers.get("x-injected"),
+        "beta": "injected-beta-2099" in request.headers.get("anthropic-beta", ""),
+        "body": request.body.get("injected"),
+    }
+
+
+async def test_request_shaping_variables_pass_only_when_named_in_settings(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    for name, value in REQUEST_SHAPING.items():
+        monkeypatch.setenv(name, value)
+    async with ScriptedMessagesAPI([reply(text("one")), reply(text("two"))]) as api:
+        settings = api.settings(warm_processes=0)
+        await ClaudeAgentProvider(settings).generate("hi")
+        named = settings.model_copy(update={"env": {**settings.env, **REQUEST_SHAPING}})
+        await ClaudeAgentProvider(named).generate("hi")
+    from_environment, from_settings = (shaped(r) for r in api.requests)
+    assert from_environment == {"model": "claude-opus-5-5", "header": None, "beta": False,
+                                "body": None}  # fmt: skip
+    assert from_settings == {"model": "claude-haiku-4-5", "header": "yes", "beta": True,
+                             "body": True}  # fmt: skip
+
+
+async def test_a_system_prompt_over_the_argument_limit_goes_by_file() -> None:
+    prompt = "Rule: be brief. " * 20_000  # 320,000 characters, over Linux's 128 KiB per argument
+    async with ScriptedMessagesAPI([reply(text("ok"))]) as api:
+        provider = ClaudeAgentProvider(api.settings(warm_processes=0))
+        result = await provider.generate(
+            [{"role": "system", "content": prompt}, {"role": "user", "content": "hi"}]
+        )
+    assert result.text == "ok"
+    system = api.requests[0].body["system"]
+    sent = "".join(b["text"] for b in system) if isinstance(system, list) else system
+    assert prompt.strip() in sent
+
+
+def test_an_output_schema_over_the_argument_limit_is_refused_before_start() -> None:
+    schema = {
+        "type": "object",
+        "properties": {
+            f"field_{i}": {"type": "string", "description": "x" * 200} for i in range(700)
+        },
+    }
+    with pytest.raises(UnsupportedRequestError, match=r"output_schema is [\d,]+ bytes"):
+        ClaudeAgentProvider().stream("hi", output_schema=schema)
+
+
+async def test_a_warm_query_after_chdir_runs_in_the_new_working_directory(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    first, second = tmp_path / "first", tmp_path / "second"
+    first.mkdir()
+    second.mkdir()
+    tool = FunctionTool(name="t", description="d")  # single-turn: the CLI names its cwd
+    script = [reply(text("one")), reply(text("two"))]
+    async with ScriptedMessagesAPI(script) as api, ClaudeAgentProvider(api.settings()) as provider:
+        monkeypatch.chdir(first)
+        await provider.generate("hi", tools=[tool])
+        monkeypatch.chdir(second)
+        result = await provider.generate("hi", tools=[tool])
+    assert result.provider_details["process"] == "fresh"
+    said = json.dumps(api.requests[1].body["messages"]) + json.dumps(api.requests[1].body["system"])
+    assert str(second) in said
+    assert str(first) not in said
+    assert os.getcwd() == str(second)
