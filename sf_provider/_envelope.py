@@ -1,15 +1,23 @@
 """The legacy JSON envelope: tool calls written as JSON in the reply text.
 
 Older prompts (and some models without native tools) answer with a JSON object instead of
-`tool_use` blocks. Accepted shapes, alone in the text (surrounding whitespace and one Markdown
-code fence tolerated):
+`tool_use` blocks. Only these shapes are envelopes, alone in the text (surrounding whitespace
+and one Markdown code fence tolerated), with exactly the keys shown:
 
-- `{"type": "tool-calls", "calls": [{"toolName": "...", "input": {...}}, ...]}`
+- `{"type": "tool-calls", "calls": [<call>, ...]}`
 - `{"type": "text", "text": "..."}`
-- a single call: `{"tool" | "toolName": "...", "input" | "parameters" | "arguments": {...}}`
-- a list: `{"tool_calls": [<single calls>]}`
+- `{"tool_calls": [<call>, ...]}`
+- a single `<call>`: `{"tool" | "toolName": "<name>", "input" | "parameters" | "arguments": {...}}`
+  (one name key and one arguments key; the arguments an object, or a string holding one)
 
-Text that merely contains JSON in prose is never an envelope.
+Anything else is the text it is: a plain JSON answer (`{"name": "Paris"}`,
+`{"id": 7, "name": "Widget"}`, `{"tool": "hammer"}` without arguments, a call with extra keys),
+JSON inside prose, a list with one item that is not a call.
+
+A call in a documented shape is the model's declared intent to call a tool, so it stays a call
+even when it names a tool the request does not expose: it comes back as an invalid call whose
+reason names the exposed tools (`PartMapper`), exactly like a native `tool_use` block naming an
+unknown tool, so an agent framework can tell the model and let it try again.
 """
 
 from __future__ import annotations
@@ -23,17 +31,16 @@ from typing import Any
 __all__ = ["EnvelopeCall", "ParsedEnvelope", "could_be_envelope", "parse_envelope"]
 
 _FENCE = re.compile(r"^```[a-zA-Z0-9_-]*[ \t]*\n(?P<body>.*)\n```$", re.DOTALL)
-_NAME_KEYS = ("toolName", "tool", "tool_name", "name")
-_INPUT_KEYS = ("input", "parameters", "arguments", "args")
+_NAME_KEYS = frozenset({"toolName", "tool"})
+_INPUT_KEYS = frozenset({"input", "parameters", "arguments"})
 
 
 @dataclass(frozen=True)
 class EnvelopeCall:
-    """One call found in an envelope; `problem` says why it cannot be a valid call, if so."""
+    """One call found in an envelope."""
 
     tool_name: str
     input: dict[str, Any]
-    problem: str | None = None
 
 
 @dataclass(frozen=True)
@@ -69,22 +76,23 @@ def _unwrap(text: str) -> str | None:
 
 
 def _single_call(raw: Any) -> EnvelopeCall | None:
+    """The call `raw` is, when it has exactly one name key and one arguments key."""
     if not isinstance(raw, Mapping):
         return None
-    name = next((raw[k] for k in _NAME_KEYS if k in raw), None)
+    name_keys, input_keys = _NAME_KEYS.intersection(raw), _INPUT_KEYS.intersection(raw)
+    if len(name_keys) != 1 or len(input_keys) != 1 or len(raw) != 2:
+        return None
+    name, arguments = raw[next(iter(name_keys))], raw[next(iter(input_keys))]
     if not isinstance(name, str) or not name:
         return None
-    arguments: Any = next((raw[k] for k in _INPUT_KEYS if k in raw), {})
     if isinstance(arguments, str):
         # Some models double-encode the arguments.
         try:
             arguments = json.loads(arguments)
         except ValueError:
-            return EnvelopeCall(name, {}, problem="its arguments are a string that is not JSON")
+            return None
     if not isinstance(arguments, Mapping):
-        return EnvelopeCall(
-            name, {}, problem=f"its arguments must be an object, not {type(arguments).__name__}"
-        )
+        return None
     return EnvelopeCall(name, dict(arguments))
 
 
@@ -108,18 +116,14 @@ def parse_envelope(text: str) -> ParsedEnvelope | None:
         return None
     if not isinstance(data, Mapping):
         return None
-    kind = data.get("type")
-    if kind == "text" and isinstance(data.get("text"), str) and set(data) <= {"type", "text"}:
+    keys = set(data)
+    if keys == {"type", "text"} and data["type"] == "text" and isinstance(data["text"], str):
         return ParsedEnvelope(text=data["text"])
-    if kind == "tool-calls":
-        calls = _call_list(data.get("calls"))
-        return ParsedEnvelope(calls=calls) if calls else None
-    if "tool_calls" in data and set(data) <= {"tool_calls", "type"}:
+    if keys == {"type", "calls"} and data["type"] == "tool-calls":
+        calls = _call_list(data["calls"])
+    elif keys == {"tool_calls"}:
         calls = _call_list(data["tool_calls"])
-        return ParsedEnvelope(calls=calls) if calls else None
-    allowed = {*_NAME_KEYS, *_INPUT_KEYS, "type", "id"}
-    if set(data) <= allowed:
+    else:
         call = _single_call(data)
-        if call is not None:
-            return ParsedEnvelope(calls=[call])
-    return None
+        calls = None if call is None else [call]
+    return ParsedEnvelope(calls=calls) if calls else None

@@ -90,7 +90,10 @@ def result_failure(
     """
     calls = collected.tool_call_count
     text_chars = collected.text_chars
-    if not result.is_error or result.subtype == "error_max_turns":
+    # An answer cut at the output limit is a result (finish reason "length"), held to the same
+    # rules as a complete one.
+    answered = not result.is_error or mapper.output_limit_reached
+    if answered or result.subtype == "error_max_turns":
         if rules.required_call is not None and not calls:
             return ToolChoiceViolationError(
                 f"tool_choice required a call of {rules.required_call}, but the model answered "
@@ -109,7 +112,7 @@ def result_failure(
             )
     if rules.wants_object and (
         result.subtype == "error_max_structured_output_retries"
-        or (not result.is_error and result.structured_output is None)
+        or (answered and result.structured_output is None)
     ):
         return StructuredOutputError(
             "output_schema was asked for, but the model answered without a matching object "
@@ -136,7 +139,7 @@ def result_failure(
             partial=collected.result(),
             max_turns=rules.max_turns,
         )
-    if not result.is_error:
+    if answered:
         return None
     return _api_failure(result, mapper)
 

@@ -152,7 +152,13 @@ class PartMapper:
         self._signatures: dict[str, str] = {}
         self._tool_names: dict[str, str] = {}
         self._hidden: set[str] = set()  # calls of the CLI's StructuredOutput tool
-        self._message_index = -1  # which API message of the query the current blocks are from
+        self._message_index = -1  # which model turn of the query the current blocks are from
+        # The last API message stopped at the output limit: the CLI asks the model to resume
+        # ("Output token limit hit. Resume directly ...", up to 3 times, no switch to stop it),
+        # so the next message continues the same answer.
+        self._resumes = False
+        #: API messages of the query that stopped at the output limit (`max_tokens`).
+        self.output_limit_hits = 0
         self._unstreamed_id: str | None = None
         self._counter = 0
         self.api_error: str | None = None
@@ -198,13 +204,14 @@ class PartMapper:
             parts = self._discard_cut_attempt()
             message_id = str((event.get("message") or {}).get("id") or self._next_id("msg"))
             self._message_id = message_id
-            self._message_index += 1
+            self._new_message()
             self._streamed.add(message_id)
             self._open = {}
             self._attempt_done = False
             return parts
         if kind == "message_delta" and (event.get("delta") or {}).get("stop_reason"):
             self._attempt_done = True
+            self._stopped(event["delta"]["stop_reason"])
             return []
         index = event.get("index")
         if not isinstance(index, int):
@@ -270,6 +277,18 @@ class PartMapper:
             return [ToolInputEndPart(id=part_id)]
         return []
 
+    def _new_message(self) -> None:
+        """A new API message: a new model turn, unless it resumes an answer cut at the output
+        limit (the pieces are one answer, the CLI asked the model to pick up mid-thought)."""
+        if not self._resumes:
+            self._message_index += 1
+        self._resumes = False
+
+    def _stopped(self, stop_reason: str | None) -> None:
+        if stop_reason == "max_tokens":
+            self.output_limit_hits += 1
+            self._resumes = True
+
     # -- text, held back while it may be an envelope
 
     def _discard_cut_attempt(self) -> list[StreamPart]:
@@ -331,19 +350,14 @@ class PartMapper:
         parts: list[StreamPart] = []
         for i, call in enumerate(envelope.calls):
             parts.append(
-                self._call_part(
-                    f"envelope-call-{self._counter}-{i}", call.tool_name, call.input, call.problem
-                )
+                self._call_part(f"envelope-call-{self._counter}-{i}", call.tool_name, call.input)
             )
         return parts
 
-    def _call_part(
-        self, call_id: str, name: str, arguments: dict[str, Any], problem: str | None = None
-    ) -> ToolCallPart:
+    def _call_part(self, call_id: str, name: str, arguments: dict[str, Any]) -> ToolCallPart:
         """A tool-call part; in single-turn mode it is checked against the exposed tools."""
         self._calls.add(call_id)
-        if not self._provider_executed and problem is None:
-            problem = self._invalid_reason(name, arguments)
+        problem = None if self._provider_executed else self._invalid_reason(name, arguments)
         return ToolCallPart(
             tool_call_id=call_id,
             tool_name=name,
@@ -379,7 +393,8 @@ class PartMapper:
         parts: list[StreamPart] = [] if streamed else self._discard_cut_attempt()
         if not streamed and message.message_id != self._unstreamed_id:
             self._unstreamed_id = message.message_id
-            self._message_index += 1
+            self._new_message()
+            self._stopped(message.stop_reason)
         for block in message.content:
             match block:
                 case TextBlock() if not streamed:
@@ -426,6 +441,14 @@ class PartMapper:
     def _user(self, message: UserMessage) -> list[StreamPart]:
         if message.parent_tool_use_id is not None or isinstance(message.content, str):
             return []
+        if any(isinstance(block, ToolResultBlock) for block in message.content):
+            self._resumes = False  # a cut message with a whole call is answered, not resumed
+        if not self._provider_executed:
+            # Single-turn: every call goes back to the app, which answers it. A result the CLI
+            # made itself ("No such tool available" for an unknown name, the bridge's error when
+            # the defer hook did not run) is not the provider's: reported, it would be a second
+            # answer to the same call in the app's next request.
+            return []
         parts: list[StreamPart] = []
         for block in message.content:
             if isinstance(block, ToolResultBlock) and block.tool_use_id not in self._hidden:
@@ -441,6 +464,12 @@ class PartMapper:
                 )
         return parts
 
+    @property
+    def output_limit_reached(self) -> bool:
+        """Whether the query ended because the answer hit the output limit (`max_tokens`) and
+        the CLI stopped resuming it: a result cut short, not a failure."""
+        return self.api_error == "max_output_tokens"
+
     def finish(self, result: ResultMessage) -> FinishPart:
         """The finish part for the query's result message."""
         details: dict[str, Any] = {"subtype": result.subtype, "is_error": result.is_error}
@@ -451,6 +480,13 @@ class PartMapper:
         if result.duration_api_ms is not None:
             details["duration_api_ms"] = result.duration_api_ms
         reason = finish_reason_for(result)
+        stop_reason = result.stop_reason
+        if self.output_limit_hits:
+            details["output_limit_hits"] = self.output_limit_hits
+        if self.output_limit_reached:
+            # The CLI resumed the cut answer as often as it does, then gave up with an error
+            # message: the answer so far is the result, cut at the output limit.
+            reason, stop_reason = "length", "max_tokens"
         if (
             not self._provider_executed
             and self._calls
@@ -466,7 +502,7 @@ class PartMapper:
             cost_usd=result.total_cost_usd,
             session_id=result.session_id,
             num_turns=result.num_turns,
-            raw_stop_reason=result.stop_reason,
+            raw_stop_reason=stop_reason,
             duration_ms=result.duration_ms,
             provider_details=details,
         )

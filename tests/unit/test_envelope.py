@@ -49,10 +49,43 @@ def test_double_encoded_arguments_are_decoded() -> None:
     assert parsed == ParsedEnvelope(calls=[EnvelopeCall("x", {"a": 1})])
 
 
-def test_arguments_that_are_not_an_object_make_a_call_with_a_problem() -> None:
-    parsed = parse_envelope(json.dumps({"tool": "x", "input": [1, 2]}))
-    assert parsed is not None
-    assert parsed.calls[0].problem == "its arguments must be an object, not list"
+def test_a_documented_call_naming_any_tool_is_a_call() -> None:
+    # Whether the tool exists is for the mapper to judge (an invalid call), not the parser.
+    parsed = parse_envelope(json.dumps({"toolName": "launch_rocket", "input": {}}))
+    assert parsed == ParsedEnvelope(calls=[EnvelopeCall("launch_rocket", {})])
+
+
+@pytest.mark.parametrize(
+    "payload",
+    [
+        {"name": "Paris"},
+        {"id": 7, "name": "Widget"},
+        {"tool": "hammer"},
+        {"toolName": "hammer"},
+        {"name": "get_weather", "arguments": {"city": "Paris"}},
+        {"tool_name": "get_weather", "input": {"city": "Paris"}},
+        {"tool": "get_weather", "args": {"city": "Paris"}},
+        {"tool": "get_weather", "input": {}, "id": "call_1"},
+        {"tool": "get_weather", "toolName": "get_weather", "input": {}},
+        {"tool": "get_weather", "input": {}, "arguments": {}},
+        {"type": "tool-call", "tool": "get_weather", "input": {}},
+        {"tool": "get_weather", "input": [1, 2]},
+        {"tool": "get_weather", "input": "Paris"},
+        {"tool": "get_weather", "input": None},
+        {"tool": 5, "input": {}},
+        {"tool": "", "input": {}},
+        {"type": "tool-calls", "calls": [{"name": "get_weather", "arguments": {}}]},
+        {"type": "tool-calls", "calls": [CALL], "reason": "weather"},
+        {"type": "tool-calls", "tool_calls": [CALL]},
+        {"tool_calls": [CALL, {"name": "Paris"}]},
+        {"tool_calls": [CALL], "type": "tool-calls"},
+        {"tool_calls": []},
+        {"type": "text", "text": "hi", "lang": "en"},
+    ],
+    ids=lambda payload: json.dumps(payload),
+)
+def test_json_in_no_documented_shape_is_text(payload: dict[str, Any]) -> None:
+    assert parse_envelope(json.dumps(payload)) is None
 
 
 @pytest.mark.parametrize(

@@ -146,3 +146,40 @@ def test_sdk_exceptions() -> None:
     assert isinstance(too_big, CLIOutputError) and "max_buffer_size=1024" in str(too_big)
     lost = exception_failure(sdk.CLIConnectionError("closed"), stderr, 1024)
     assert isinstance(lost, ProcessDiedError) and lost.stderr == "last words"
+
+
+def output_limit_mapper() -> PartMapper:
+    """A mapper that saw the CLI give up resuming an answer cut at the output limit."""
+    mapper = PartMapper("sf", provider_executed=True)
+    mapper.api_error = "max_output_tokens"
+    mapper.api_error_text = "API Error: Claude's response exceeded the 50 output token maximum."
+    return mapper
+
+
+def test_an_answer_cut_at_the_output_limit_is_a_result_not_a_lost_connection() -> None:
+    cut = result(is_error=True, stop_reason="stop_sequence", terminal_reason="api_error")
+    assert classify(cut, mapper=output_limit_mapper()) is None
+    single = ResultRules(
+        mode="single-turn", required_call=None, wants_object=False, budget_usd=None, max_turns=1
+    )
+    assert classify(cut, single, mapper=output_limit_mapper()) is None
+
+
+def test_an_answer_cut_at_the_output_limit_is_held_to_the_same_rules() -> None:
+    cut = result(is_error=True, stop_reason="stop_sequence")
+    single = ResultRules(
+        mode="single-turn", required_call=None, wants_object=False, budget_usd=None, max_turns=1
+    )
+    nothing = classify(cut, single, got=collected(), mapper=output_limit_mapper())
+    assert isinstance(nothing, EmptyToolRoutingError)
+    required = ResultRules(
+        mode="single-turn", required_call="a tool", wants_object=False, budget_usd=None,
+        max_turns=1,
+    )  # fmt: skip
+    assert isinstance(classify(cut, required, mapper=output_limit_mapper()),
+                      ToolChoiceViolationError)  # fmt: skip
+    wants_object = ResultRules(
+        mode="executor", required_call=None, wants_object=True, budget_usd=None, max_turns=3
+    )
+    assert isinstance(classify(cut, wants_object, mapper=output_limit_mapper()),
+                      StructuredOutputError)  # fmt: skip

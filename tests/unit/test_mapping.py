@@ -478,3 +478,106 @@ def test_single_turn_response_messages_are_the_assistant_message() -> None:
     assert result.assistant_message()["content"][0] == {
         "type": "reasoning", "text": "hmm", "signature": "sig"
     }  # fmt: skip
+
+
+# -- an answer cut at the output limit (the CLI resumes it, then may give up)
+
+
+def message_delta(stop_reason: str) -> StreamEvent:
+    return event({"type": "message_delta", "delta": {"stop_reason": stop_reason}})
+
+
+def streamed_text(message_id: str, value: str, stop_reason: str) -> list[Any]:
+    return [
+        message_start(message_id),
+        block_start(0, {"type": "text", "text": ""}),
+        block_delta(0, {"type": "text_delta", "text": value}),
+        assistant(TextBlock(value), message_id=message_id),
+        block_stop(0),
+        message_delta(stop_reason),
+    ]
+
+
+#: What the CLI (2.1.330) sends between the pieces of a cut answer.
+RESUME_NUDGE = UserMessage(
+    content=[TextBlock("Output token limit hit. Resume directly — no apology, no recap ...")]
+)
+#: What the CLI sends when it stops resuming.
+OUTPUT_LIMIT_ERROR = AssistantMessage(
+    content=[TextBlock("API Error: Claude's response exceeded the 50 output token maximum.")],
+    model="<synthetic>",
+    error="max_output_tokens",
+)
+
+
+def test_a_resumed_answer_is_one_turn_whose_text_is_every_piece() -> None:
+    messages = [
+        *streamed_text("msg_1", "The first half, ", "max_tokens"),
+        RESUME_NUDGE,
+        *streamed_text("msg_2", "the second half.", "end_turn"),
+        result_message(),
+    ]
+    mapper = PartMapper("sf", provider_executed=True)
+    collector = ResultCollector()
+    for part in map_all(messages, mapper):
+        collector.add(part)
+    got = collector.result()
+    assert (got.text, got.finish_reason) == ("The first half, the second half.", "stop")
+    assert got.provider_details["output_limit_hits"] == 1
+
+
+def test_an_answer_the_cli_stopped_resuming_finishes_with_length_and_its_text() -> None:
+    messages = [
+        *streamed_text("msg_1", "Cut ", "max_tokens"),
+        RESUME_NUDGE,
+        *streamed_text("msg_2", "and cut again", "max_tokens"),
+        OUTPUT_LIMIT_ERROR,
+        result_message(is_error=True, stop_reason="stop_sequence"),
+    ]
+    mapper = PartMapper("sf", provider_executed=False, hold_envelopes=True)
+    collector = ResultCollector()
+    for part in map_all(messages, mapper):
+        collector.add(part)
+    got = collector.result()
+    assert mapper.output_limit_reached
+    assert (got.text, got.finish_reason, got.raw_stop_reason) == (
+        "Cut and cut again",
+        "length",
+        "max_tokens",
+    )
+    assert got.provider_details["output_limit_hits"] == 2
+
+
+def test_a_cut_message_with_a_whole_call_is_answered_and_the_next_turn_is_new() -> None:
+    cut = AssistantMessage(
+        content=[TextBlock("Adding."), ToolUseBlock(id="toolu_1", name="mcp__sf__add", input={})],
+        model=MODEL,
+        message_id="msg_1",
+        stop_reason="max_tokens",
+    )
+    messages = [
+        cut,
+        tool_result("toolu_1", "3"),
+        assistant(TextBlock("Sum: 3."), message_id="msg_2"),
+    ]
+    parts = map_all(messages)
+    assert [p.message_index for p in parts if isinstance(p, TextStartPart)] == [0, 1]
+
+
+NO_SUCH_TOOL = "<tool_use_error>Error: No such tool available: nope</tool_use_error>"
+
+
+def test_single_turn_reports_no_result_the_cli_made_for_a_call_it_hands_back() -> None:
+    # An unknown tool name: the CLI answers "No such tool available" itself; the app answers
+    # the call (it came back invalid), so the CLI's answer is not a result.
+    mapper = PartMapper("sf", provider_executed=False, tools={})
+    messages = [
+        assistant(ToolUseBlock(id="toolu_1", name="mcp__sf__nope", input={})),
+        tool_result("toolu_1", NO_SUCH_TOOL, is_error=True),
+        result_message(stop_reason="tool_deferred"),
+    ]
+    parts = map_all(messages, mapper)
+    assert [p.type for p in parts if p.type.startswith("tool-")][-1] == "tool-call"
+    assert not [p for p in parts if isinstance(p, ToolResultPart)]
+    [call] = [p for p in parts if isinstance(p, ToolCallPart)]
+    assert call.invalid and "not exposed" in (call.invalid_reason or "")
