@@ -45,7 +45,14 @@ from .gates import CallContext, Gate, GateDecision, GateRequest, Transport
 from .provider import CallOptions, ClaudeAgentProvider, NamedToolChoice, QueryStream, ToolChoice
 from .registry import GUIDANCE_TOOL_NAME, ToolRegistry, group_env_var
 from .settings import Effort, ProviderSettings, Thinking
-from .tools import Executor, FunctionTool, ToolOutput, normalize_input_schema
+from .tools import (
+    Executor,
+    FunctionTool,
+    RunningCall,
+    ToolOutput,
+    current_call,
+    normalize_input_schema,
+)
 from .types import (
     CallWarning,
     DiscardPart,
@@ -120,6 +127,7 @@ __all__ = [
     "ReasoningDeltaPart",
     "ReasoningEndPart",
     "ReasoningStartPart",
+    "RunningCall",
     "StreamPart",
     "StreamStartPart",
     "StructuredOutputError",
@@ -146,6 +154,7 @@ __all__ = [
     "Usage",
     "__version__",
     "check_capabilities",
+    "current_call",
     "ensure_capabilities",
     "find_cli",
     "group_env_var",

@@ -1,29 +1,65 @@
 """The one invocation layer: every transport calls tools through `invoke_tool`.
 
-Validation against the schema, the executor (sync or async) under a timeout, result conversion
-and error isolation live here and only here, so the SDK bridge, direct calls and other transports
-cannot drift apart.
+Validation against the schema, the gate, the executor (sync or async) under a timeout, result
+conversion and error isolation live here and only here, so the SDK bridge, direct calls and other
+transports cannot drift apart.
+
+What an executor or a gate raises, by kind:
+- an `Exception` is the tool's failure: an error result the model reads;
+- `SystemExit` (argparse and click tools exit on bad input) is one too: only the call ends. A
+  sync executor's is told apart from the application's own (a signal handler's `sys.exit()`
+  running in the event loop's thread while the call waits), which is treated as below;
+- cancellation (anyio's) stays cancellation: the caller's cancel scope is honoured;
+- any other `BaseException` (`KeyboardInterrupt`, `GeneratorExit`, ...) is not the tool's
+  business alone: it goes to the interrupt handler of the context the call runs in (a query
+  stops and re-raises it to its caller; `sf-provider serve` answers with an error result and
+  serves on), and without one it propagates to the direct caller as itself.
+
+Sync executors run in daemon threads of their own (`run_sync_in_daemon_thread`): a thread
+cannot be stopped from outside, so a timed-out or cancelled one goes on until it returns, but it
+never keeps the interpreter from exiting, and its `current_call().cancelled` is set so it can
+stop early.
 """
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import inspect
 import json
 import logging
-from collections.abc import Mapping
-from typing import Any
+import threading
+from collections.abc import Callable, Mapping
+from typing import Any, TypeVar
 
 import anyio
-import anyio.to_thread
+import anyio.lowlevel
 from pydantic import BaseModel
 from pydantic_core import to_jsonable_python
 
 from .gates import CallContext, Gate, GateDecision, GateRequest
-from .tools import FunctionTool, ToolOutput
+from .tools import _CURRENT_CALL, FunctionTool, RunningCall, ToolOutput
 
 logger = logging.getLogger("sf_provider.tools")
 
-__all__ = ["DEFAULT_MAX_RESULT_CHARS", "invoke_tool", "to_tool_output", "truncate_output"]
+__all__ = [
+    "DEFAULT_MAX_RESULT_CHARS",
+    "INTERRUPTS",
+    "invoke_tool",
+    "run_sync_in_daemon_thread",
+    "to_tool_output",
+    "truncate_output",
+]
+
+T = TypeVar("T")
+
+#: Where a `KeyboardInterrupt` (or another `BaseException` that is neither an `Exception` nor a
+#: cancellation) raised by a tool's executor or gate goes. Set in the context tool calls run in:
+#: by a query (`CLISession`: the query stops and re-raises it) and by `sf-provider serve` (logged;
+#: the call is answered with an error result). None: re-raised to the caller of `invoke_tool`.
+INTERRUPTS: contextvars.ContextVar[Callable[[BaseException], None] | None] = contextvars.ContextVar(
+    "sf_provider_interrupts", default=None
+)
 
 #: The largest tool result (in characters of text) the Claude Code CLI passes to the model when
 #: the tool asks for it (`_meta["anthropic/maxResultSizeChars"]`, measured with CLI 2.1.330;
@@ -75,6 +111,25 @@ def to_tool_output(value: Any) -> ToolOutput:
     return ToolOutput.from_text(encoded)
 
 
+class _ToolExit(Exception):
+    """An executor called `sys.exit()`: a failure of the call, raised in place of its
+    `SystemExit` so that it is never mistaken for the application's own."""
+
+    def __init__(self, exit: SystemExit) -> None:
+        super().__init__(exit.code)
+        self.exit = exit
+
+
+def _describe(exc: BaseException) -> str:
+    """`Type: message`, with the exit code for `SystemExit`."""
+    if isinstance(exc, _ToolExit):
+        exc = exc.exit
+    if isinstance(exc, SystemExit):
+        return f"SystemExit: exit code {exc.code!r}"
+    text = str(exc)
+    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
+
+
 async def _gate_denial(
     gate: Gate, tool: FunctionTool, args: dict[str, Any], context: CallContext
 ) -> str | None:
@@ -83,9 +138,9 @@ async def _gate_denial(
         decision = gate(GateRequest(tool=tool, arguments=args, context=context))
         if inspect.isawaitable(decision):
             decision = await decision
-    except Exception as exc:  # a broken gate must not open the door
+    except (Exception, SystemExit) as exc:  # a broken gate must not open the door
         logger.warning("safety gate raised for tool %r", tool.name, exc_info=True)
-        return f"the gate failed ({type(exc).__name__}: {exc})"
+        return f"the gate failed ({_describe(exc)})"
     if isinstance(decision, GateDecision):
         return None if decision.allowed else (decision.reason or "no reason given")
     if isinstance(decision, bool):
@@ -106,9 +161,11 @@ async def invoke_tool(
 
     - arguments that violate the schema never reach the executor;
     - a `mutating` tool runs only if `gate` (when there is one) allows it;
-    - the executor runs under `tool.timeout` or else `default_timeout` seconds;
-    - an exception or a timeout becomes an error result naming the tool and the cause, logged on
-      the `sf_provider.tools` logger;
+    - the executor runs under `tool.timeout` or else `default_timeout` seconds; when the call is
+      given up (timeout, cancellation, interrupt) `current_call().cancelled` is set;
+    - an exception, `SystemExit` or a timeout becomes an error result naming the tool and the
+      cause, logged on the `sf_provider.tools` logger;
+    - another `BaseException` that is not a cancellation goes to `INTERRUPTS` (see the module);
     - a result longer than `max_result_chars` is truncated with an explicit marker.
     """
     args = dict(arguments or {})
@@ -121,30 +178,49 @@ async def invoke_tool(
         message = f"Invalid arguments for tool {tool.name!r}: " + "; ".join(problems)
         logger.warning("%s (arguments: %.500s)", message, json.dumps(args, default=repr))
         return ToolOutput.from_text(message, is_error=True)
+    call = RunningCall(tool, context or CallContext())
+    try:
+        return await _gated_call(call, args, gate, default_timeout, max_result_chars)
+    except anyio.get_cancelled_exc_class():
+        call.cancelled.set()
+        raise
+    except BaseException as exc:  # not an Exception (those are results already): see the module
+        call.cancelled.set()
+        handler = INTERRUPTS.get()
+        if handler is None:
+            raise
+        message = f"Tool {tool.name!r} failed: {_describe(exc)}"
+        logger.warning(message, exc_info=True)
+        handler(exc)
+        return ToolOutput.from_text(message, is_error=True)
+
+
+async def _gated_call(
+    call: RunningCall,
+    args: dict[str, Any],
+    gate: Gate | None,
+    default_timeout: float | None,
+    max_result_chars: int | None,
+) -> ToolOutput:
+    tool = call.tool
     if gate is not None and tool.mutating:
-        context = context or CallContext()
-        denial = await _gate_denial(gate, tool, args, context)
+        denial = await _gate_denial(gate, tool, args, call.context)
         if denial is not None:
             message = f"Tool {tool.name!r} was denied by the safety gate: {denial}"
-            logger.warning("%s (transport: %s)", message, context.transport)
+            logger.warning("%s (transport: %s)", message, call.context.transport)
             return ToolOutput.from_text(message, is_error=True)
     timeout = tool.timeout if tool.timeout is not None else default_timeout
-    executor = tool.executor
     try:
         # move_on_after, not fail_after: an executor's own TimeoutError is its failure, not ours.
         with anyio.move_on_after(timeout) as deadline:
-            if inspect.iscoroutinefunction(executor):
-                value = await executor(args)
-            else:
-                value = await anyio.to_thread.run_sync(executor, args, abandon_on_cancel=True)
-                if inspect.isawaitable(value):
-                    value = await value
+            value = await _execute(call, args)
         if deadline.cancelled_caught:
+            call.cancelled.set()
             message = f"Tool {tool.name!r} timed out after {timeout:g} s"
             logger.warning(message)
             return ToolOutput.from_text(message, is_error=True)
     except Exception as exc:
-        message = f"Tool {tool.name!r} failed: {type(exc).__name__}: {exc}"
+        message = f"Tool {tool.name!r} failed: {_describe(exc)}"
         logger.warning(message, exc_info=True)
         return ToolOutput.from_text(message, is_error=True)
     try:
@@ -153,3 +229,65 @@ async def invoke_tool(
         message = f"Tool {tool.name!r} returned a value that cannot be sent: {exc}"
         logger.warning(message)
         return ToolOutput.from_text(message, is_error=True)
+
+
+async def _execute(call: RunningCall, args: dict[str, Any]) -> Any:
+    """The executor's value; `current_call()` gives it `call` (in its thread or task)."""
+    executor = call.tool.executor
+    assert executor is not None
+    token = _CURRENT_CALL.set(call)
+    try:
+        if inspect.iscoroutinefunction(executor):
+            try:
+                return await executor(args)
+            except SystemExit as exc:
+                raise _ToolExit(exc) from exc
+        value = await run_sync_in_daemon_thread(executor, args)
+        if inspect.isawaitable(value):
+            value = await value
+        return value
+    finally:
+        _CURRENT_CALL.reset(token)
+
+
+async def run_sync_in_daemon_thread(fn: Callable[..., T], *args: Any) -> T:
+    """`fn(*args)` in a new daemon thread, in a copy of this task's context (contextvars).
+
+    Unlike anyio's worker threads (which Python waits for at exit), a daemon thread never keeps
+    the interpreter alive: a sync executor that hangs is left behind when the process ends.
+    Cancelling this wait abandons the thread; it runs on until `fn` returns, and its outcome is
+    dropped. What `fn` raises is raised here, `BaseException`s included, except that a
+    `SystemExit` (which in a thread ends only the thread) is raised as a failure, `_ToolExit`.
+    """
+    import anyio.from_thread  # here: `import sf_provider` does not load it
+
+    token = anyio.lowlevel.current_token()
+    done = anyio.Event()
+    outcome: list[tuple[bool, Any]] = []
+    context = contextvars.copy_context()
+    with contextlib.suppress(ImportError):  # as anyio's workers: no async library in the thread
+        import sniffio
+
+        context.run(sniffio.current_async_library_cvar.set, None)
+
+    def work() -> None:
+        try:
+            outcome.append((True, context.run(fn, *args)))
+        except BaseException as exc:  # carried to the awaiting task, raised there
+            outcome.append((False, exc))
+        with contextlib.suppress(Exception):  # the event loop is gone: nobody is waiting
+            anyio.from_thread.run_sync(done.set, token=token)
+
+    threading.Thread(target=work, name=f"sf-provider-tool-{_name(fn)}", daemon=True).start()
+    await done.wait()
+    ok, value = outcome[0]
+    if ok:
+        result: T = value
+        return result
+    if isinstance(value, SystemExit):
+        raise _ToolExit(value) from value
+    raise value
+
+
+def _name(fn: Callable[..., Any]) -> str:
+    return str(getattr(fn, "__name__", type(fn).__name__))

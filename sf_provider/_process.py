@@ -31,6 +31,7 @@ import claude_agent_sdk as sdk
 from claude_agent_sdk._internal.transport.subprocess_cli import SubprocessCLITransport
 
 from ._history import TurnRecorder
+from ._invoke import INTERRUPTS
 
 __all__ = ["CLISession", "QueryTransport", "WarmPool", "user_message"]
 
@@ -53,6 +54,9 @@ class QueryTransport(SubprocessCLITransport):
     """
 
     finished = False
+    #: Set when a tool interrupted the query (`CLISession.interrupt`): the CLI was killed on
+    #: purpose, so its end is no error and nothing more is written to it.
+    interrupted = False
 
     @property
     def pid(self) -> int | None:
@@ -74,6 +78,21 @@ class QueryTransport(SubprocessCLITransport):
                     process.kill()
         await super().close()
         _close_pipes(process)
+
+    def read_messages(self) -> AsyncIterator[dict[str, Any]]:
+        return self._read_unless_interrupted()
+
+    async def _read_unless_interrupted(self) -> AsyncIterator[dict[str, Any]]:
+        try:
+            async for message in super().read_messages():
+                yield message
+        except Exception:
+            if not self.interrupted:  # else: the kill's exit status, not worth a word
+                raise
+
+    async def write(self, data: str) -> None:
+        if not self.interrupted:
+            await super().write(data)
 
 
 class CLISession:
@@ -123,6 +142,8 @@ class CLISession:
         self.queries = 0
         self.expiry: asyncio.TimerHandle | None = None
         self._keeper: AsyncGenerator[None, None] | None = None
+        #: What a tool raised to stop the query (`interrupt`), raised again by `messages`.
+        self._interrupted: BaseException | None = None
         _LIVE.add(self)
 
     def start(self, options: sdk.ClaudeAgentOptions) -> None:
@@ -171,22 +192,50 @@ class CLISession:
             check(self.model_list)  # may refuse the query: nothing was sent yet
         self.queries += 1
         self._context = contextvars.copy_context()
+        self._context.run(INTERRUPTS.set, self.interrupt)
         before, self.conversation = self.conversation, None
         message_uuid = str(uuid.uuid4())
         if not before:
             self._rewind_to = message_uuid  # where a rewind empties the conversation again
         recorder = TurnRecorder(self.bridge)
         await self._client.query(user_message(prompt, uuid=message_uuid))
-        async for item in self._client.receive_response():
-            if isinstance(item, sdk.ConversationResetMessage):
-                self._cost_usd = 0.0  # the CLI's running totals start again
-            if isinstance(item, sdk.ResultMessage):
-                if before is not None and recorder.complete:
-                    self.conversation = [*before, {"role": "user", "content": prompt}]
-                    self.conversation += recorder.turns
-            else:
-                recorder.add(item)
-            yield item
+        try:
+            async for item in self._client.receive_response():
+                if self._interrupted is not None:
+                    break
+                if isinstance(item, sdk.ConversationResetMessage):
+                    self._cost_usd = 0.0  # the CLI's running totals start again
+                if isinstance(item, sdk.ResultMessage):
+                    if before is not None and recorder.complete:
+                        self.conversation = [*before, {"role": "user", "content": prompt}]
+                        self.conversation += recorder.turns
+                else:
+                    recorder.add(item)
+                yield item
+        except Exception:
+            if self._interrupted is None:
+                raise
+        if self._interrupted is not None:
+            raise self._interrupted
+
+    def interrupt(self, exc: BaseException) -> None:
+        """A tool of the running query raised `exc` (a `KeyboardInterrupt`, say): stop the CLI
+        now; `messages` raises `exc` in the query's own task, which then closes this session.
+
+        Called in the tool's task (see `INTERRUPTS`), never raising: the exception must not
+        escape that task, or asyncio would re-raise it out of the event loop.
+        """
+        if self._interrupted is None:
+            self._interrupted = exc
+        self.conversation = None
+        transport = getattr(self, "transport", None)
+        if transport is None:
+            return
+        transport.interrupted = True
+        pid = transport.pid
+        if pid is not None:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)  # its end of output wakes the query
 
     async def _stop_with_loop(self) -> AsyncGenerator[None, None]:
         """Suspended for the process's life: `asyncio.run` closes unfinished async generators

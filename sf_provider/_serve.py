@@ -23,6 +23,11 @@ Behaviour:
   `--timeout` seconds. Invalid arguments, a denial (`Tool 'x' was denied by the safety gate:
   <reason>`), an exception (`Tool 'x' failed: <Type>: <message>`) and a timeout (`Tool 'x' timed
   out after <n> s`) are tool results with `isError: true`; the server keeps serving.
+- A tool that calls `sys.exit()` (argparse and click do on bad input) gets the error result
+  `Tool 'x' failed: SystemExit: exit code <code>`; one that raises `KeyboardInterrupt` (or
+  another `BaseException` that is not a cancellation, such as `GeneratorExit`) gets `Tool 'x'
+  failed: KeyboardInterrupt`, and a warning goes to stderr. Neither stops the server: a tool
+  cannot stop it, only the end of stdin or a signal does (a real Ctrl-C is a SIGINT, below).
 - An unknown tool is the tool result `Unknown tool 'x'; tools: a, b, c` with `isError: true`
   (not a JSON-RPC error), so a model can read it and pick another tool.
 - stdout carries only newline-delimited JSON-RPC, of any size (10 MiB messages are tested; the
@@ -33,7 +38,7 @@ Behaviour:
   stdio servers with SIGINT); 2 when `--tools` cannot be loaded. Calls still in flight then are
   cancelled; at the end of stdin the `mcp` server answers them with the JSON-RPC error -32000
   "Connection closed", so a client reads its answers before closing stdin. Sync executors still
-  running in a thread (timed out or cancelled) are not waited for.
+  running in their (daemon) threads, timed out or cancelled, are not waited for.
 
 Why stdin is read here and not by `mcp.server.stdio`: its reader blocks in `readline()` in a
 worker thread that cannot be cancelled, so after a SIGTERM the server would only exit at the next
@@ -64,6 +69,7 @@ from mcp.server import Server
 from mcp.server.stdio import stdio_server
 
 from ._bridge import build_mcp_server
+from ._invoke import INTERRUPTS
 from .cli import load_tools_option
 
 __all__ = ["run_serve"]
@@ -112,6 +118,7 @@ def run_serve(args: argparse.Namespace) -> int:
 
 
 async def _serve(server: Server[Any]) -> None:
+    INTERRUPTS.set(_answer_and_serve_on)  # inherited by the task of every call
     async with anyio.create_task_group() as serving:
         await serving.start(_cancel_on_signal, serving.cancel_scope)
         with _claimed_stdin() as fd:
@@ -127,6 +134,15 @@ async def _serve(server: Server[Any]) -> None:
                     with contextlib.suppress(OSError, ValueError):
                         sys.stdout.flush()
         serving.cancel_scope.cancel()  # end of stdin: stop the signal watcher
+
+
+def _answer_and_serve_on(exc: BaseException) -> None:
+    """A tool raised `exc` (a `KeyboardInterrupt`, say): its call is answered with an error
+    result and the server goes on; a tool's exception is never the end of the server."""
+    logger.warning(
+        "a tool raised %s; its call was answered with an error result, still serving",
+        type(exc).__name__,
+    )
 
 
 async def _cancel_on_signal(
@@ -210,11 +226,12 @@ def _pump(
 
 
 def _leave_tool_threads_behind() -> None:
-    """Exit now if sync executors still run in threads, instead of waiting for them at exit.
+    """Exit now if tool threads still run, instead of waiting for them at exit.
 
-    A timed-out or cancelled sync executor cannot be stopped; Python would wait for its thread
-    before exiting, and a hung tool would keep the server alive forever. Leaving ends the process
-    with `os._exit`, so `atexit` handlers do not run then.
+    Sync executors run in daemon threads, which Python does not wait for; threads a tool started
+    itself (`anyio.to_thread` in an async executor, say) may not be, and a hung one would keep
+    the server alive forever. Leaving ends the process with `os._exit`, so `atexit` handlers do
+    not run then.
     """
     until = time.monotonic() + _THREAD_GRACE
     for thread in threading.enumerate():
@@ -228,8 +245,8 @@ def _leave_tool_threads_behind() -> None:
     ]
     if running:
         logger.warning(
-            "%d tool thread(s) still running at shutdown (timed-out or cancelled sync "
-            "executors); exiting without waiting for them",
+            "%d tool thread(s) still running at shutdown (started by timed-out or "
+            "cancelled tools); exiting without waiting for them",
             len(running),
         )
         logging.shutdown()

@@ -2,14 +2,19 @@
 
 from __future__ import annotations
 
+import contextvars
+import dataclasses
 import functools
 import inspect
 import math
 import re
+import threading
 from collections.abc import Awaitable, Callable, Iterable, Mapping
-from typing import Any, get_type_hints
+from typing import TYPE_CHECKING, Any, get_type_hints
 
 import jsonschema
+import referencing
+import referencing.jsonschema
 from jsonschema.exceptions import SchemaError
 from pydantic import (
     BaseModel,
@@ -20,18 +25,78 @@ from pydantic import (
     field_validator,
     model_validator,
 )
+from referencing.exceptions import InvalidAnchor, NoSuchAnchor, PointerToNowhere, Unresolvable
 
-from .errors import DuplicateToolNameError, InvalidToolNameError, InvalidToolSchemaError
+from .errors import (
+    DuplicateToolNameError,
+    InvalidToolNameError,
+    InvalidToolSchemaError,
+    UnsupportedRequestError,
+)
 
-__all__ = ["Executor", "FunctionTool", "ToolOutput", "normalize_input_schema", "validate_tool_set"]
+if TYPE_CHECKING:
+    from .gates import CallContext, Gate
+
+__all__ = [
+    "Executor",
+    "FunctionTool",
+    "RunningCall",
+    "ToolOutput",
+    "current_call",
+    "normalize_input_schema",
+    "validate_tool_set",
+]
 
 #: What an executor is: a sync or async callable taking the validated arguments as a dict.
+#: A sync one runs in a daemon thread of its own; `current_call()` tells it when to stop.
 Executor = Callable[[dict[str, Any]], Any] | Callable[[dict[str, Any]], Awaitable[Any]]
+
+
+@dataclasses.dataclass(frozen=True, eq=False)
+class RunningCall:
+    """The tool call an executor is running, as `current_call()` gives it.
+
+    `cancelled` is set when the call is given up: its timeout expired, the query or the caller
+    was cancelled, or the query was stopped. An async executor is cancelled by anyio as well; a
+    sync one runs in a thread, which nothing can stop from outside, so a long-running sync
+    executor should check the event (or wait on it instead of sleeping) and return early. Its
+    result is discarded anyway.
+
+    Example::
+
+        def crawl(arguments):
+            call = current_call()
+            for url in arguments["urls"]:
+                if call is not None and call.cancelled.is_set():
+                    return "stopped"
+                fetch(url)
+            return "done"
+    """
+
+    tool: FunctionTool
+    context: CallContext
+    cancelled: threading.Event = dataclasses.field(default_factory=threading.Event)
+
+
+_CURRENT_CALL: contextvars.ContextVar[RunningCall | None] = contextvars.ContextVar(
+    "sf_provider_current_call", default=None
+)
+
+
+def current_call() -> RunningCall | None:
+    """The tool call this executor runs (in its thread or task); None outside an executor."""
+    return _CURRENT_CALL.get()
+
 
 # The Messages API accepts tool names matching ^[a-zA-Z0-9_-]{1,64}$ and the model sees
 # `mcp__<bridge>__<name>`, so the app's name must fit in what the prefix leaves.
 API_NAME_LIMIT = 64
 _NAME_RE = re.compile(rf"^[a-zA-Z0-9_-]{{1,{API_NAME_LIMIT}}}$")
+
+#: How deeply a tool schema may nest (objects and arrays; a property of a property is 4 levels
+#: down). jsonschema checks a schema recursively, ~5 stack frames a level, so this keeps the
+#: check well inside Python's default recursion limit of 1000 wherever the tool is built.
+SCHEMA_DEPTH_LIMIT = 100
 
 
 class ToolOutput(BaseModel):
@@ -63,12 +128,21 @@ def normalize_input_schema(schema: Mapping[str, Any], *, tool_name: str = "?") -
     `{}` becomes `{"type": "object"}`; a schema with `properties` or a top-level `anyOf`/`oneOf`/
     `allOf` but no `type` gets `"type": "object"`; everything else (`$defs`, `$ref`, `enum`,
     `required`, nested objects, `anyOf`) is kept exactly. A schema that is not valid JSON Schema,
-    or that describes something other than an object, raises `InvalidToolSchemaError`.
+    that nests deeper than `SCHEMA_DEPTH_LIMIT`, that has a `$ref` not resolving within the
+    schema itself (remote references are refused, never fetched), or that describes something
+    other than an object, raises `InvalidToolSchemaError`.
     """
     if not isinstance(schema, Mapping):
         raise InvalidToolSchemaError(
             f"tool {tool_name!r}: input_schema must be a JSON Schema object (a dict), "
             f"got {type(schema).__name__}"
+        )
+    too_deep = _deeper_than(schema, SCHEMA_DEPTH_LIMIT)
+    if too_deep is not None:
+        raise InvalidToolSchemaError(
+            f"tool {tool_name!r}: input_schema nests deeper than {SCHEMA_DEPTH_LIMIT} levels "
+            f"(at {_short(too_deep)}); the limit keeps checking it within Python's recursion "
+            f"limit. Move repeated parts under '$defs' and point to them with '$ref'."
         )
     bad = _first_non_json(schema, "$")
     if bad is not None:
@@ -94,6 +168,12 @@ def normalize_input_schema(schema: Mapping[str, Any], *, tool_name: str = "?") -
             f"tool {tool_name!r}: input_schema is not a valid JSON Schema at {where}: "
             f"{exc.message}. Fix the schema (see https://json-schema.org)."
         ) from None
+    except ValueError as exc:  # e.g. a '$schema' that is no URI, which jsonschema splits
+        raise InvalidToolSchemaError(
+            f"tool {tool_name!r}: input_schema is not a valid JSON Schema ({exc}). Fix the "
+            f"schema (see https://json-schema.org)."
+        ) from None
+    _check_refs(result, tool_name)
     declared = result.get("type")
     if declared is None:
         result["type"] = "object"
@@ -133,6 +213,95 @@ def _first_non_json(value: Any, where: str) -> tuple[str, Any] | None:
         else:
             return path, item
     return None
+
+
+def _deeper_than(value: Any, limit: int) -> str | None:
+    """The JSON path of the first object or array of `value` nested deeper than `limit`.
+
+    Iterative, so any depth (a dict that contains itself too) costs no recursion."""
+    stack: list[tuple[str, int, Any]] = [("$", 1, value)]
+    while stack:
+        path, depth, item = stack.pop()
+        if isinstance(item, Mapping):
+            children = [(f"{path}.{k}", v) for k, v in item.items()]
+        elif isinstance(item, list | tuple):
+            children = [(f"{path}[{i}]", v) for i, v in enumerate(item)]
+        else:
+            continue
+        if depth > limit:
+            return path
+        stack.extend((p, depth + 1, v) for p, v in reversed(children))
+    return None
+
+
+def _check_refs(schema: dict[str, Any], tool_name: str) -> None:
+    """Resolve every `$ref` (and `$dynamicRef`) of a checked schema within the schema itself.
+
+    What arguments are validated against must be what the model sees: a reference to nothing
+    would fail only later, when a call is validated, and a remote one would make the validator
+    fetch a URL. Only the schema's subschemas are looked at (a `{"$ref": ...}` inside `enum`
+    or `default` is data), with the base URI each `$id` sets.
+    """
+    paths: dict[int, str] = {}  # id of each object in the schema -> its JSON path
+    stack: list[tuple[str, Any]] = [("$", schema)]
+    while stack:
+        path, item = stack.pop()
+        if isinstance(item, Mapping):
+            paths.setdefault(id(item), path)
+            stack.extend((f"{path}.{k}", v) for k, v in item.items())
+        elif isinstance(item, list):
+            stack.extend((f"{path}[{i}]", v) for i, v in enumerate(item))
+    dialect = schema.get("$schema")
+    specification = referencing.jsonschema.specification_with(
+        dialect if isinstance(dialect, str) else "", default=referencing.jsonschema.DRAFT202012
+    )
+    root = specification.create_resource(schema)
+    base = root.id() or ""
+    try:
+        # No `retrieve`: a reference outside the schema is unresolvable, never fetched.
+        registry: referencing.Registry[Any] = referencing.Registry().with_resource(base, root)
+        resources = [(registry.crawl().resolver(base), root)]
+        while resources:
+            resolver, resource = resources.pop()
+            contents = resource.contents
+            for keyword in ("$ref", "$dynamicRef"):
+                ref = contents.get(keyword) if isinstance(contents, Mapping) else None
+                if isinstance(ref, str):
+                    where = f"{paths.get(id(contents), '$')}.{keyword}"
+                    _resolve(resolver.lookup, ref, where, tool_name)
+            subresources = resource.subresources()
+            resources.extend((resolver.in_subresource(sub), sub) for sub in subresources)
+    except InvalidToolSchemaError:
+        raise
+    except ValueError as exc:  # urljoin: an '$id' that is no URI
+        raise InvalidToolSchemaError(
+            f"tool {tool_name!r}: input_schema has an '$id' that is not a valid URI ({exc}). "
+            f"Fix or remove it."
+        ) from None
+
+
+def _resolve(lookup: Callable[[str], object], ref: str, where: str, tool_name: str) -> None:
+    keyword = where.rpartition(".")[2]
+    try:
+        lookup(ref)
+    except (PointerToNowhere, NoSuchAnchor, InvalidAnchor):
+        raise InvalidToolSchemaError(
+            f"tool {tool_name!r}: input_schema has a {keyword} {ref!r} (at {_short(where)}) "
+            f"that points to nothing in the schema. Add what it names (e.g. under '$defs') or "
+            f"fix the reference."
+        ) from None
+    except (Unresolvable, ValueError):
+        raise InvalidToolSchemaError(
+            f"tool {tool_name!r}: input_schema has a {keyword} {ref!r} (at {_short(where)}) "
+            f"that refers outside the schema. References must resolve within the schema "
+            f"('#/$defs/...'); nothing is fetched. Copy the referenced schema under '$defs' "
+            f"and refer to it there."
+        ) from None
+
+
+def _short(path: str) -> str:
+    """A JSON path short enough for a message: its start and its end."""
+    return path if len(path) <= 120 else f"{path[:60]} ... {path[-50:]}"
 
 
 def _describe(value: Any) -> str:
@@ -244,21 +413,56 @@ class FunctionTool(BaseModel):
         cls = jsonschema.validators.validator_for(
             self.input_schema, default=jsonschema.Draft202012Validator
         )
+        # A registry of its own, without `retrieve`: jsonschema's default one fetches remote
+        # references; every reference was resolved within the schema when the tool was built.
         validator: jsonschema.protocols.Validator = cls(
-            self.input_schema, format_checker=cls.FORMAT_CHECKER
+            self.input_schema, format_checker=cls.FORMAT_CHECKER, registry=referencing.Registry()
         )
         return validator
 
     def argument_errors(self, arguments: Mapping[str, Any]) -> list[str]:
         """Where `arguments` violate the input schema (the first five), as `$.path: message`."""
-        errors = sorted(self.args_validator.iter_errors(arguments), key=lambda e: list(e.path))
+        try:
+            errors = sorted(self.args_validator.iter_errors(arguments), key=lambda e: list(e.path))
+        except RecursionError:
+            # A recursive schema ('$ref': '#') is checked as deep as the arguments nest.
+            return ["$: the arguments nest too deeply to be checked against the schema"]
         return [f"{e.json_path}: {e.message}" for e in errors[:5]]
 
-    async def call(self, arguments: Mapping[str, Any] | None = None) -> ToolOutput:
-        """Invoke the tool directly, through the same layer the bridge uses."""
+    async def call(
+        self,
+        arguments: Mapping[str, Any] | None = None,
+        *,
+        gate: Gate | None = None,
+        ungated: bool = False,
+        context: CallContext | None = None,
+    ) -> ToolOutput:
+        """Invoke the tool directly, through the one invocation layer (`invoke_tool`).
+
+        Arguments are checked against the schema, the executor runs under the tool's `timeout`,
+        and a failure comes back as an error result, as on every transport. A tool does not
+        know the registry it belongs to, so a `mutating` tool needs its gate given here:
+        `gate=` (the same gate the registry has), or `ungated=True` to run it without one, on
+        purpose (a test). Without either it raises `UnsupportedRequestError` and does not run:
+        call it as `registry.call(name, arguments)`, which applies the registry's gate. Tools
+        not marked `mutating` never reach a gate and run either way.
+
+        Example::
+
+            await search.call({"query": "cats"})              # not mutating: runs
+            await registry.call("delete_file", {"path": p})    # the registry's gate decides
+            await delete_file.call({"path": p}, gate=my_gate)  # this gate decides
+        """
         from ._invoke import invoke_tool
 
-        return await invoke_tool(self, arguments, default_timeout=None)
+        if self.mutating and gate is None and not ungated:
+            raise UnsupportedRequestError(
+                f"tool {self.name!r} is mutating, and FunctionTool.call does not know the gate "
+                f"of the registry it belongs to: call it through ToolRegistry.call({self.name!r}, "
+                f"...), which applies the registry's gate, or pass gate=... (ungated=True runs it "
+                f"without a gate, e.g. in a test)"
+            )
+        return await invoke_tool(self, arguments, default_timeout=None, gate=gate, context=context)
 
     @classmethod
     def from_function(
@@ -298,9 +502,9 @@ class FunctionTool(BaseModel):
             kwargs = {field: getattr(parsed, field) for field in fields}
             if inspect.iscoroutinefunction(fn):
                 return await fn(**kwargs)
-            import anyio.to_thread
+            from ._invoke import run_sync_in_daemon_thread
 
-            return await anyio.to_thread.run_sync(lambda: fn(**kwargs), abandon_on_cancel=True)
+            return await run_sync_in_daemon_thread(lambda: fn(**kwargs))
 
         return cls(
             name=name or fn.__name__,

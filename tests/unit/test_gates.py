@@ -7,8 +7,15 @@ from typing import Any
 
 import pytest
 
-from sf_provider import CallContext, FunctionTool, GateDecision, GateRequest, ToolRegistry
-from sf_provider._invoke import invoke_tool
+from sf_provider import (
+    CallContext,
+    FunctionTool,
+    GateDecision,
+    GateRequest,
+    ToolRegistry,
+    UnsupportedRequestError,
+)
+from sf_provider._invoke import INTERRUPTS, invoke_tool
 
 pytestmark = pytest.mark.anyio
 
@@ -293,3 +300,99 @@ async def test_registry_call_of_a_read_only_tool_skips_the_gate() -> None:
     assert not output.is_error
     assert gate.requests == []
     assert len(executor.calls) == 1
+
+
+# -- what a gate raises besides an Exception
+
+
+async def test_a_gate_calling_sys_exit_denies_the_call_naming_the_exit_code() -> None:
+    executor = Executor()
+
+    output = await _invoke(_tool(executor), Gate(SystemExit(2)))
+
+    assert output.is_error
+    assert output.text == (
+        "Tool 'delete_file' was denied by the safety gate: the gate failed "
+        "(SystemExit: exit code 2)"
+    )
+    assert executor.calls == []
+
+
+async def test_a_keyboard_interrupt_in_a_gate_reaches_a_direct_caller_as_itself() -> None:
+    interrupt = KeyboardInterrupt()
+    executor = Executor()
+
+    with pytest.raises(KeyboardInterrupt) as info:
+        await _invoke(_tool(executor), Gate(interrupt))
+
+    assert info.value is interrupt
+    assert executor.calls == []
+
+
+async def test_a_keyboard_interrupt_in_a_gate_goes_to_the_interrupt_handler() -> None:
+    interrupt = KeyboardInterrupt()
+    handled: list[BaseException] = []
+    executor = Executor()
+
+    token = INTERRUPTS.set(handled.append)
+    try:
+        output = await _invoke(_tool(executor), AsyncGate(interrupt))
+    finally:
+        INTERRUPTS.reset(token)
+
+    assert handled == [interrupt]
+    assert (output.text, output.is_error) == ("Tool 'delete_file' failed: KeyboardInterrupt", True)
+    assert executor.calls == []
+
+
+# -- FunctionTool.call: the same gate, or a refusal
+
+
+async def test_function_tool_call_refuses_a_mutating_tool_without_a_gate() -> None:
+    executor = Executor()
+    registry = ToolRegistry([_tool(executor)], gate=Gate(GateDecision.deny("no")), environ={})
+
+    with pytest.raises(UnsupportedRequestError, match=r"ToolRegistry\.call\('delete_file'"):
+        await registry.tools["delete_file"].call({"path": "/etc/passwd"})
+
+    assert executor.calls == []
+
+
+async def test_function_tool_call_applies_the_gate_it_is_given() -> None:
+    executor = Executor()
+    gate = Gate(GateDecision.deny("system files are off limits"))
+
+    output = await _tool(executor).call({"path": "/etc/passwd"}, gate=gate)
+
+    assert output.text == (
+        "Tool 'delete_file' was denied by the safety gate: system files are off limits"
+    )
+    assert executor.calls == []
+    assert gate.requests[0].context.transport == "direct"
+
+
+async def test_function_tool_call_passes_its_context_to_the_gate() -> None:
+    gate = Gate(True)
+    context = CallContext(tool_call_id="call-9")
+
+    await _tool(Executor()).call({"path": "/tmp/x"}, gate=gate, context=context)
+
+    assert gate.requests[0].context is context
+
+
+async def test_function_tool_call_runs_a_mutating_tool_ungated_only_when_asked() -> None:
+    executor = Executor()
+
+    output = await _tool(executor).call({"path": "/tmp/x"}, ungated=True)
+
+    assert (output.text, output.is_error) == ("deleted /tmp/x", False)
+    assert executor.calls == [{"path": "/tmp/x"}]
+
+
+async def test_function_tool_call_runs_a_tool_that_is_not_mutating_without_a_gate() -> None:
+    executor = Executor()
+
+    output = await _tool(executor, mutating=False).call({"path": "/tmp/x"})
+
+    assert not output.is_error
+    assert executor.calls == [{"path": "/tmp/x"}]

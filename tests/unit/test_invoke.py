@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextvars
 import logging
 import threading
 from collections.abc import Iterator
@@ -9,10 +10,12 @@ from typing import Any
 
 import anyio
 import anyio.lowlevel
+import anyio.to_thread
 import pytest
 from pydantic import BaseModel
 
-from sf_provider._invoke import invoke_tool, to_tool_output
+from sf_provider import CallContext, RunningCall, current_call
+from sf_provider._invoke import INTERRUPTS, invoke_tool, to_tool_output
 from sf_provider.tools import FunctionTool, ToolOutput
 
 pytestmark = pytest.mark.anyio
@@ -258,6 +261,246 @@ async def test_executor_raising_timeout_error_without_a_timeout_is_an_error_resu
 
     assert output.is_error
     assert "TimeoutError: connect timed out" in output.text
+
+
+# -- what an executor raises besides an Exception
+
+
+def _raise(exc: BaseException) -> Any:
+    def executor(args: dict[str, Any]) -> Any:
+        raise exc
+
+    return executor
+
+
+def _raise_async(exc: BaseException) -> Any:
+    async def executor(args: dict[str, Any]) -> Any:
+        raise exc
+
+    return executor
+
+
+@pytest.mark.parametrize("wrap", [_raise, _raise_async], ids=["sync", "async"])
+@pytest.mark.parametrize(
+    ("code", "shown"), [(2, "2"), ("usage: report --year N", "'usage: report --year N'")]
+)
+async def test_sys_exit_in_an_executor_is_an_error_result_naming_the_exit_code(
+    wrap: Any, code: Any, shown: str
+) -> None:
+    tool = FunctionTool(name="report", executor=wrap(SystemExit(code)))
+
+    output = await invoke_tool(tool, {}, default_timeout=None)
+
+    assert (output.text, output.is_error) == (
+        f"Tool 'report' failed: SystemExit: exit code {shown}",
+        True,
+    )
+
+
+async def test_sys_exit_in_a_from_function_tool_is_an_error_result() -> None:
+    def report(year: int) -> str:
+        raise SystemExit(2)
+
+    output = await FunctionTool.from_function(report).call({"year": 2026})
+
+    assert output.text == "Tool 'report' failed: SystemExit: exit code 2"
+
+
+@pytest.mark.parametrize("wrap", [_raise, _raise_async], ids=["sync", "async"])
+@pytest.mark.parametrize("exc_type", [KeyboardInterrupt, GeneratorExit])
+async def test_an_interrupt_reaches_a_direct_caller_as_itself(
+    wrap: Any, exc_type: type[BaseException]
+) -> None:
+    raised = exc_type()
+    tool = FunctionTool(name="stop", executor=wrap(raised))
+
+    with pytest.raises(exc_type) as info:
+        await invoke_tool(tool, {}, default_timeout=None)
+
+    assert info.value is raised
+
+
+@pytest.mark.parametrize("wrap", [_raise, _raise_async], ids=["sync", "async"])
+async def test_an_interrupt_goes_to_the_interrupt_handler_of_the_calls_context(wrap: Any) -> None:
+    raised = KeyboardInterrupt()
+    handled: list[BaseException] = []
+    tool = FunctionTool(name="stop", executor=wrap(raised))
+
+    token = INTERRUPTS.set(handled.append)
+    try:
+        output = await invoke_tool(tool, {}, default_timeout=None)
+    finally:
+        INTERRUPTS.reset(token)
+
+    assert handled == [raised]
+    assert (output.text, output.is_error) == ("Tool 'stop' failed: KeyboardInterrupt", True)
+
+
+async def test_cancelling_the_caller_stays_a_cancellation_even_with_an_interrupt_handler() -> None:
+    handled: list[BaseException] = []
+    started = anyio.Event()
+
+    async def hang(args: dict[str, Any]) -> Any:
+        started.set()
+        await anyio.sleep(30)
+
+    tool = FunctionTool(name="slow", executor=hang)
+    outputs: list[ToolOutput] = []
+    token = INTERRUPTS.set(handled.append)
+    try:
+        async with anyio.create_task_group() as group:
+
+            async def call() -> None:
+                outputs.append(await invoke_tool(tool, {}, default_timeout=None))
+
+            group.start_soon(call)
+            await started.wait()
+            group.cancel_scope.cancel()
+    finally:
+        INTERRUPTS.reset(token)
+
+    assert outputs == []
+    assert handled == []
+
+
+# -- sync executors: daemon threads and the cancellation signal
+
+
+async def test_a_sync_executor_runs_in_a_daemon_thread() -> None:
+    threads: list[threading.Thread] = []
+    tool = FunctionTool(name="where", executor=lambda a: threads.append(threading.current_thread()))
+
+    await invoke_tool(tool, {}, default_timeout=None)
+
+    assert threads[0] is not threading.current_thread()
+    assert threads[0].daemon
+
+
+async def test_a_from_function_sync_tool_runs_in_a_daemon_thread() -> None:
+    threads: list[threading.Thread] = []
+
+    def where() -> str:
+        threads.append(threading.current_thread())
+        return "here"
+
+    await FunctionTool.from_function(where).call()
+
+    assert threads[0] is not threading.current_thread()
+    assert threads[0].daemon
+
+
+REQUEST_ID: contextvars.ContextVar[str] = contextvars.ContextVar("request_id", default="none")
+
+
+async def test_a_sync_executor_sees_the_callers_contextvars() -> None:
+    tool = FunctionTool(name="which", executor=lambda a: REQUEST_ID.get())
+
+    token = REQUEST_ID.set("req-42")
+    try:
+        output = await invoke_tool(tool, {}, default_timeout=None)
+    finally:
+        REQUEST_ID.reset(token)
+
+    assert output.text == "req-42"
+
+
+@pytest.mark.parametrize("kind", ["sync", "async"])
+async def test_current_call_names_the_tool_and_the_context(kind: str) -> None:
+    seen: list[RunningCall | None] = []
+
+    async def async_executor(args: dict[str, Any]) -> str:
+        seen.append(current_call())
+        return "ok"
+
+    def sync_executor(args: dict[str, Any]) -> str:
+        seen.append(current_call())
+        return "ok"
+
+    tool = FunctionTool(name="probe", executor=sync_executor if kind == "sync" else async_executor)
+    context = CallContext(transport="stdio", tool_call_id="call-1")
+
+    await invoke_tool(tool, {}, default_timeout=None, context=context)
+
+    [call] = seen
+    assert call is not None
+    assert call.tool is tool
+    assert call.context is context
+    assert not call.cancelled.is_set()
+
+
+async def test_current_call_is_none_outside_an_executor() -> None:
+    await invoke_tool(FunctionTool(name="t", executor=lambda a: "ok"), {}, default_timeout=None)
+
+    assert current_call() is None
+
+
+async def test_a_timed_out_sync_executor_sees_its_call_cancelled(release: threading.Event) -> None:
+    observed = threading.Event()
+
+    def hang(args: dict[str, Any]) -> str:
+        call = current_call()
+        assert call is not None
+        if call.cancelled.wait(30):
+            observed.set()
+        release.wait(30)
+        return "too late"
+
+    tool = FunctionTool(name="slow", executor=hang, timeout=0.05)
+
+    output = await invoke_tool(tool, {}, default_timeout=None)
+
+    assert output.text == "Tool 'slow' timed out after 0.05 s"
+    assert observed.wait(10)
+
+
+async def test_a_cancelled_sync_executor_sees_its_call_cancelled(release: threading.Event) -> None:
+    started = threading.Event()
+    observed = threading.Event()
+
+    def hang(args: dict[str, Any]) -> str:
+        started.set()
+        call = current_call()
+        assert call is not None
+        if call.cancelled.wait(30):
+            observed.set()
+        release.wait(30)
+        return "too late"
+
+    tool = FunctionTool(name="slow", executor=hang)
+    outputs: list[ToolOutput] = []
+
+    async def call() -> None:
+        outputs.append(await invoke_tool(tool, {}, default_timeout=None))
+
+    async with anyio.create_task_group() as group:
+        group.start_soon(call)
+        await anyio.to_thread.run_sync(started.wait, 10)
+        group.cancel_scope.cancel()
+
+    assert outputs == []
+
+    assert observed.wait(10)
+
+
+async def test_a_from_function_sync_tool_sees_its_call_cancelled_on_timeout(
+    release: threading.Event,
+) -> None:
+    observed = threading.Event()
+
+    def hang() -> str:
+        call = current_call()
+        assert call is not None and call.tool.name == "hang"
+        if call.cancelled.wait(30):
+            observed.set()
+        release.wait(30)
+        return "too late"
+
+    tool = FunctionTool.from_function(hang, timeout=0.05)
+
+    output = await tool.call()
+
+    assert output.text == "Tool 'hang' timed out after 0.05 s"
+    assert observed.wait(10)
 
 
 # -- return conversion

@@ -3,6 +3,10 @@
 from __future__ import annotations
 
 import copy
+import http.server
+import json
+import threading
+from collections.abc import Iterator
 from typing import Any, Literal
 
 import pytest
@@ -11,7 +15,12 @@ from hypothesis import strategies as st
 from pydantic import BaseModel
 
 from sf_provider.errors import DuplicateToolNameError, InvalidToolNameError, InvalidToolSchemaError
-from sf_provider.tools import FunctionTool, normalize_input_schema, validate_tool_set
+from sf_provider.tools import (
+    SCHEMA_DEPTH_LIMIT,
+    FunctionTool,
+    normalize_input_schema,
+    validate_tool_set,
+)
 
 NESTED_SCHEMA: dict[str, Any] = {
     "type": "object",
@@ -127,8 +136,29 @@ def test_non_string_dollar_schema_is_rejected_as_invalid_schema(meta: Any) -> No
         normalize_input_schema({"$schema": meta})
 
 
+@pytest.mark.parametrize("schema", [{"$schema": "http://["}, {"$id": "http://[", "type": "object"}])
+def test_a_dollar_schema_or_id_that_is_no_uri_is_rejected_as_invalid_schema(
+    schema: dict[str, Any],
+) -> None:
+    with pytest.raises(InvalidToolSchemaError, match="'t'"):
+        normalize_input_schema(schema, tool_name="t")
+
+
 _SCHEMA_KEYS = st.sampled_from(
-    ["type", "properties", "required", "enum", "anyOf", "$defs", "$ref", "$schema", "items"]
+    [
+        "type",
+        "properties",
+        "required",
+        "enum",
+        "anyOf",
+        "$defs",
+        "$ref",
+        "$schema",
+        "items",
+        "$id",
+        "$anchor",
+        "$dynamicRef",
+    ]
 )
 _JSONISH = st.recursive(
     st.none() | st.booleans() | st.integers() | st.text(max_size=8),
@@ -184,6 +214,184 @@ def test_constructor_stores_the_normalised_schema() -> None:
 def test_mutating_and_read_only_together_are_rejected() -> None:
     with pytest.raises(InvalidToolSchemaError, match="both mutating and read_only"):
         FunctionTool(name="t", mutating=True, read_only=True)
+
+
+# -- hostile schemas: depth and references
+
+
+def _nested_properties(levels: int) -> dict[str, Any]:
+    """An object schema whose property `a` holds one, `levels` times: 2 JSON levels each."""
+    schema: dict[str, Any] = {"type": "object"}
+    for _ in range(levels):
+        schema = {"type": "object", "properties": {"a": schema}}
+    return schema
+
+
+@pytest.mark.parametrize("levels", [2500, SCHEMA_DEPTH_LIMIT // 2])
+def test_a_schema_nested_too_deep_is_refused_naming_the_limit_and_where(levels: int) -> None:
+    with pytest.raises(InvalidToolSchemaError) as info:
+        FunctionTool(name="deep", input_schema=_nested_properties(levels))
+
+    message = str(info.value)
+    assert "'deep'" in message and f"deeper than {SCHEMA_DEPTH_LIMIT} levels" in message
+    assert "(at $.properties.a.properties.a" in message
+
+
+def test_a_schema_nested_to_the_limit_is_accepted() -> None:
+    schema = _nested_properties(SCHEMA_DEPTH_LIMIT // 2 - 1)  # the innermost dict is level 99
+    schema["$defs"] = {"leaf": {"type": "string"}}
+    assert FunctionTool(name="deep", input_schema=schema).input_schema == schema
+
+
+def test_a_schema_that_contains_itself_is_refused_not_walked_forever() -> None:
+    schema: dict[str, Any] = {"type": "object", "properties": {}}
+    schema["properties"]["me"] = schema
+
+    with pytest.raises(InvalidToolSchemaError, match="deeper than"):
+        FunctionTool(name="loop", input_schema=schema)
+
+
+@pytest.mark.parametrize(
+    ("schema", "ref", "where"),
+    [
+        (
+            {"type": "object", "properties": {"x": {"$ref": "#/$defs/missing"}}},
+            "#/$defs/missing",
+            "$.properties.x.$ref",
+        ),
+        (
+            {"type": "object", "$defs": {"a": {"type": "array", "items": {"$ref": "#nowhere"}}}},
+            "#nowhere",
+            "$.$defs.a.items.$ref",
+        ),
+        (
+            {"type": "object", "properties": {"x": {"anyOf": [{"$dynamicRef": "#meta"}]}}},
+            "#meta",
+            "$.properties.x.anyOf[0].$dynamicRef",
+        ),
+        (
+            {"$schema": "http://json-schema.org/draft-07/schema#", "type": "object",
+             "properties": {"x": {"$ref": "#/definitions/x"}}},
+            "#/definitions/x",
+            "$.properties.x.$ref",
+        ),
+    ],
+    ids=["defs", "anchor", "dynamic", "draft-07"],
+)  # fmt: skip
+def test_a_ref_pointing_to_nothing_is_refused_when_the_tool_is_built(
+    schema: dict[str, Any], ref: str, where: str
+) -> None:
+    with pytest.raises(InvalidToolSchemaError) as info:
+        FunctionTool(name="refs", input_schema=schema)
+
+    message = str(info.value)
+    assert f"{ref!r} (at {where})" in message and "points to nothing" in message
+
+
+@pytest.fixture
+def http_requests() -> Iterator[tuple[str, list[str]]]:
+    """A local HTTP server serving a valid schema; the paths it was asked for."""
+    asked: list[str] = []
+
+    class Handler(http.server.BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            asked.append(self.path)
+            body = json.dumps({"type": "string"}).encode()
+            self.send_response(200)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *args: Any) -> None:
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}", asked
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+REMOTE_REFS = [
+    "{base}/s.json",
+    "{base}/s.json#/type",
+    "file:///etc/passwd",
+    "other.json",
+    "https://json-schema.org/draft/2020-12/schema",
+]
+
+
+@pytest.mark.parametrize("ref", REMOTE_REFS)
+def test_a_remote_ref_is_refused_and_never_fetched(
+    http_requests: tuple[str, list[str]], ref: str
+) -> None:
+    base, asked = http_requests
+    ref = ref.format(base=base)
+    schema = {"type": "object", "properties": {"x": {"$ref": ref}}}
+
+    with pytest.raises(InvalidToolSchemaError) as info:
+        FunctionTool(name="remote", input_schema=schema)
+
+    assert f"{ref!r} (at $.properties.x.$ref)" in str(info.value)
+    assert "refers outside the schema" in str(info.value)
+    assert asked == [], "nothing was fetched"
+
+
+@pytest.mark.parametrize(
+    "schema",
+    [
+        {"type": "object", "$defs": {"p": {"type": "string"}},
+         "properties": {"x": {"$ref": "#/$defs/p"}}},
+        {"type": "object", "$defs": {"p": {"$anchor": "point", "type": "string"}},
+         "properties": {"x": {"$ref": "#point"}}},
+        {"$id": "https://example.com/order", "type": "object",
+         "$defs": {"p": {"type": "string"}},
+         "properties": {"x": {"$ref": "https://example.com/order#/$defs/p"}}},
+        {"type": "object", "$defs": {"p": {"$id": "https://example.com/p", "type": "string"}},
+         "properties": {"x": {"$ref": "https://example.com/p"}}},
+        {"type": "object", "properties": {"child": {"$ref": "#"}}},
+        {"type": "object", "properties": {"$ref": {"type": "string"}}},
+        {"type": "object", "properties": {"x": {"enum": [{"$ref": "#/nope"}],
+                                                "default": {"$ref": "http://example.com"}}}},
+    ],
+    ids=["defs", "anchor", "own-id", "embedded-id", "recursive", "property-named-ref",
+         "ref-as-data"],
+)  # fmt: skip
+def test_refs_that_resolve_within_the_schema_are_accepted(schema: dict[str, Any]) -> None:
+    assert FunctionTool(name="refs", input_schema=copy.deepcopy(schema)).input_schema == schema
+
+
+def test_arguments_are_validated_through_local_refs() -> None:
+    tool = FunctionTool(
+        name="ship",
+        input_schema={
+            "type": "object",
+            "$defs": {"zip": {"type": "string", "pattern": "^[0-9]{5}$"}},
+            "properties": {"zip": {"$ref": "#/$defs/zip"}},
+        },
+    )
+
+    assert tool.argument_errors({"zip": "75001"}) == []
+    assert tool.argument_errors({"zip": "Paris"}) == ["$.zip: 'Paris' does not match '^[0-9]{5}$'"]
+
+
+def test_arguments_nested_deeper_than_a_recursive_schema_can_check_are_an_error_not_a_crash() -> (
+    None
+):
+    tool = FunctionTool(
+        name="tree", input_schema={"type": "object", "properties": {"child": {"$ref": "#"}}}
+    )
+    arguments: dict[str, Any] = {}
+    for _ in range(5000):
+        arguments = {"child": arguments}
+
+    assert tool.argument_errors(arguments) == [
+        "$: the arguments nest too deeply to be checked against the schema"
+    ]
 
 
 # -- validate_tool_set
