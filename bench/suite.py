@@ -783,6 +783,72 @@ def parsing(report: Report, runs: int) -> None:
         report.dist("6 parsing", label, rates, "MiB/s", note)
 
 
+# --------------------------------------------------------------------------- 10. long replies
+
+LONG_REPLY_TARGET = 2.0  # a reply held as a possible envelope vs the same length of plain text
+LONG_REPLY_CHARS = 400_000
+
+
+def long_json_reply(chars: int) -> str:
+    """A JSON answer (not an envelope) of about `chars` characters: held to the end."""
+    row = {"id": 0, "name": "Widget", "note": "y" * 60}
+    rows = [dict(row, id=i) for i in range(chars // (len(json.dumps(row)) + 2) + 1)]
+    return json.dumps({"rows": rows})
+
+
+async def long_replies(report: Report, runs: int) -> None:
+    """A ~400 K-char single-turn reply starting with `{` (held while it may be an envelope)
+    next to plain text of the same length, through the real CLI, alternated. Each query takes
+    seconds (~50,000 deltas through the CLI), so the suite runs a third of `runs` here."""
+    held = long_json_reply(LONG_REPLY_CHARS)
+    plain = prose_text(len(held))[: len(held)]
+    lookup = FunctionTool(name="lookup", description="Look a word up (the app runs it).")
+    # 8-character deltas, as the scripted API's default: ~50,000 deltas per reply.
+    async with (
+        ScriptedMessagesAPI(lambda _r: Reply(content=[text(held)])) as held_api,
+        ScriptedMessagesAPI(lambda _r: Reply(content=[text(plain)])) as plain_api,
+    ):
+        contenders = {
+            "starts with {": (held_api, held),
+            "plain text": (plain_api, plain),
+        }
+        wall: dict[str, list[float]] = {k: [] for k in contenders}
+        cpu: dict[str, list[float]] = {k: [] for k in contenders}
+        for api, expected in contenders.values():  # warm-up
+            await provider_stream(api, expected, [lookup], "single-turn")
+        for _ in range(runs):
+            for label, (api, expected) in contenders.items():
+                cpu_started = time.process_time()
+                timing = await provider_stream(api, expected, [lookup], "single-turn")
+                cpu[label].append(time.process_time() - cpu_started)
+                wall[label].append(timing.total)
+        if held_api.errors or plain_api.errors:
+            raise BenchError(f"scripted API: {held_api.errors + plain_api.errors}")
+    section = "10 long reply"
+    note = f"{len(held):,} chars, single-turn, fresh CLI"
+    for label in contenders:
+        report.dist(section, f"{label}: total", ms(wall[label]), note=note)
+        report.dist(
+            section,
+            f"{label}: Python CPU (this process)",
+            ms(cpu[label]),
+            note="time.process_time; the CLI's CPU is not in it",
+        )
+    ratio = statistics.median(wall["starts with {"]) / statistics.median(wall["plain text"])
+    cpu_ratio = statistics.median(cpu["starts with {"]) / statistics.median(cpu["plain text"])
+    report.value(section, "ratio of medians {/plain (total)", ratio, "x")
+    report.value(section, "ratio of medians {/plain (Python CPU)", cpu_ratio, "x")
+    for what, value in (("total", ratio), ("Python CPU", cpu_ratio)):
+        report.targets.append(
+            (
+                f"a {len(held) // 1000} K-char reply starting with {{ within "
+                f"{LONG_REPLY_TARGET:g}x of plain text ({what})",
+                value <= LONG_REPLY_TARGET,
+                f"{value:.2f}x",
+            )
+        )
+
+
 # --------------------------------------------------------------------------- 8. import time
 
 IMPORT_TARGET = 0.05  # what `import sf_provider` may add, as a share of the SDK's own import
@@ -909,6 +975,7 @@ async def run_all(
         ("7 warm processes", lambda: warm_processes(report, runs)),
         ("8 import time", lambda: asyncio.to_thread(import_time, report, runs)),
         ("9 agent loop", lambda: agent_loop(report, runs)),
+        ("10 long replies", lambda: long_replies(report, max(2, runs // 3))),
     ]
     for name, step in steps:
         if only and name.split()[0] not in only:

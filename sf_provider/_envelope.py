@@ -12,7 +12,8 @@ and one Markdown code fence tolerated), with exactly the keys shown:
 
 Anything else is the text it is: a plain JSON answer (`{"name": "Paris"}`,
 `{"id": 7, "name": "Widget"}`, `{"tool": "hammer"}` without arguments, a call with extra keys),
-JSON inside prose, a list with one item that is not a call.
+JSON inside prose, a list with one item that is not a call, and JSON nested deeper than
+`MAX_DEPTH` (it is never parsed: a hostile reply cannot make the parser recurse out of the stack).
 
 A call in a documented shape is the model's declared intent to call a tool, so it stays a call
 even when it names a tool the request does not expose: it comes back as an invalid call whose
@@ -28,9 +29,24 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-__all__ = ["EnvelopeCall", "ParsedEnvelope", "could_be_envelope", "parse_envelope"]
+__all__ = [
+    "MAX_DEPTH",
+    "EnvelopeCall",
+    "HeldText",
+    "ParsedEnvelope",
+    "could_be_envelope",
+    "parse_envelope",
+]
+
+#: How deeply an envelope's JSON may nest (objects and arrays, the envelope itself included).
+#: Deeper text is not parsed, so it is text; the calls of real envelopes nest a few levels.
+MAX_DEPTH = 200
 
 _FENCE = re.compile(r"^```[a-zA-Z0-9_-]*[ \t]*\n(?P<body>.*)\n```$", re.DOTALL)
+# Outside a JSON string, the characters that open or close one; inside, the rest of it
+# (possessive, so an unterminated string costs one linear scan, never backtracking).
+_STRUCTURE = re.compile(r'[\[\]{}"]')
+_STRING_REST = re.compile(r'(?:[^"\\]++|\\.)*+"', re.DOTALL)
 _NAME_KEYS = frozenset({"toolName", "tool"})
 _INPUT_KEYS = frozenset({"input", "parameters", "arguments"})
 
@@ -65,6 +81,58 @@ def could_be_envelope(prefix: str) -> bool:
     if stripped.startswith("```"):
         return True
     return "```".startswith(stripped)
+
+
+class HeldText:
+    """A reply held back while it may be an envelope, at a cost linear in its length.
+
+    The deltas are kept as they arrive and joined once, when the reply is decided. Whether it
+    may still be an envelope depends only on its first three non-blank characters, which are
+    kept apart, so a delta costs work in its own length, never in the length held so far.
+    """
+
+    __slots__ = ("_chunks", "_lead")
+
+    def __init__(self) -> None:
+        self._chunks: list[str] = []
+        self._lead = ""  # the reply's first non-blank characters, at most three
+
+    def add(self, delta: str) -> bool:
+        """Hold `delta`; True while the reply so far may still be an envelope."""
+        self._chunks.append(delta)
+        if len(self._lead) < 3:
+            rest = delta if self._lead else delta.lstrip()
+            self._lead += rest[: 3 - len(self._lead)]
+        return could_be_envelope(self._lead)
+
+    def text(self) -> str:
+        """Everything held so far."""
+        if len(self._chunks) > 1:
+            self._chunks = ["".join(self._chunks)]
+        return self._chunks[0] if self._chunks else ""
+
+
+def _deeper_than(body: str, limit: int) -> bool:
+    """Whether the JSON text `body` nests objects and arrays deeper than `limit`.
+
+    One left-to-right scan, without recursion: brackets inside strings do not count. Text that
+    is not JSON gets some answer; `json.loads` rejects it afterwards anyway.
+    """
+    depth, pos = 0, 0
+    while (found := _STRUCTURE.search(body, pos)) is not None:
+        char, pos = found.group(), found.end()
+        if char == '"':
+            rest = _STRING_REST.match(body, pos)
+            if rest is None:
+                return False  # an unterminated string: not JSON
+            pos = rest.end()
+        elif char in "[{":
+            depth += 1
+            if depth > limit:
+                return True
+        else:
+            depth -= 1
+    return False
 
 
 def _unwrap(text: str) -> str | None:
@@ -108,7 +176,7 @@ def _call_list(raw: Any) -> list[EnvelopeCall] | None:
 def parse_envelope(text: str) -> ParsedEnvelope | None:
     """The envelope `text` is, or None when it is not one (plain text, prose with JSON, ...)."""
     body = _unwrap(text)
-    if body is None:
+    if body is None or _deeper_than(body, MAX_DEPTH):
         return None
     try:
         data = json.loads(body)

@@ -23,7 +23,7 @@ from claude_agent_sdk import (
 )
 
 from ._bridge import app_tool_name
-from ._envelope import ParsedEnvelope, could_be_envelope, parse_envelope
+from ._envelope import HeldText, ParsedEnvelope, parse_envelope
 from .tools import FunctionTool
 from .types import (
     CallWarning,
@@ -138,7 +138,7 @@ class PartMapper:
         # Single-turn mode: a text block that starts like a JSON envelope is held back until it
         # can be decided; every other text streams as it arrives.
         self._hold_envelopes = hold_envelopes
-        self._held: dict[str, list[str]] = {}  # part id -> text held back so far
+        self._held: dict[str, HeldText] = {}  # part id -> text held back so far
         self._envelope: tuple[str, ParsedEnvelope] | None = None
         # Calls handed out and not taken back: in single-turn mode they are why the query
         # stopped, and a legacy envelope is only read when there are none.
@@ -231,7 +231,7 @@ class PartMapper:
             self._open[index] = ("text", part_id)
             self._attempt.append(part_id)
             if self._hold_envelopes:
-                self._held[part_id] = []
+                self._held[part_id] = HeldText()
                 return []
             return [TextStartPart(id=part_id, message_index=self._message_index)]
         if block_type == "thinking":
@@ -311,22 +311,20 @@ class PartMapper:
         held = self._held.get(part_id)
         if held is None:
             return [TextDeltaPart(id=part_id, delta=delta)]
-        held.append(delta)
-        so_far = "".join(held)
-        if could_be_envelope(so_far):
+        if held.add(delta):  # O(len(delta)): the text held so far is not looked at again
             return []
         del self._held[part_id]  # decided: plain text, release it and stream the rest
         return [
             TextStartPart(id=part_id, message_index=self._message_index),
-            TextDeltaPart(id=part_id, delta=so_far),
+            TextDeltaPart(id=part_id, delta=held.text()),
         ]
 
     def _text_end(self, part_id: str) -> list[StreamPart]:
         held = self._held.pop(part_id, None)
         if held is None:
             return [TextEndPart(id=part_id)]
-        text = "".join(held)
-        envelope = parse_envelope(text)
+        text = held.text()
+        envelope = parse_envelope(text)  # once per text block, when it ends
         if envelope is not None and self._envelope is None:
             self._envelope = (text, envelope)  # decided at the end of the turn
             return []
@@ -400,7 +398,7 @@ class PartMapper:
                 case TextBlock() if not streamed:
                     part_id = self._next_id("text")
                     if self._hold_envelopes:
-                        self._held[part_id] = []
+                        self._held[part_id] = HeldText()
                         parts += self._text_delta(part_id, block.text)
                         parts += self._text_end(part_id)
                     else:

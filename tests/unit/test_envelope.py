@@ -9,7 +9,16 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from sf_provider._envelope import EnvelopeCall, ParsedEnvelope, could_be_envelope, parse_envelope
+import sf_provider._envelope as envelope_module
+import sf_provider._mapping as mapping_module
+from sf_provider._envelope import (
+    MAX_DEPTH,
+    EnvelopeCall,
+    HeldText,
+    ParsedEnvelope,
+    could_be_envelope,
+    parse_envelope,
+)
 from sf_provider._mapping import PartMapper, ResultCollector
 from sf_provider.tools import FunctionTool
 
@@ -191,3 +200,76 @@ def test_json_that_turns_out_not_to_be_an_envelope_is_released_whole_at_block_en
     text = "".join(p.delta for p in parts if p.type == "text-delta")
     assert text == '{"city": "Paris"} is what I found'
     assert parts[-1].type == "text-end"
+
+
+# -- hostile replies: deep nesting, long held text
+
+
+def _nested(depth: int, opener: str = '{"a": ', closer: str = "}") -> str:
+    return opener * depth + "1" + closer * depth
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        _nested(5000),
+        _nested(5000, "[", "]"),
+        '{"tool": "get_weather", "input": ' + _nested(5000) + "}",
+        json.dumps({"type": "tool-calls", "calls": [CALL]})[:-1] + ', "x": ' + _nested(5000) + "}",
+        "```json\n" + '{"tool": "get_weather", "input": ' + _nested(MAX_DEPTH) + "}\n```",
+    ],
+    ids=["objects", "arrays", "call-shaped", "tool-calls-shaped", "fenced-one-over"],
+)
+def test_json_nested_deeper_than_the_limit_is_not_an_envelope(text: str) -> None:
+    assert parse_envelope(text) is None  # no RecursionError: the depth is counted, not parsed
+
+
+def test_an_envelope_nested_exactly_to_the_limit_is_parsed() -> None:
+    arguments = json.loads(_nested(MAX_DEPTH - 1))  # in the envelope: MAX_DEPTH levels
+    parsed = parse_envelope(json.dumps({"tool": "get_weather", "input": arguments}))
+    assert parsed == ParsedEnvelope(calls=[EnvelopeCall("get_weather", arguments)])
+    one_over = {"tool": "get_weather", "input": json.loads(_nested(MAX_DEPTH))}
+    assert parse_envelope(json.dumps(one_over)) is None
+
+
+def test_brackets_inside_strings_do_not_count_as_nesting() -> None:
+    arguments = {"pattern": "[" * 5000 + '{\\"' + "{" * 5000, "quote": 'a "quoted" }'}
+    parsed = parse_envelope(json.dumps({"tool": "grep", "input": arguments}))
+    assert parsed == ParsedEnvelope(calls=[EnvelopeCall("grep", arguments)])
+
+
+@pytest.mark.parametrize("text", ['{"a": "' + '\\"[' * 5000, '{"a": "unterminated [[[[ }'])
+def test_an_unterminated_string_is_not_an_envelope(text: str) -> None:
+    assert parse_envelope(text) is None
+
+
+@given(st.lists(st.text(alphabet=" \n\t{}`[a", max_size=4), max_size=8))
+def test_holding_decides_like_could_be_envelope_on_everything_so_far(deltas: list[str]) -> None:
+    held = HeldText()
+    for i, delta in enumerate(deltas):
+        assert held.add(delta) is could_be_envelope("".join(deltas[: i + 1]))
+    assert held.text() == "".join(deltas)
+
+
+def test_a_long_reply_starting_with_a_brace_is_held_with_work_linear_in_its_length(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Each delta costs work in its own length: the text held so far is not re-joined or
+    re-checked per delta (that was quadratic: 26.9 s of event-loop CPU for 400 K chars)."""
+    checked: list[int] = []  # characters handed to each envelope check
+    parsed: list[int] = []
+    could_be, parse = envelope_module.could_be_envelope, mapping_module.parse_envelope
+    monkeypatch.setattr(
+        envelope_module, "could_be_envelope", lambda p: checked.append(len(p)) or could_be(p)
+    )
+    monkeypatch.setattr(
+        mapping_module, "parse_envelope", lambda t: parsed.append(len(t)) or parse(t)
+    )
+    answer = json.dumps({"rows": [{"id": i, "note": "x" * 40} for i in range(8000)]})  # ~440 K
+
+    _, parts = _map(answer, chunk=8)
+
+    deltas = -(-len(answer) // 8)
+    assert len(checked) == deltas and max(checked) <= 3
+    assert parsed == [len(answer)], "parsed once, when the text block ended"
+    assert "".join(p.delta for p in parts if p.type == "text-delta") == answer

@@ -1,0 +1,192 @@
+"""Hostile model output and tool schemas, through the real CLI (issue 13, items 3 and 4).
+
+- A reply that starts with `{` is held while it may be a legacy envelope, at a cost linear in
+  its length: each delta is looked at once, the whole reply parsed once.
+- JSON nested deeper than the envelope parser's limit is the text it is, never a raw
+  `RecursionError`.
+- A tool schema with local `$ref`s works end to end: the model sees it and the arguments are
+  validated against what the references point to. (Dangling, remote and too-deep schemas fail
+  when the tool is built: tests/unit/test_tools.py.)
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+
+import sf_provider._envelope as envelope_module
+import sf_provider._mapping as mapping_module
+from sf_provider import ClaudeAgentProvider, FunctionTool, UnsupportedRequestError
+from sf_provider._envelope import MAX_DEPTH
+from sf_provider.testing import Reply, ScriptedMessagesAPI, reply, text, tool_use
+
+pytestmark = [pytest.mark.anyio, pytest.mark.cli]
+
+WEATHER = FunctionTool(
+    name="get_weather",
+    input_schema={"type": "object", "properties": {"city": {"type": "string"}}},
+)
+
+
+def nested_object(depth: int) -> str:
+    return '{"a": ' * depth + "1" + "}" * depth
+
+
+async def single_turn_text(answer: str, chunk_size: int = 8) -> tuple[Any, ScriptedMessagesAPI]:
+    script = [Reply(content=[text(answer)], chunk_size=chunk_size)]
+    async with ScriptedMessagesAPI(script) as api:
+        provider = ClaudeAgentProvider(api.settings())
+        result = await provider.generate("Answer as JSON.", tools=[WEATHER])
+    return result, api
+
+
+# -- deep JSON in a reply
+
+
+@pytest.mark.parametrize(
+    "answer",
+    [
+        nested_object(5000),
+        '{"tool": "get_weather", "input": ' + nested_object(5000) + "}",
+        "```json\n" + nested_object(5000) + "\n```",
+    ],
+    ids=["nested-object", "envelope-shaped", "fenced"],
+)
+async def test_json_nested_5000_deep_is_text_in_single_turn(answer: str) -> None:
+    result, api = await single_turn_text(answer, chunk_size=64)
+
+    assert result.mode == "single-turn"
+    assert (result.text, result.tool_calls, result.finish_reason) == (answer, [], "stop")
+    assert len(api.requests) == 1 and not api.errors
+
+
+async def test_an_envelope_nested_within_the_limit_is_still_a_call() -> None:
+    arguments = {"city": "Paris", "extra": json.loads(nested_object(MAX_DEPTH - 3))}
+    answer = json.dumps({"tool": "get_weather", "input": arguments})
+
+    result, _ = await single_turn_text(answer, chunk_size=64)
+
+    assert [(c.tool_name, c.input, c.invalid) for c in result.tool_calls] == [
+        ("get_weather", arguments, False)
+    ]
+    assert (result.text, result.finish_reason) == ("", "tool-calls")
+
+
+# -- holding a reply that starts with `{`
+
+
+class Examined:
+    """Counts the characters the envelope checks are handed, and how often the reply is parsed."""
+
+    def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        self.prefix_chars = 0
+        self.prefix_checks = 0
+        self.parsed_chars = 0
+        self.parses = 0
+        could_be, parse = envelope_module.could_be_envelope, mapping_module.parse_envelope
+
+        def counted_could_be(prefix: str) -> bool:
+            self.prefix_checks += 1
+            self.prefix_chars += len(prefix)
+            return could_be(prefix)
+
+        def counted_parse(held: str) -> Any:
+            self.parses += 1
+            self.parsed_chars += len(held)
+            return parse(held)
+
+        monkeypatch.setattr(envelope_module, "could_be_envelope", counted_could_be)
+        monkeypatch.setattr(mapping_module, "parse_envelope", counted_parse)
+
+
+async def test_a_long_reply_starting_with_a_brace_is_held_in_linear_work(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    rows = [{"id": i, "note": "x" * 40} for i in range(2000)]
+    answer = json.dumps({"rows": rows})  # ~110 K chars: a JSON answer, not an envelope
+    examined = Examined(monkeypatch)
+
+    result, _ = await single_turn_text(answer, chunk_size=8)
+
+    deltas = -(-len(answer) // 8)
+    assert (result.text, result.tool_calls) == (answer, [])
+    assert examined.prefix_checks >= deltas, "every delta went through the hold"
+    # Each delta hands at most the reply's first three non-blank characters to the check (the
+    # quadratic hold handed it everything held so far: ~760 M characters here).
+    assert examined.prefix_chars <= 3 * examined.prefix_checks
+    assert (examined.parses, examined.parsed_chars) == (1, len(answer))
+
+
+# -- a schema with local references, end to end
+
+
+SHIPPING = FunctionTool(
+    name="ship",
+    description="Ship a parcel.",
+    input_schema={
+        "type": "object",
+        "$defs": {
+            "address": {
+                "type": "object",
+                "properties": {"city": {"type": "string"}, "zip": {"$ref": "#/$defs/zip"}},
+                "required": ["city", "zip"],
+            },
+            "zip": {"type": "string", "pattern": "^[0-9]{5}$"},
+        },
+        "properties": {"to": {"$ref": "#/$defs/address"}},
+        "required": ["to"],
+    },
+)
+
+
+async def test_a_tool_with_local_refs_validates_through_them_in_executor_mode() -> None:
+    shipped: list[dict[str, Any]] = []
+    tool = SHIPPING.model_copy(update={"executor": lambda args: shipped.append(args) or "ok"})
+    good = {"to": {"city": "Paris", "zip": "75001"}}
+    bad = {"to": {"city": "Paris", "zip": "Paris"}}
+    script = [
+        reply(tool_use("ship", bad, id="toolu_bad")),
+        reply(tool_use("ship", good, id="toolu_good")),
+        reply(text("Shipped.")),
+    ]
+    async with ScriptedMessagesAPI(script) as api:
+        provider = ClaudeAgentProvider(api.settings())
+        result = await provider.generate("Ship it to Paris.", tools=[tool])
+
+    assert result.mode == "executor" and result.text == "Shipped."
+    assert shipped == [good], "the executor ran only for arguments the schema accepts"
+    offered = next(t for t in api.requests[0].tools if t["name"].endswith("__ship"))
+    assert offered["input_schema"]["$defs"]["zip"]["pattern"] == "^[0-9]{5}$"
+    bad_result, good_result = api.requests[2].tool_results()
+    assert bad_result["is_error"] is True
+    assert "$.to.zip" in json.dumps(bad_result["content"])
+    assert not good_result.get("is_error")
+    assert not api.errors
+
+
+@pytest.mark.parametrize(
+    ("schema", "says"),
+    [
+        (
+            {"type": "object", "properties": {"x": {"$ref": "#/$defs/missing"}}},
+            "'#/$defs/missing' (at $.properties.x.$ref) that points to nothing",
+        ),
+        (
+            {"type": "object", "properties": {"x": {"$ref": "http://127.0.0.1:9/s.json"}}},
+            "refers outside the schema",
+        ),
+        ({"type": "object", "properties": {"x": json.loads(nested_object(200))}}, "deeper than"),
+    ],
+    ids=["dangling", "remote", "too-deep"],
+)
+async def test_an_output_schema_with_a_bad_ref_or_depth_fails_before_anything_starts(
+    schema: dict[str, Any], says: str
+) -> None:
+    async with ScriptedMessagesAPI([reply(text("{}"))]) as api:
+        provider = ClaudeAgentProvider(api.settings())
+        with pytest.raises(UnsupportedRequestError) as info:
+            await provider.generate("Weather?", output_schema=schema)
+    assert "output_schema" in str(info.value) and says in str(info.value)
+    assert api.all_requests == []
