@@ -1,4 +1,4 @@
-"""The `sf-provider` command: `demo`, `check`, `serve` and `schemas`."""
+"""The `sf-provider` command: `demo`, `check`, `serve`, `gateway` and `schemas`."""
 
 from __future__ import annotations
 
@@ -50,6 +50,7 @@ def public_schemas() -> dict[str, dict[str, Any]]:
     """The JSON Schemas of the public models, by file stem (what `contracts/schemas/` holds)."""
     from . import types
     from .capabilities import CapabilityReport
+    from .gateway import GatewaySettings
     from .provider import CallOptions
     from .scenarios import Scenario
     from .settings import ProviderSettings
@@ -69,6 +70,7 @@ def public_schemas() -> dict[str, dict[str, Any]]:
         HTTPErrorReply,
         FaultReply,
         CapabilityReport,
+        GatewaySettings,
     ]
     schemas = {m.__name__: m.model_json_schema(mode="serialization") for m in models}
     schemas["StreamPart"] = TypeAdapter(types.StreamPart).json_schema(mode="serialization")
@@ -117,6 +119,15 @@ def _serve(args: argparse.Namespace) -> int:
     return run_serve(args)
 
 
+def _gateway(args: argparse.Namespace) -> int:
+    try:
+        from .gateway.app import run_gateway
+    except ImportError as exc:  # the extra is not installed: say which
+        print(f"sf-provider gateway: {exc}", file=sys.stderr)
+        return 2
+    return run_gateway(args)
+
+
 def _check(args: argparse.Namespace) -> int:
     from ._check_cli import run_check
 
@@ -140,6 +151,31 @@ def main(argv: Sequence[str] | None = None) -> int:
     serve.add_argument("--name", default="sf-provider", help="the MCP server name")
     serve.add_argument("--timeout", type=float, default=60.0, help="per-tool timeout, seconds")
     serve.set_defaults(run=_serve)
+    gateway = commands.add_parser(
+        "gateway", help="serve the OpenAI and Anthropic HTTP APIs, with tool calling"
+    )
+    gateway.add_argument("--host", default="127.0.0.1", help="interface (default: 127.0.0.1)")
+    gateway.add_argument("--port", type=int, default=8080, help="TCP port (default: 8080)")
+    gateway.add_argument(
+        "--api-key",
+        dest="api_keys",
+        action="append",
+        metavar="KEY",
+        help="a key clients must send (repeatable; also SF_PROVIDER_GATEWAY_KEYS, comma-separated)",
+    )
+    gateway.add_argument("--model", help="the model when a request names none")
+    gateway.add_argument(
+        "--max-concurrency", type=int, default=8, help="model requests at once (default: 8)"
+    )
+    gateway.add_argument(
+        "--warm-processes", type=int, default=None, help="warm CLI processes kept (default: 1)"
+    )
+    gateway.add_argument(
+        "--allow-no-auth",
+        action="store_true",
+        help="serve a non-loopback --host without API keys",
+    )
+    gateway.set_defaults(run=_gateway)
     check = commands.add_parser("check", help="check what a request needs before dispatch")
     check.add_argument("--tools", metavar="MODULE:ATTR", help="the tool registry to check")
     check.add_argument("--require", default="", help="comma-separated tools the request needs")

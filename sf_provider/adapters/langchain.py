@@ -40,14 +40,10 @@ except ImportError as exc:  # pragma: no cover - exercised only without the extr
         "sf_provider.adapters.langchain needs the extra: pip install 'sf-provider[langchain]'"
     ) from exc
 
-import asyncio
-import contextlib
 import json
-import queue
-import threading
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Iterator, Mapping, Sequence
 from contextlib import aclosing
-from typing import Any, Literal, TypeVar
+from typing import Any, TypeVar
 
 from langchain_core.callbacks import (
     AsyncCallbackManagerForLLMRun,
@@ -71,6 +67,7 @@ from langchain_core.tools import BaseTool
 from langchain_core.utils.function_calling import convert_to_openai_tool
 from pydantic import ConfigDict, Field, model_validator
 
+from .._sync import iterate_in_thread, run_sync
 from ..errors import InvalidMessagesError, ProviderError, UnsupportedRequestError
 from ..provider import ClaudeAgentProvider, NamedToolChoice, ToolChoice
 from ..settings import Effort, ProviderSettings, Thinking
@@ -223,7 +220,7 @@ class ChatClaudeAgent(BaseChatModel):
         run_manager: CallbackManagerForLLMRun | None = None,
         **kwargs: Any,
     ) -> ChatResult:
-        return _run_sync(lambda: self._agenerate(messages, stop, None, **kwargs))
+        return run_sync(lambda: self._agenerate(messages, stop, None, **kwargs))
 
     def _stream(
         self,
@@ -232,7 +229,7 @@ class ChatClaudeAgent(BaseChatModel):
         run_manager: CallbackManagerForLLMRun | None = None,
         **kwargs: Any,
     ) -> Iterator[ChatGenerationChunk]:
-        for chunk in _iterate_in_thread(lambda: self._astream(messages, stop, None, **kwargs)):
+        for chunk in iterate_in_thread(lambda: self._astream(messages, stop, None, **kwargs)):
             if run_manager is not None and chunk.text:
                 run_manager.on_llm_new_token(chunk.text, chunk=chunk)
             yield chunk
@@ -570,83 +567,3 @@ class _ChunkMapper:
 
 def _chunk(message: AIMessageChunk) -> ChatGenerationChunk:
     return ChatGenerationChunk(message=message)
-
-
-# --------------------------------------------------------------------------- sync bridge
-
-
-def _loop_running() -> bool:
-    try:
-        asyncio.get_running_loop()
-    except RuntimeError:
-        return False
-    return True
-
-
-def _run_sync(make: Callable[[], Awaitable[_T]]) -> _T:
-    """Run a coroutine to the end from sync code, on a fresh loop (in a thread if one runs)."""
-
-    async def main() -> _T:
-        return await make()
-
-    if not _loop_running():
-        return asyncio.run(main())
-    outcome: list[_T] = []
-    failure: list[BaseException] = []
-
-    def worker() -> None:
-        try:
-            outcome.append(asyncio.run(main()))
-        except BaseException as exc:
-            failure.append(exc)
-
-    thread = threading.Thread(target=worker, name="sf-provider-langchain")
-    thread.start()
-    thread.join()
-    if failure:
-        raise failure[0]
-    return outcome[0]
-
-
-def _iterate_in_thread(make: Callable[[], AsyncIterator[_T]]) -> Iterator[_T]:
-    """Iterate an async iterator from sync code: one task on a fresh loop in a worker thread.
-
-    One task consumes the whole iterator (the provider's cancel scopes must not change task);
-    leaving the loop early cancels that task, which stops the query's CLI.
-    """
-    items: queue.Queue[tuple[Literal["item", "error", "done"], Any]] = queue.Queue()
-    started = threading.Event()
-    handle: dict[str, Any] = {}
-
-    async def pump() -> None:
-        handle["loop"] = asyncio.get_running_loop()
-        handle["task"] = asyncio.current_task()
-        started.set()
-        try:
-            iterator = make()
-            async for item in iterator:
-                items.put(("item", item))
-        except asyncio.CancelledError:
-            items.put(("done", None))
-        except BaseException as exc:
-            items.put(("error", exc))
-        else:
-            items.put(("done", None))
-
-    thread = threading.Thread(target=asyncio.run, args=(pump(),), name="sf-provider-langchain")
-    thread.start()
-    started.wait()
-    try:
-        while True:
-            kind, value = items.get()
-            if kind == "item":
-                yield value
-            elif kind == "error":
-                raise value
-            else:
-                return
-    finally:
-        if thread.is_alive():
-            with contextlib.suppress(RuntimeError):  # the loop may have closed meanwhile
-                handle["loop"].call_soon_threadsafe(handle["task"].cancel)
-        thread.join()

@@ -40,6 +40,11 @@ _OPTIONAL = (
     "sf_provider._serve",
     "sf_provider._demo",
     "sf_provider._check_cli",
+    "sf_provider.gateway",
+    "sf_provider._openai_format",
+    "sf_provider._anthropic_format",
+    "sf_provider._error_status",
+    "sf_provider._sync",
 )
 
 

@@ -1,0 +1,782 @@
+"""The Anthropic Messages API format, translated onto the provider: pure, no HTTP.
+
+`parse_request` turns a `POST /v1/messages` body into one provider call (`MessagesCall`: the
+request messages, `FunctionTool`s without executors, call options); `EventMapper` turns the
+stream parts of that call into the API's SSE events, and `message` the `GenerateResult` the
+same parts fold into (the provider's own collector) into the API's non-streaming message. The
+gateway endpoint (`sf_provider.gateway.anthropic`) only moves bytes.
+
+What each request parameter does. The issue's rule: a parameter the gateway cannot honour is
+refused with a 400 naming it, unless the API's spec lets a server ignore it.
+
+- Honoured: `model`, `max_tokens` (the CLI's output limit), `messages`, `system`, `stream`.
+- `tools`: custom tools (`name`, `description`, `input_schema`) are offered; their calls come back
+  as `tool_use` blocks and nothing runs on the server. Any other `type` (server tools:
+  `web_search_*`, `bash_*`, `text_editor_*`, `code_execution_*`, ...): 400. A tool's
+  `strict: true`, `input_examples`, `defer_loading: true`, `allowed_callers`: 400.
+- `tool_choice`: `auto`, `any`, `tool` and `none` are honoured (`any` and `tool` by a
+  system-prompt instruction and a check: a reply without the call is an error, 502).
+  `disable_parallel_tool_use: true`: 400, the CLI cannot limit the calls of a turn.
+- `thinking`: `enabled` (`budget_tokens`), `adaptive` and `disabled` are honoured, checked
+  against the model before the API is called (a value it cannot take: 400). `display`,
+  `between_tools`: 400.
+- `output_config`: `effort` is honoured; `format` (`json_schema`) too: the answer is one text
+  block holding the JSON.
+- `temperature`: `1` is accepted, since the CLI's request carries no temperature and the API's
+  default is 1; any other value: 400. `top_p`, `top_k`: 400 (the CLI has no switch for them).
+- `stop_sequences`: 400 (an empty list is accepted).
+- `metadata`: ignored (the spec: an identifier for abuse detection).
+- `cache_control` (top level, on blocks and tools): ignored; caching changes cost, never the
+  answer, and the CLI sets its own cache breakpoints.
+- `service_tier`: `auto` (the default) is accepted, `standard_only`: 400. `speed`: `standard`
+  (the default) is accepted, `fast`: 400.
+- `container`, `mcp_servers`, `context_management`, `inference_geo`, `diagnostics` and any other
+  parameter: 400.
+
+Parameters sent as `null` count as absent. In `messages`: `user` content `text`, `image`
+(`base64` and `url` sources) and `tool_result` (content a string or text blocks, `is_error`);
+`assistant` content `text`, `thinking` (replayed natively when signed) and `tool_use`; `system`
+messages before the first turn (joined into the system prompt). Anything else (`document`,
+`search_result`, `redacted_thinking`, server tool blocks, images in tool results, citations,
+a `system` message mid-conversation, a final `assistant` message to continue) is a 400 naming
+it. The response's `usage` comes in `message_delta` (the totals of the query); `message_start`
+carries zeros, since the CLI reports usage when the query ends.
+"""
+
+from __future__ import annotations
+
+import json
+import uuid
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from .errors import APIConnectionError, InvalidMessagesError, UnsupportedRequestError
+from .tools import FunctionTool
+from .types import (
+    DiscardPart,
+    ErrorPart,
+    FinishPart,
+    FinishReason,
+    GenerateResult,
+    ReasoningDeltaPart,
+    ReasoningEndPart,
+    ReasoningStartPart,
+    StreamPart,
+    StreamStartPart,
+    TextDeltaPart,
+    TextEndPart,
+    TextStartPart,
+    ToolCallPart,
+    ToolInputDeltaPart,
+    ToolInputEndPart,
+    ToolInputStartPart,
+    ToolResultPart,
+    Usage,
+)
+
+__all__ = [
+    "EventMapper",
+    "MessagesCall",
+    "error_body",
+    "message",
+    "message_id",
+    "parse_request",
+    "stop_reason",
+]
+
+JSON = dict[str, Any]
+
+#: Parameters read by `parse_request`; any other top-level key is refused.
+_KNOWN = frozenset(
+    {
+        "model",
+        "max_tokens",
+        "messages",
+        "system",
+        "stream",
+        "tools",
+        "tool_choice",
+        "thinking",
+        "output_config",
+        "temperature",
+        "top_p",
+        "top_k",
+        "stop_sequences",
+        "metadata",
+        "cache_control",
+        "service_tier",
+        "speed",
+    }
+)
+
+#: Parameters the gateway can honour only at one value: the default the CLI's request gets.
+_DEFAULT_ONLY: dict[str, tuple[Any, str]] = {
+    "temperature": (1, "the CLI sends no temperature, so the API's default 1 applies"),
+    "service_tier": ("auto", "the CLI cannot choose a service tier"),
+    "speed": ("standard", "the CLI cannot ask for another speed"),
+}
+
+_REFUSED = {
+    "top_p": "the Claude Code CLI has no top_p switch; drop it",
+    "top_k": "the Claude Code CLI has no top_k switch; drop it",
+}
+
+_STOP_REASONS: dict[FinishReason, str] = {
+    "stop": "end_turn",
+    "length": "max_tokens",
+    "tool-calls": "tool_use",
+    "content-filter": "refusal",
+}
+_API_STOP_REASONS = frozenset(
+    {
+        "end_turn",
+        "max_tokens",
+        "stop_sequence",
+        "tool_use",
+        "pause_turn",
+        "refusal",
+        "model_context_window_exceeded",
+    }
+)
+
+
+@dataclass(frozen=True)
+class MessagesCall:
+    """One `POST /v1/messages` as a provider call: `provider.stream(messages, tools=tools,
+    **options)`. `structured` is true when the answer must be the JSON of `output_config.format`.
+    """
+
+    model: str
+    messages: list[JSON]
+    tools: list[FunctionTool] = field(default_factory=list)
+    options: JSON = field(default_factory=dict)
+    stream: bool = False
+    structured: bool = False
+
+
+def _refuse(param: str, problem: str) -> UnsupportedRequestError:
+    return UnsupportedRequestError(f"{param}: {problem}")
+
+
+def _present(body: Mapping[str, Any], key: str) -> bool:
+    return body.get(key) is not None
+
+
+def _check_keys(obj: Mapping[str, Any], where: str, known: set[str], ignored: set[str]) -> None:
+    """Refuse keys of `obj` that are neither read (`known`) nor safe to ignore (`ignored`)."""
+    extra = sorted(k for k, v in obj.items() if k not in known | ignored and v is not None)
+    if extra:
+        raise _refuse(
+            f"{where}.{extra[0]}" if where else extra[0],
+            "not supported by this gateway (the Claude Code CLI cannot honour it); drop it",
+        )
+
+
+def parse_request(body: Any) -> MessagesCall:
+    """A Messages API request body as a provider call; a 400-worthy problem raises a
+    `ProviderError` (`UnsupportedRequestError`, `InvalidMessagesError`, `ToolDefinitionError`)
+    whose message starts with the parameter it is about. What each parameter does: the module
+    docstring."""
+    if not isinstance(body, Mapping):
+        raise _refuse("body", f"must be a JSON object, not {type(body).__name__}")
+    _check_keys(body, "", set(_KNOWN), set())
+    model = body.get("model")
+    if not isinstance(model, str) or not model:
+        raise _refuse("model", "required: a model name string")
+    max_tokens = body.get("max_tokens")
+    if isinstance(max_tokens, bool) or not isinstance(max_tokens, int) or max_tokens < 1:
+        raise _refuse("max_tokens", "required: an integer of at least 1")
+    stream = body.get("stream")
+    if stream is not None and not isinstance(stream, bool):
+        raise _refuse("stream", "must be true or false")
+    for name, (default, why) in _DEFAULT_ONLY.items():
+        value = body.get(name)
+        if value is not None and (value != default or isinstance(value, bool)):
+            raise _refuse(name, f"only {default!r} can be honoured ({why}); drop it")
+    for name, why in _REFUSED.items():
+        if _present(body, name):
+            raise _refuse(name, why)
+    stop = body.get("stop_sequences")
+    if stop is not None and stop != []:
+        raise _refuse(
+            "stop_sequences",
+            "the Claude Code CLI cannot stop at custom sequences; drop it and cut the text "
+            "yourself",
+        )
+    metadata = body.get("metadata")
+    if metadata is not None and not isinstance(metadata, Mapping):
+        raise _refuse("metadata", "must be an object")
+
+    options: JSON = {"model": model, "max_tokens": max_tokens}
+    structured = _output_config(body.get("output_config"), options)
+    thinking = _thinking(body.get("thinking"))
+    if thinking is not None:
+        options["thinking"] = thinking
+    tools = _tools(body.get("tools"))
+    choice = _tool_choice(body.get("tool_choice"))
+    if choice is not None:
+        if choice != "auto" and choice != "none" and not tools:
+            raise _refuse("tool_choice", "asks for a tool call, but the request has no tools")
+        options["tool_choice"] = choice
+    messages = _system(body.get("system")) + _messages(body.get("messages"))
+    return MessagesCall(
+        model=model,
+        messages=messages,
+        tools=tools,
+        options=options,
+        stream=bool(stream),
+        structured=structured,
+    )
+
+
+# -- parameters
+
+
+def _output_config(config: Any, options: JSON) -> bool:
+    """Effort and structured output; True when the answer must be JSON."""
+    if config is None:
+        return False
+    if not isinstance(config, Mapping):
+        raise _refuse("output_config", "must be an object")
+    _check_keys(config, "output_config", {"effort", "format"}, set())
+    effort = config.get("effort")
+    if effort is not None:
+        if effort not in ("low", "medium", "high", "xhigh", "max"):
+            raise _refuse("output_config.effort", "one of low, medium, high, xhigh, max")
+        options["effort"] = effort
+    schema_format = config.get("format")
+    if schema_format is None:
+        return False
+    if not isinstance(schema_format, Mapping) or schema_format.get("type") != "json_schema":
+        raise _refuse("output_config.format", 'only {"type": "json_schema", "schema": {...}}')
+    _check_keys(schema_format, "output_config.format", {"type", "schema"}, set())
+    schema = schema_format.get("schema")
+    if not isinstance(schema, Mapping):
+        raise _refuse("output_config.format.schema", "must be a JSON Schema object")
+    options["output_schema"] = dict(schema)
+    return True
+
+
+def _thinking(config: Any) -> str | int | None:
+    if config is None:
+        return None
+    if not isinstance(config, Mapping):
+        raise _refuse("thinking", "must be an object")
+    kind = config.get("type")
+    if _present(config, "display"):
+        raise _refuse(
+            "thinking.display",
+            "the CLI cannot choose how thinking is displayed (the model's default applies); "
+            "drop it",
+        )
+    if kind == "enabled":
+        _check_keys(config, "thinking", {"type", "budget_tokens", "display"}, set())
+        budget = config.get("budget_tokens")
+        if isinstance(budget, bool) or not isinstance(budget, int) or budget < 1024:
+            raise _refuse("thinking.budget_tokens", "required: an integer of at least 1024")
+        return budget
+    if kind in ("adaptive", "disabled"):
+        _check_keys(config, "thinking", {"type", "display"}, set())
+        return str(kind)
+    raise _refuse(
+        "thinking.type",
+        f"{kind!r} is not supported; use 'enabled' (with budget_tokens), 'adaptive' or 'disabled'",
+    )
+
+
+def _tool_choice(choice: Any) -> str | JSON | None:
+    if choice is None:
+        return None
+    if not isinstance(choice, Mapping):
+        raise _refuse("tool_choice", "must be an object with a 'type'")
+    kind = choice.get("type")
+    if choice.get("disable_parallel_tool_use") is True and kind != "none":
+        raise _refuse(
+            "tool_choice.disable_parallel_tool_use",
+            "the Claude Code CLI cannot limit the model to one tool call per turn; drop it "
+            "(every call the model makes comes back to you)",
+        )
+    if kind in ("auto", "any", "none"):
+        _check_keys(choice, "tool_choice", {"type", "disable_parallel_tool_use"}, set())
+        return "required" if kind == "any" else str(kind)
+    if kind == "tool":
+        _check_keys(choice, "tool_choice", {"type", "name", "disable_parallel_tool_use"}, set())
+        name = choice.get("name")
+        if not isinstance(name, str) or not name:
+            raise _refuse("tool_choice.name", "required for type 'tool'")
+        return {"type": "tool", "name": name}
+    raise _refuse("tool_choice.type", f"{kind!r}; use 'auto', 'any', 'tool' or 'none'")
+
+
+_TOOL_KEYS = {"type", "name", "description", "input_schema", "strict"}
+_TOOL_IGNORED = {"cache_control", "eager_input_streaming"}
+
+
+def _tools(tools: Any) -> list[FunctionTool]:
+    if tools is None:
+        return []
+    if not isinstance(tools, list):
+        raise _refuse("tools", "must be a list")
+    server = [
+        f"{t.get('name', '?')} ({t['type']})"
+        for t in tools
+        if isinstance(t, Mapping) and t.get("type") not in (None, "custom")
+    ]
+    if server:
+        raise _refuse(
+            "tools",
+            f"server tools are not supported by this gateway: {', '.join(server)}. Only custom "
+            f"tools (name, description, input_schema) can be offered; they come back to you as "
+            f"tool_use blocks",
+        )
+    built = []
+    for i, tool in enumerate(tools):
+        where = f"tools[{i}]"
+        if not isinstance(tool, Mapping):
+            raise _refuse(where, "must be an object")
+        if tool.get("strict") is True:
+            raise _refuse(
+                f"{where}.strict",
+                "the CLI cannot constrain tool input to the schema; drop it (calls whose input "
+                "violates the schema still come back)",
+            )
+        for key in ("input_examples", "defer_loading", "allowed_callers"):
+            if tool.get(key) not in (None, False, []):
+                raise _refuse(f"{where}.{key}", "not supported by this gateway; drop it")
+        _check_keys(tool, where, _TOOL_KEYS | {"input_examples", "defer_loading"}, _TOOL_IGNORED)
+        name, description = tool.get("name"), tool.get("description", "")
+        if not isinstance(name, str):
+            raise _refuse(f"{where}.name", "required: a string")
+        if not isinstance(description, str):
+            raise _refuse(f"{where}.description", "must be a string")
+        if "input_schema" not in tool:
+            raise _refuse(f"{where}.input_schema", "required: a JSON Schema object")
+        # FunctionTool checks the name and the schema (InvalidToolNameError,
+        # InvalidToolSchemaError); no executor: the client runs the tool.
+        built.append(
+            FunctionTool(name=name, description=description, input_schema=tool["input_schema"])
+        )
+    return built
+
+
+# -- system and messages
+
+
+def _text_of(blocks: Any, where: str) -> str:
+    if isinstance(blocks, str):
+        return blocks
+    if not isinstance(blocks, list):
+        raise InvalidMessagesError(f"{where}: must be a string or a list of text blocks")
+    texts = []
+    for i, block in enumerate(blocks):
+        texts.append(_text_block(block, f"{where}[{i}]")["text"])
+    return "\n".join(texts)
+
+
+def _system(system: Any) -> list[JSON]:
+    if system is None:
+        return []
+    text = _text_of(system, "system")
+    return [{"role": "system", "content": text}] if text else []
+
+
+def _messages(messages: Any) -> list[JSON]:
+    if not isinstance(messages, list) or not messages:
+        raise InvalidMessagesError("messages: required: a non-empty list of messages")
+    converted: list[JSON] = []
+    began = False
+    for i, message in enumerate(messages):
+        where = f"messages[{i}]"
+        if not isinstance(message, Mapping):
+            raise InvalidMessagesError(f"{where}: must be an object with 'role' and 'content'")
+        _check_keys(message, where, {"role", "content"}, set())
+        role = message.get("role")
+        if "content" not in message:
+            raise InvalidMessagesError(f"{where}.content: required")
+        content = message["content"]
+        if role == "system":
+            if began:
+                raise InvalidMessagesError(
+                    f"{where}: a system message after the conversation began cannot be kept in "
+                    f"its place by the CLI; move it into 'system'"
+                )
+            converted.append({"role": "system", "content": _text_of(content, f"{where}.content")})
+        elif role == "user":
+            began = True
+            converted += _user(content, f"{where}.content")
+        elif role == "assistant":
+            began = True
+            converted.append(_assistant(content, f"{where}.content"))
+        else:
+            raise InvalidMessagesError(
+                f"{where}.role: unknown role {role!r}; use 'user' or 'assistant'"
+            )
+    if messages[-1].get("role") == "assistant":
+        raise InvalidMessagesError(
+            f"messages[{len(messages) - 1}]: a final assistant message (a prefill to continue) "
+            f"is not supported through the CLI; end with a user message"
+        )
+    return converted
+
+
+def _blocks(content: Any, where: str) -> list[Any]:
+    if isinstance(content, str):
+        return [{"type": "text", "text": content}]
+    if not isinstance(content, list):
+        raise InvalidMessagesError(f"{where}: must be a string or a list of content blocks")
+    return content
+
+
+def _block_type(block: Any, where: str) -> str:
+    if not isinstance(block, Mapping) or not isinstance(block.get("type"), str):
+        raise InvalidMessagesError(f"{where}: a content block must be an object with a 'type'")
+    return str(block["type"])
+
+
+def _text_block(block: Any, where: str) -> JSON:
+    kind = _block_type(block, where)
+    if kind != "text":
+        raise InvalidMessagesError(f"{where}: only text blocks are accepted here, not {kind!r}")
+    _check_keys(block, where, {"type", "text"}, {"cache_control"})
+    if not isinstance(block.get("text"), str):
+        raise InvalidMessagesError(f"{where}.text: required: a string")
+    return {"type": "text", "text": block["text"]}
+
+
+def _image_block(block: Mapping[str, Any], where: str) -> JSON:
+    _check_keys(block, where, {"type", "source"}, {"cache_control"})
+    source = block.get("source")
+    if not isinstance(source, Mapping):
+        raise InvalidMessagesError(f"{where}.source: required: an object")
+    kind = source.get("type")
+    if kind == "base64":
+        _check_keys(source, f"{where}.source", {"type", "data", "media_type"}, set())
+        data, media = source.get("data"), source.get("media_type")
+        if not isinstance(data, str) or not isinstance(media, str):
+            raise InvalidMessagesError(
+                f"{where}.source: a base64 image needs string 'data' and 'media_type'"
+            )
+        return {"type": "image", "data": data, "media_type": media}
+    if kind == "url":
+        _check_keys(source, f"{where}.source", {"type", "url"}, set())
+        url = source.get("url")
+        if not isinstance(url, str) or not url.startswith(("https://", "http://")):
+            raise InvalidMessagesError(f"{where}.source.url: required: an http(s) URL")
+        return {"type": "image", "url": url}
+    raise _refuse(
+        f"{where}.source.type",
+        f"{kind!r} image sources are not supported; send the image as 'base64' or 'url'",
+    )
+
+
+def _tool_result(block: Mapping[str, Any], where: str) -> JSON:
+    _check_keys(block, where, {"type", "tool_use_id", "content", "is_error"}, {"cache_control"})
+    call_id = block.get("tool_use_id")
+    if not isinstance(call_id, str) or not call_id:
+        raise InvalidMessagesError(f"{where}.tool_use_id: required: a string")
+    content = block.get("content", "")
+    if isinstance(content, list):
+        texts = []
+        for i, item in enumerate(content):
+            here = f"{where}.content[{i}]"
+            if _block_type(item, here) != "text":
+                raise _refuse(
+                    here,
+                    f"{item['type']!r} blocks in a tool result are not supported; the CLI "
+                    f"passes tool results on as text",
+                )
+            texts.append(_text_block(item, here)["text"])
+        content = "\n".join(texts)
+    elif not isinstance(content, str):
+        raise InvalidMessagesError(f"{where}.content: must be a string or a list of text blocks")
+    return {
+        "type": "tool-result",
+        "tool_call_id": call_id,
+        "output": content,
+        "is_error": bool(block.get("is_error")),
+    }
+
+
+def _user(content: Any, where: str) -> list[JSON]:
+    """A user message: its tool results as `tool` messages, its text and images as `user`
+    messages, in their order."""
+    out: list[JSON] = []
+
+    def add(role: str, block: JSON) -> None:
+        if out and out[-1]["role"] == role:
+            out[-1]["content"].append(block)
+        else:
+            out.append({"role": role, "content": [block]})
+
+    for i, block in enumerate(_blocks(content, where)):
+        here = f"{where}[{i}]"
+        kind = _block_type(block, here)
+        if kind == "text":
+            add("user", _text_block(block, here))
+        elif kind == "image":
+            add("user", _image_block(block, here))
+        elif kind == "tool_result":
+            add("tool", _tool_result(block, here))
+        else:
+            raise _refuse(
+                f"{here}.type",
+                f"{kind!r} blocks are not supported in user messages; use text, image or "
+                f"tool_result",
+            )
+    if not out:
+        raise InvalidMessagesError(f"{where}: a user message needs content")
+    return out
+
+
+def _assistant(content: Any, where: str) -> JSON:
+    blocks: list[JSON] = []
+    for i, block in enumerate(_blocks(content, where)):
+        here = f"{where}[{i}]"
+        kind = _block_type(block, here)
+        if kind == "text":
+            blocks.append(_text_block(block, here))
+        elif kind == "thinking":
+            _check_keys(block, here, {"type", "thinking", "signature"}, {"cache_control"})
+            thought, signature = block.get("thinking"), block.get("signature")
+            if not isinstance(thought, str) or not isinstance(signature, str):
+                raise InvalidMessagesError(
+                    f"{here}: a thinking block needs 'thinking', 'signature'"
+                )
+            blocks.append({"type": "reasoning", "text": thought, "signature": signature})
+        elif kind == "tool_use":
+            if block.get("caller") not in (None, {"type": "direct"}):
+                raise _refuse(f"{here}.caller", "only direct tool calls are supported")
+            _check_keys(block, here, {"type", "id", "name", "input", "caller"}, {"cache_control"})
+            call_id, name, arguments = block.get("id"), block.get("name"), block.get("input")
+            if not isinstance(call_id, str) or not isinstance(name, str):
+                raise InvalidMessagesError(f"{here}: a tool_use block needs string 'id' and 'name'")
+            if not isinstance(arguments, Mapping):
+                raise InvalidMessagesError(f"{here}.input: required: an object")
+            blocks.append(
+                {"type": "tool-call", "tool_call_id": call_id, "tool_name": name,
+                 "input": dict(arguments)}
+            )  # fmt: skip
+        elif kind == "redacted_thinking":
+            raise _refuse(
+                here,
+                "redacted_thinking cannot be replayed through the CLI's history; drop the block",
+            )
+        else:
+            raise _refuse(
+                f"{here}.type",
+                f"{kind!r} blocks are not supported in assistant messages; use text, thinking "
+                f"or tool_use",
+            )
+    return {"role": "assistant", "content": blocks}
+
+
+# -- the response
+
+
+def error_body(error_type: str, message: str) -> JSON:
+    """An error in the Messages API's shape (the body of an error response or SSE event)."""
+    return {"type": "error", "error": {"type": error_type, "message": message}}
+
+
+def message_id() -> str:
+    """A new message id, `msg_...` like the API's."""
+    return f"msg_{uuid.uuid4().hex[:24]}"
+
+
+def stop_reason(finish_reason: FinishReason, raw_stop_reason: str | None, *, calls: bool) -> str:
+    """The Messages API `stop_reason` of a finished query; `calls`: the answer holds `tool_use`
+    blocks."""
+    mapped = _STOP_REASONS.get(finish_reason)
+    if mapped == "tool_use" and not calls:
+        return "end_turn"  # only the CLI's own StructuredOutput tool was called: an answer
+    if mapped is not None:
+        return mapped
+    return raw_stop_reason if raw_stop_reason in _API_STOP_REASONS else "end_turn"
+
+
+def _usage(usage: Usage) -> JSON:
+    return {
+        "input_tokens": usage.input_tokens,
+        "output_tokens": usage.output_tokens,
+        "cache_creation_input_tokens": usage.cache_creation_input_tokens,
+        "cache_read_input_tokens": usage.cache_read_input_tokens,
+    }
+
+
+def _envelope(
+    message_id: str, model: str, content: list[JSON], stop: str | None, usage: Usage
+) -> JSON:
+    return {
+        "id": message_id,
+        "type": "message",
+        "role": "assistant",
+        "model": model,
+        "content": content,
+        "stop_reason": stop,
+        "stop_sequence": None,
+        "usage": _usage(usage),
+    }
+
+
+def _structured_text(value: Any) -> JSON:
+    return {"type": "text", "text": json.dumps(value, ensure_ascii=False)}
+
+
+def message(result: GenerateResult, *, message_id: str, model: str, structured: bool) -> JSON:
+    """The non-streaming response: the reply's blocks in the order the model wrote them (signed
+    thinking, text, `tool_use`), its stop reason and usage. With `structured`, the model's text
+    is left out and the answer is one text block holding the structured output."""
+    content: list[JSON] = []
+    for turn in result.response_messages:
+        if turn["role"] != "assistant":
+            continue  # results of provider-run calls: none here, the client runs its tools
+        for block in turn["content"]:
+            kind = block["type"]
+            if kind == "reasoning":
+                content.append(
+                    {"type": "thinking", "thinking": block["text"],
+                     "signature": block["signature"]}
+                )  # fmt: skip
+            elif kind == "text" and not structured:
+                content.append({"type": "text", "text": block["text"]})
+            elif kind == "tool-call":
+                content.append(
+                    {"type": "tool_use", "id": block["tool_call_id"],
+                     "name": block["tool_name"], "input": block["input"]}
+                )  # fmt: skip
+    if structured and result.structured_output is not None:
+        content.append(_structured_text(result.structured_output))
+    calls = any(block["type"] == "tool_use" for block in content)
+    stop = stop_reason(result.finish_reason, result.raw_stop_reason, calls=calls)
+    return _envelope(message_id, model, content, stop, result.usage)
+
+
+#: What a content block holds when it starts streaming: its content comes as deltas.
+_EMPTY: dict[str, JSON] = {
+    "text": {"text": ""},
+    "thinking": {"thinking": "", "signature": ""},
+    "tool_use": {"input": {}},
+}
+
+
+class EventMapper:
+    """Stream parts of one query -> the Messages API's SSE events (as dicts).
+
+    `start()` gives `message_start`; `add(part)` the events for each part: a content block's
+    start, deltas (`text_delta`, `thinking_delta`, `signature_delta`, `input_json_delta`) and
+    stop, and for the finish part `message_delta` (stop reason, usage) and `message_stop`.
+    Usage comes with `message_delta`: the CLI reports it when the query ends. With
+    `structured`, the model's text is held back and the answer is one text block holding the
+    structured output, sent when the query finishes.
+
+    A `discard` part (the CLI's API stream was cut and the turn asked again) would take back
+    blocks already sent, which SSE cannot: it raises `APIConnectionError` (sent as an `error`
+    event) rather than let the answer arrive twice.
+    """
+
+    def __init__(self, model: str, *, message_id: str, structured: bool = False) -> None:
+        self.model = model
+        self.message_id = message_id
+        self._structured = structured
+        self._index: dict[str, int] = {}  # part id (text, reasoning, tool call) -> block index
+        self._calls = False  # a tool_use block was sent
+        self._failed = False
+
+    def start(self) -> JSON:
+        """The `message_start` event."""
+        return {
+            "type": "message_start",
+            "message": _envelope(self.message_id, self.model, [], None, Usage()),
+        }
+
+    def _open(self, part_id: str, block: JSON) -> list[JSON]:
+        """A new content block, sent empty (its content follows as deltas)."""
+        index = len(self._index)
+        self._index[part_id] = index
+        self._calls = self._calls or block["type"] == "tool_use"
+        empty = {**block, **_EMPTY[block["type"]]}
+        return [{"type": "content_block_start", "index": index, "content_block": empty}]
+
+    def _delta(self, part_id: str, delta: JSON) -> list[JSON]:
+        return [{"type": "content_block_delta", "index": self._index[part_id], "delta": delta}]
+
+    def _stop(self, part_id: str) -> list[JSON]:
+        return [{"type": "content_block_stop", "index": self._index[part_id]}]
+
+    def add(self, part: StreamPart) -> list[JSON]:
+        """The events for one stream part (often none)."""
+        match part:
+            case TextStartPart():
+                return [] if self._structured else self._open(part.id, {"type": "text"})
+            case TextDeltaPart():
+                if part.id not in self._index:
+                    return []  # held back: the answer is the structured output
+                return self._delta(part.id, {"type": "text_delta", "text": part.delta})
+            case TextEndPart():
+                return self._stop(part.id) if part.id in self._index else []
+            case ReasoningStartPart():
+                return self._open(part.id, {"type": "thinking"})
+            case ReasoningDeltaPart():
+                return self._delta(part.id, {"type": "thinking_delta", "thinking": part.delta})
+            case ReasoningEndPart():
+                events = []
+                if part.signature:
+                    delta = {"type": "signature_delta", "signature": part.signature}
+                    events += self._delta(part.id, delta)
+                return events + self._stop(part.id)
+            case ToolInputStartPart():
+                return self._open(part.id, {"type": "tool_use", "id": part.id,
+                                            "name": part.tool_name})  # fmt: skip
+            case ToolInputDeltaPart():
+                delta = {"type": "input_json_delta", "partial_json": part.delta}
+                return self._delta(part.id, delta)
+            case ToolInputEndPart():
+                return self._stop(part.id)
+            case ToolCallPart():
+                return self._call(part)
+            case DiscardPart():
+                if any(i in self._index for i in part.ids):
+                    raise APIConnectionError(
+                        "the Messages API stream was cut after part of this answer was sent, "
+                        "and the model was asked again; what was sent cannot be taken back. "
+                        "Retry the request"
+                    )
+                return []
+            case ErrorPart():
+                self._failed = True  # the error is raised next; its finish part is no answer
+                return []
+            case FinishPart():
+                return [] if self._failed else self._finish(part)
+            case StreamStartPart() | ToolResultPart():
+                # Gateway tools have no executors, so no provider-executed results come back.
+                return []
+
+    def _call(self, part: ToolCallPart) -> list[JSON]:
+        if part.tool_call_id in self._index:
+            return []  # its input was streamed
+        # A call read from a legacy JSON envelope in the text: no input was streamed.
+        call_id = part.tool_call_id
+        events = self._open(call_id, {"type": "tool_use", "id": call_id, "name": part.tool_name})
+        arguments = json.dumps(part.input, ensure_ascii=False)
+        events += self._delta(call_id, {"type": "input_json_delta", "partial_json": arguments})
+        return events + self._stop(call_id)
+
+    def _finish(self, part: FinishPart) -> list[JSON]:
+        events: list[JSON] = []
+        if self._structured and part.structured_output is not None:
+            block = _structured_text(part.structured_output)
+            events += self._open("structured-output", {"type": "text"})
+            events += self._delta("structured-output", {"type": "text_delta",
+                                                        "text": block["text"]})  # fmt: skip
+            events += self._stop("structured-output")
+        stop = stop_reason(part.finish_reason, part.raw_stop_reason, calls=self._calls)
+        events.append(
+            {
+                "type": "message_delta",
+                "delta": {"stop_reason": stop, "stop_sequence": None},
+                "usage": _usage(part.usage),
+            }
+        )
+        events.append({"type": "message_stop"})
+        return events

@@ -1,0 +1,640 @@
+"""The OpenAI Chat Completions format <-> the provider: requests in, completions and chunks out.
+
+Shared by the gateway's `POST /v1/chat/completions` and the LiteLLM provider, so both read a
+request and write an answer the same way. Pure: nothing here runs a query.
+
+Tools come with the request and have no executor: every query is single-turn and the calls go
+back to the client (`finish_reason: "tool_calls"`), which runs them and sends `tool` messages.
+
+Parameters (`chat_request`): a parameter that cannot be honoured is refused with an
+`UnsupportedParameterError` naming it (HTTP 400 at the gateway), unless the spec lets a server
+ignore it (metadata and caching hints). A parameter at the value that asks for nothing
+(`n: 1`, `temperature: 1`, `logprobs: false`, `null`) is accepted.
+
+Signed thinking has no field in the OpenAI format; like LiteLLM, an answer carries it in the
+message's `thinking_blocks` (and its text in `reasoning_content`), and an assistant message
+sent back with `thinking_blocks` replays it natively.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+import uuid
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from .errors import InvalidMessagesError, ProviderError, UnsupportedRequestError
+from .provider import NamedToolChoice, ToolChoice
+from .tools import FunctionTool
+from .types import (
+    DiscardPart,
+    ErrorPart,
+    FinishPart,
+    FinishReason,
+    GenerateResult,
+    ReasoningDeltaPart,
+    ReasoningEndPart,
+    ReasoningStartPart,
+    StreamPart,
+    StreamStartPart,
+    TextDeltaPart,
+    TextEndPart,
+    TextStartPart,
+    ToolCallPart,
+    ToolInputDeltaPart,
+    ToolInputEndPart,
+    ToolInputStartPart,
+    ToolResultPart,
+    Usage,
+)
+
+__all__ = [
+    "ChatRequest",
+    "ChunkMapper",
+    "StreamRetractionError",
+    "UnsupportedParameterError",
+    "chat_request",
+    "completion",
+    "completion_id",
+    "finish_reason",
+    "function_tools",
+    "provider_messages",
+    "tool_choice",
+    "usage",
+]
+
+
+class UnsupportedParameterError(UnsupportedRequestError):
+    """A Chat Completions parameter the provider cannot honour; `param` names it."""
+
+    def __init__(self, param: str, message: str) -> None:
+        super().__init__(f"parameter {param!r}: {message}")
+        self.param = param
+
+
+class StreamRetractionError(ProviderError):
+    """The API stream was cut and the turn redone after some of it had been sent to the client.
+
+    Chunks already sent cannot be taken back; the request can be sent again (or without
+    `stream`, which folds the redo correctly).
+    """
+
+    retryable = True
+
+
+# --------------------------------------------------------------------------- parameters
+
+#: Parameters read and honoured (see `chat_request`).
+_HONOURED = frozenset(
+    {
+        "model",
+        "messages",
+        "tools",
+        "tool_choice",
+        "parallel_tool_calls",
+        "response_format",
+        "max_tokens",
+        "max_completion_tokens",
+        "reasoning_effort",
+        "stream",
+        "stream_options",
+    }
+)
+
+#: Parameters the spec lets a server ignore: they tag the request or hint at caching, and
+#: change nothing in the answer.
+_IGNORED = frozenset(
+    {"user", "metadata", "safety_identifier", "prompt_cache_key", "prompt_cache_retention"}
+)
+
+#: Parameters accepted only at the value that asks for nothing, and why any other is refused.
+_ONLY_DEFAULT: dict[str, tuple[tuple[Any, ...], str]] = {
+    "n": ((1,), "one choice per request: the Claude Code CLI answers once"),
+    "temperature": ((1, 1.0), "the Claude Code CLI has no temperature setting"),
+    "top_p": ((1, 1.0), "the Claude Code CLI has no top_p setting"),
+    "presence_penalty": ((0, 0.0), "the Messages API has no presence penalty"),
+    "frequency_penalty": ((0, 0.0), "the Messages API has no frequency penalty"),
+    "logit_bias": (({},), "the Messages API has no logit bias"),
+    "logprobs": ((False,), "the Messages API returns no log probabilities"),
+    "top_logprobs": ((0,), "the Messages API returns no log probabilities"),
+    "stop": (("", ()), "the Claude Code CLI has no stop-sequence option"),
+    "seed": ((), "the Messages API has no seeded sampling"),
+    "store": ((False,), "nothing is stored for later retrieval here"),
+    "service_tier": (("auto", "default"), "the Claude Code CLI has no service tier setting"),
+    "modalities": ((("text",),), "the answer is text only"),
+    "audio": ((), "the answer is text only"),
+    "prediction": ((), "the Messages API has no predicted outputs"),
+    "verbosity": ((), "the Claude Code CLI has no verbosity setting"),
+    "web_search_options": ((), "no built-in web search: send your own tools"),
+    "functions": ((), "legacy function calling: send `tools` instead"),
+    "function_call": ((), "legacy function calling: send `tool_choice` instead"),
+}
+
+#: OpenAI's `reasoning_effort` -> the provider's `effort` (`minimal` is the lowest there is).
+_EFFORT = {"minimal": "low", "low": "low", "medium": "medium", "high": "high", "xhigh": "xhigh"}
+
+
+def _default(value: Any, allowed: tuple[Any, ...]) -> bool:
+    if isinstance(value, list):
+        value = tuple(value)
+    return any(type(value) is type(a) and value == a for a in allowed) or (
+        isinstance(value, int | float)
+        and not isinstance(value, bool)
+        and any(isinstance(a, int | float) and not isinstance(a, bool) and value == a
+                for a in allowed)
+    )  # fmt: skip
+
+
+@dataclass(frozen=True)
+class ChatRequest:
+    """A Chat Completions request read for the provider."""
+
+    #: The request's `model` (None: the provider's default); echoed in the answer.
+    model: str | None
+    messages: list[dict[str, Any]]
+    tools: list[FunctionTool]
+    #: Call options for `generate` / `stream` (model, tool_choice, max_tokens, output_schema,
+    #: effort, thinking).
+    options: dict[str, Any] = field(default_factory=dict)
+    stream: bool = False
+    #: `stream_options.include_usage`: a last chunk with the usage.
+    include_usage: bool = False
+    #: `response_format` asked for JSON: the answer's content is the structured output.
+    structured: bool = False
+
+
+def chat_request(body: Mapping[str, Any], *, ignore: frozenset[str] = frozenset()) -> ChatRequest:
+    """Read a Chat Completions request body; refuse what cannot be honoured.
+
+    `ignore` names more parameters to let pass (LiteLLM adds some of its own).
+    """
+    given = {k: v for k, v in body.items() if v is not None}
+    for name, value in given.items():
+        if name in _HONOURED or name in _IGNORED or name in ignore:
+            continue
+        if name in _ONLY_DEFAULT:
+            allowed, reason = _ONLY_DEFAULT[name]
+            if not _default(value, allowed):
+                raise UnsupportedParameterError(
+                    name, f"{json.dumps(value)} cannot be honoured: {reason}; leave it out"
+                )
+            continue
+        raise UnsupportedParameterError(
+            name, "not a Chat Completions parameter this server knows; leave it out"
+        )
+    if "messages" not in given:
+        raise InvalidMessagesError("'messages' is required: a non-empty list of messages")
+    tools = function_tools(given.get("tools") or [])
+    options: dict[str, Any] = {}
+    model = given.get("model")
+    if model is not None:
+        if not isinstance(model, str) or not model.strip():
+            raise UnsupportedParameterError("model", "must be a model name (a string)")
+        options["model"] = model
+    if "tool_choice" in given:
+        options["tool_choice"] = tool_choice(given["tool_choice"], [t.name for t in tools])
+    if given.get("parallel_tool_calls") is False:
+        raise UnsupportedParameterError(
+            "parallel_tool_calls",
+            "false cannot be honoured: Claude may answer with several tool calls at once and "
+            "the Claude Code CLI has no setting to stop it; leave it out or send true",
+        )
+    limit = given.get("max_completion_tokens", given.get("max_tokens"))
+    if limit is not None:
+        name = "max_completion_tokens" if "max_completion_tokens" in given else "max_tokens"
+        if isinstance(limit, bool) or not isinstance(limit, int) or limit < 1:
+            raise UnsupportedParameterError(name, "must be a positive integer")
+        options["max_tokens"] = limit
+    effort = given.get("reasoning_effort")
+    if effort == "none":
+        options["thinking"] = "disabled"
+    elif effort is not None:
+        if effort not in _EFFORT:
+            raise UnsupportedParameterError(
+                "reasoning_effort", f"{effort!r} is not one of none, {', '.join(_EFFORT)}"
+            )
+        options["effort"] = _EFFORT[effort]
+    structured = False
+    if "response_format" in given:
+        schema = _output_schema(given["response_format"])
+        if schema is not None:
+            options["output_schema"] = schema
+            structured = True
+    stream = given.get("stream", False)
+    if not isinstance(stream, bool):
+        raise UnsupportedParameterError("stream", "must be true or false")
+    stream_options = given.get("stream_options") or {}
+    if not isinstance(stream_options, Mapping):
+        raise UnsupportedParameterError("stream_options", "must be an object")
+    unknown = sorted(set(stream_options) - {"include_usage", "include_obfuscation"})
+    if unknown:
+        raise UnsupportedParameterError(
+            "stream_options", f"{', '.join(unknown)} cannot be honoured; send include_usage"
+        )
+    return ChatRequest(
+        model=model,
+        messages=provider_messages(given["messages"]),
+        tools=tools,
+        options=options,
+        stream=stream,
+        include_usage=bool(stream_options.get("include_usage")),
+        structured=structured,
+    )
+
+
+def _output_schema(response_format: Any) -> dict[str, Any] | None:
+    """`response_format` -> the provider's `output_schema` (None: plain text)."""
+    kind = response_format.get("type") if isinstance(response_format, Mapping) else None
+    if kind == "text":
+        return None
+    if kind == "json_object":
+        # JSON mode promises a JSON object, any object: a schema that admits every one.
+        return {"type": "object"}
+    if kind == "json_schema":
+        spec = response_format.get("json_schema")
+        schema = spec.get("schema") if isinstance(spec, Mapping) else None
+        if not isinstance(schema, Mapping):
+            raise UnsupportedParameterError(
+                "response_format", "json_schema needs a 'schema' object: {'json_schema': "
+                "{'name': ..., 'schema': {...}}}",
+            )  # fmt: skip
+        return dict(schema)
+    raise UnsupportedParameterError(
+        "response_format", f"type {kind!r} is not one of text, json_object, json_schema"
+    )
+
+
+# --------------------------------------------------------------------------- tools
+
+
+def function_tools(tools: Any) -> list[FunctionTool]:
+    """OpenAI function tools -> `FunctionTool`s without executors (the client runs them)."""
+    if not isinstance(tools, Sequence) or isinstance(tools, str | bytes):
+        raise UnsupportedParameterError("tools", "must be a list of function tools")
+    converted = []
+    for i, tool in enumerate(tools):
+        kind = tool.get("type") if isinstance(tool, Mapping) else None
+        function = tool.get("function") if isinstance(tool, Mapping) else None
+        if kind != "function" or not isinstance(function, Mapping):
+            raise UnsupportedParameterError(
+                "tools",
+                f"tools[{i}] is not a function tool ({{'type': 'function', 'function': "
+                f"{{'name', 'description', 'parameters'}}}}); type {kind!r} cannot be offered",
+            )
+        parameters = function.get("parameters")
+        converted.append(
+            FunctionTool(
+                name=str(function.get("name", "")),
+                description=str(function.get("description") or ""),
+                input_schema=(
+                    parameters if parameters is not None else {"type": "object", "properties": {}}
+                ),
+            )
+        )
+    return converted
+
+
+def tool_choice(choice: Any, names: Sequence[str]) -> ToolChoice:
+    """OpenAI's `tool_choice` -> the provider's."""
+    match choice:
+        case "auto" | "none" | "required":
+            return choice  # type: ignore[no-any-return]
+        case {"type": "function", "function": {"name": str(name)}}:
+            if name not in names:
+                raise UnsupportedParameterError(
+                    "tool_choice", f"names {name!r}, which is not among the request's tools"
+                )
+            return NamedToolChoice(name=name)
+        case _:
+            raise UnsupportedParameterError(
+                "tool_choice",
+                f"{json.dumps(choice)} is not one of 'auto', 'none', 'required' or "
+                f"{{'type': 'function', 'function': {{'name': ...}}}}",
+            )
+
+
+# --------------------------------------------------------------------------- messages in
+
+
+def provider_messages(messages: Any) -> list[dict[str, Any]]:
+    """Chat Completions messages -> the provider's request format (`sf_provider._messages`).
+
+    `system` and `developer` messages go into the system prompt; `user` content is text and
+    `image_url` parts (data: or http(s) URLs); `assistant` messages carry text, `tool_calls`
+    and LiteLLM-style `thinking_blocks`; `tool` messages answer the calls by `tool_call_id`.
+    """
+    if not isinstance(messages, Sequence) or isinstance(messages, str | bytes) or not messages:
+        raise InvalidMessagesError("'messages' must be a non-empty list of messages")
+    converted: list[dict[str, Any]] = []
+    for i, message in enumerate(messages):
+        if not isinstance(message, Mapping):
+            raise InvalidMessagesError(f"messages[{i}] must be an object")
+        role = message.get("role")
+        where = f"messages[{i}] ({role})"
+        content = message.get("content")
+        if role in ("system", "developer"):
+            converted.append({"role": "system", "content": _text(content, where)})
+        elif role == "user":
+            converted.append({"role": "user", "content": _user_content(content, where)})
+        elif role == "assistant":
+            blocks = _assistant_content(message, where)
+            if blocks:  # an empty turn says nothing the API would accept
+                converted.append({"role": "assistant", "content": blocks})
+        elif role == "tool":
+            call_id = message.get("tool_call_id")
+            if not isinstance(call_id, str) or not call_id:
+                raise InvalidMessagesError(f"{where}: a tool message needs its 'tool_call_id'")
+            result = {"type": "tool-result", "tool_call_id": call_id,
+                      "output": _text(content, where)}  # fmt: skip
+            converted.append({"role": "tool", "content": [result]})
+        elif role == "function":
+            raise InvalidMessagesError(
+                f"{where}: legacy 'function' messages cannot be sent; use 'tool' messages"
+            )
+        else:
+            raise InvalidMessagesError(
+                f"messages[{i}]: unknown role {role!r}; use system, developer, user, assistant "
+                f"or tool"
+            )
+    return converted
+
+
+def _parts(content: Any, where: str) -> list[Mapping[str, Any]]:
+    if content is None:
+        return []
+    if isinstance(content, str):
+        return [{"type": "text", "text": content}]
+    if isinstance(content, Sequence) and all(isinstance(p, Mapping) for p in content):
+        return list(content)
+    raise InvalidMessagesError(f"{where}: content must be a string or a list of content parts")
+
+
+def _text(content: Any, where: str) -> str:
+    texts = []
+    for part in _parts(content, where):
+        if part.get("type") != "text" or not isinstance(part.get("text"), str):
+            raise InvalidMessagesError(
+                f"{where}: only text can go here, not a {part.get('type')!r} part"
+            )
+        texts.append(part["text"])
+    return "".join(texts)
+
+
+def _user_content(content: Any, where: str) -> list[dict[str, Any]]:
+    blocks: list[dict[str, Any]] = []
+    for part in _parts(content, where):
+        kind = part.get("type")
+        if kind == "text" and isinstance(part.get("text"), str):
+            blocks.append({"type": "text", "text": part["text"]})
+        elif kind == "image_url":
+            image = part.get("image_url")
+            url = image.get("url") if isinstance(image, Mapping) else image
+            if not isinstance(url, str):
+                raise InvalidMessagesError(f"{where}: an image_url part needs {{'url': ...}}")
+            blocks.append({"type": "image", "url": url})
+        else:
+            raise InvalidMessagesError(
+                f"{where}: a user content part must be 'text' or 'image_url', not {kind!r}"
+            )
+    return blocks
+
+
+def _assistant_content(message: Mapping[str, Any], where: str) -> list[dict[str, Any]]:
+    if message.get("function_call") is not None:
+        raise InvalidMessagesError(
+            f"{where}: legacy 'function_call' cannot be sent; use 'tool_calls'"
+        )
+    blocks: list[dict[str, Any]] = []
+    for block in message.get("thinking_blocks") or []:
+        if isinstance(block, Mapping) and block.get("type") == "thinking":
+            blocks.append(
+                {"type": "reasoning", "text": str(block.get("thinking", "")),
+                 "signature": block.get("signature")}
+            )  # fmt: skip
+    for part in _parts(message.get("content"), where):
+        kind = part.get("type")
+        text = part.get("text") if kind == "text" else part.get("refusal")
+        if kind not in ("text", "refusal") or not isinstance(text, str):
+            raise InvalidMessagesError(
+                f"{where}: an assistant content part must be 'text' or 'refusal', not {kind!r}"
+            )
+        if text:
+            blocks.append({"type": "text", "text": text})
+    calls = message.get("tool_calls") or []
+    if not isinstance(calls, Sequence):
+        raise InvalidMessagesError(f"{where}: 'tool_calls' must be a list")
+    for j, call in enumerate(calls):
+        here = f"{where}, tool_calls[{j}]"
+        function = call.get("function") if isinstance(call, Mapping) else None
+        if not isinstance(function, Mapping) or not isinstance(call.get("id"), str):
+            raise InvalidMessagesError(
+                f"{here}: a tool call needs an 'id' and a 'function' with 'name' and 'arguments'"
+            )
+        blocks.append(
+            {"type": "tool-call", "tool_call_id": call["id"],
+             "tool_name": function.get("name"), "input": _arguments(function, here)}
+        )  # fmt: skip
+    return blocks
+
+
+def _arguments(function: Mapping[str, Any], where: str) -> dict[str, Any]:
+    raw = function.get("arguments")
+    if isinstance(raw, Mapping):
+        return dict(raw)
+    if raw is None or (isinstance(raw, str) and not raw.strip()):
+        return {}
+    try:
+        arguments = json.loads(raw)
+    except (TypeError, ValueError):
+        raise InvalidMessagesError(f"{where}: 'arguments' is not valid JSON") from None
+    if not isinstance(arguments, dict):
+        raise InvalidMessagesError(f"{where}: 'arguments' must be a JSON object")
+    return arguments
+
+
+# --------------------------------------------------------------------------- answers out
+
+_FINISH: dict[FinishReason, str] = {
+    "stop": "stop",
+    "length": "length",
+    "tool-calls": "tool_calls",
+    "content-filter": "content_filter",
+    "error": "stop",
+    "other": "stop",
+}
+
+
+def finish_reason(reason: FinishReason) -> str:
+    """The provider's finish reason as OpenAI's."""
+    return _FINISH[reason]
+
+
+def usage(value: Usage) -> dict[str, Any]:
+    """Usage in OpenAI's shape: prompt tokens include cache reads and writes."""
+    prompt = value.input_tokens + value.cache_read_input_tokens + value.cache_creation_input_tokens
+    return {
+        "prompt_tokens": prompt,
+        "completion_tokens": value.output_tokens,
+        "total_tokens": prompt + value.output_tokens,
+        "prompt_tokens_details": {"cached_tokens": value.cache_read_input_tokens},
+    }
+
+
+def completion_id() -> str:
+    """A new completion id."""
+    return f"chatcmpl-{uuid.uuid4().hex}"
+
+
+def _arguments_json(arguments: dict[str, Any]) -> str:
+    return json.dumps(arguments, ensure_ascii=False)
+
+
+def message(result: GenerateResult, *, structured: bool = False) -> dict[str, Any]:
+    """The assistant message of a `GenerateResult` (single-turn: its calls are the client's)."""
+    content: str | None = result.text or None
+    if structured and result.structured_output is not None:
+        content = json.dumps(result.structured_output, ensure_ascii=False)
+    answer: dict[str, Any] = {"role": "assistant", "content": content, "refusal": None}
+    calls = [c for c in result.tool_calls if not c.provider_executed]
+    if calls:
+        answer["tool_calls"] = [
+            {"id": c.tool_call_id, "type": "function",
+             "function": {"name": c.tool_name, "arguments": _arguments_json(c.input)}}
+            for c in calls
+        ]  # fmt: skip
+    if result.reasoning:
+        answer["reasoning_content"] = result.reasoning
+    signed = [r for r in result.final_reasoning if r.signature]
+    if signed:
+        answer["thinking_blocks"] = [
+            {"type": "thinking", "thinking": r.text, "signature": r.signature} for r in signed
+        ]
+    return answer
+
+
+def completion(
+    result: GenerateResult,
+    *,
+    model: str,
+    structured: bool = False,
+    id: str | None = None,
+    created: int | None = None,
+) -> dict[str, Any]:
+    """A `chat.completion` object for a `GenerateResult`."""
+    return {
+        "id": id or completion_id(),
+        "object": "chat.completion",
+        "created": created or int(time.time()),
+        "model": model,
+        "system_fingerprint": None,
+        "choices": [
+            {
+                "index": 0,
+                "message": message(result, structured=structured),
+                "logprobs": None,
+                "finish_reason": finish_reason(result.finish_reason),
+            }
+        ],
+        "usage": usage(result.usage),
+    }
+
+
+class ChunkMapper:
+    """Stream parts -> the choices of `chat.completion.chunk`s: `{"delta", "finish_reason"}`.
+
+    The first choice (`start`) gives the role. Text and reasoning stream as they come; a tool
+    call opens with its index, id and name, then its arguments in fragments as the model
+    writes them; the finish part gives the finish reason and `usage`. With `structured`, the
+    content is the structured output as JSON, sent whole at the end.
+    """
+
+    def __init__(self, *, structured: bool = False) -> None:
+        self.structured = structured
+        self.usage: Usage | None = None
+        self._index: dict[str, int] = {}  # call id -> index in tool_calls
+        self._arguments: dict[str, str] = {}  # call id -> arguments sent so far
+        self._reasoning: dict[str, list[str]] = {}
+        self._sent: set[str] = set()  # part and call ids something was sent for
+
+    @staticmethod
+    def start() -> dict[str, Any]:
+        """The first choice: the role."""
+        return {"delta": {"role": "assistant", "content": ""}, "finish_reason": None}
+
+    def choices(self, part: StreamPart) -> list[dict[str, Any]]:
+        """The choices one part becomes (often none)."""
+        match part:
+            case TextDeltaPart():
+                if self.structured:
+                    return []  # the answer is the structured output, at the end
+                self._sent.add(part.id)
+                return [_choice({"content": part.delta})]
+            case ReasoningDeltaPart():
+                self._sent.add(part.id)
+                self._reasoning.setdefault(part.id, []).append(part.delta)
+                return [_choice({"reasoning_content": part.delta})]
+            case ReasoningEndPart():
+                text = "".join(self._reasoning.pop(part.id, []))
+                if not part.signature:
+                    return []
+                block = {"type": "thinking", "thinking": text, "signature": part.signature}
+                return [_choice({"thinking_blocks": [block]})]
+            case ToolInputStartPart():
+                return [self._open_call(part.id, part.tool_name, "")]
+            case ToolInputDeltaPart():
+                self._arguments[part.id] = self._arguments.get(part.id, "") + part.delta
+                return [self._call_delta(part.id, {"arguments": part.delta})]
+            case ToolCallPart():
+                arguments = _arguments_json(part.input)
+                if part.tool_call_id not in self._index:  # not streamed: a recovered call
+                    return [self._open_call(part.tool_call_id, part.tool_name, arguments)]
+                if not self._arguments.get(part.tool_call_id, "").strip():
+                    # No argument fragments came (a call without arguments): send them whole,
+                    # so the client reads valid JSON.
+                    return [self._call_delta(part.tool_call_id, {"arguments": arguments})]
+                return []
+            case DiscardPart():
+                taken_back = self._sent.intersection(part.ids)
+                if taken_back:
+                    raise StreamRetractionError(
+                        f"{part.reason}, after {len(taken_back)} streamed part(s) of the cut "
+                        f"attempt were sent; chunks cannot be taken back: send the request "
+                        f"again (without stream, the redo is folded in correctly)"
+                    )
+                return []
+            case FinishPart():
+                self.usage = part.usage
+                choices = []
+                if self.structured and part.structured_output is not None:
+                    content = json.dumps(part.structured_output, ensure_ascii=False)
+                    choices.append(_choice({"content": content}))
+                reason = finish_reason(part.finish_reason)
+                choices.append({"delta": {}, "finish_reason": reason})
+                return choices
+            case (
+                StreamStartPart()
+                | TextStartPart()
+                | TextEndPart()
+                | ReasoningStartPart()
+                | ToolInputEndPart()
+                | ErrorPart()  # the provider raises right after it
+                | ToolResultPart()  # only for calls the provider ran: none have executors
+            ):
+                return []
+
+    def _open_call(self, call_id: str, name: str, arguments: str) -> dict[str, Any]:
+        self._index[call_id] = len(self._index)
+        self._sent.add(call_id)
+        self._arguments[call_id] = arguments
+        call = {"index": self._index[call_id], "id": call_id, "type": "function",
+                "function": {"name": name, "arguments": arguments}}  # fmt: skip
+        return _choice({"tool_calls": [call]})
+
+    def _call_delta(self, call_id: str, function: dict[str, Any]) -> dict[str, Any]:
+        return _choice({"tool_calls": [{"index": self._index[call_id], "function": function}]})
+
+
+def _choice(delta: dict[str, Any]) -> dict[str, Any]:
+    return {"delta": delta, "finish_reason": None}

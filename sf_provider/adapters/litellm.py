@@ -1,0 +1,231 @@
+"""LiteLLM provider: `litellm.completion(model="claude-agent/<model>")` on `ClaudeAgentProvider`.
+
+Registered through LiteLLM's custom-provider mechanism (`litellm.custom_provider_map`), so every
+framework that reaches models through LiteLLM (CrewAI, DSPy, smolagents, the OpenAI Agents SDK's
+`LitellmModel`, ...) gets Claude through the Claude Code CLI with real tool calling::
+
+    import litellm
+    from sf_provider.adapters.litellm import register
+
+    register()  # or register(settings=ProviderSettings(...)), or register(provider)
+
+    response = await litellm.acompletion(
+        model="claude-agent/claude-sonnet-4-5",  # any model the CLI takes; "default": its default
+        messages=[{"role": "user", "content": "Weather in Paris?"}],
+        tools=[{"type": "function", "function": {"name": "get_weather", "parameters": {...}}}],
+    )
+    response.choices[0].message.tool_calls  # the calls, for the application to run
+
+Requests are read like the gateway's `/v1/chat/completions` (`sf_provider._openai_format`):
+tools go out with the request and come back as `tool_calls` (single-turn: the application runs
+them and sends `tool` messages), `tool_choice`, `response_format` (json_schema / json_object:
+the content is the structured output), `max_tokens`, `reasoning_effort`, `stream`; a parameter
+that cannot be honoured (`temperature` other than 1, `stop`, `n` > 1, ...) raises
+`litellm.BadRequestError` naming it. Errors are LiteLLM's exception types, by the same status
+mapping as the gateway (`RateLimitError`, `ServiceUnavailableError`, `Timeout`, ...), with the
+provider's error as `__cause__`. LiteLLM's `timeout` is the query's `timeout`.
+
+LiteLLM fetches its model cost map from the network when imported, unless
+`LITELLM_LOCAL_MODEL_COST_MAP=True` is set first.
+"""
+
+from __future__ import annotations
+
+try:
+    import litellm
+except ImportError as exc:  # pragma: no cover - exercised only without the extra
+    raise ImportError(
+        "sf_provider.adapters.litellm needs the extra: pip install 'sf-provider[litellm]'"
+    ) from exc
+
+from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
+from typing import Any, NoReturn
+
+import httpx
+from litellm import exceptions as errors
+from litellm.llms.custom_llm import CustomLLM
+from litellm.types.llms.openai import ChatCompletionToolCallChunk
+from litellm.types.utils import GenericStreamingChunk, ModelResponse
+from litellm.utils import custom_llm_setup
+
+from .._error_status import error_info
+from .._mapping import ResultCollector
+from .._openai_format import ChatRequest, ChunkMapper, chat_request, completion
+from .._openai_format import usage as openai_usage
+from .._sync import iterate_in_thread, run_sync
+from ..errors import ProviderError
+from ..provider import ClaudeAgentProvider
+from ..settings import ProviderSettings
+
+__all__ = ["PROVIDER_NAME", "ClaudeAgentLLM", "register"]
+
+#: The provider prefix of model names: `claude-agent/<model>`.
+PROVIDER_NAME = "claude-agent"
+
+#: Keys LiteLLM itself may put among the optional params of a custom provider's call.
+_LITELLM_KEYS = frozenset({"extra_body", "max_retries"})
+
+
+class ClaudeAgentLLM(CustomLLM):
+    """LiteLLM's custom-provider handler over one `ClaudeAgentProvider` (see the module doc).
+
+    Give it a `provider`, or `settings` to build one (default: `ProviderSettings()`).
+    """
+
+    def __init__(
+        self,
+        provider: ClaudeAgentProvider | None = None,
+        *,
+        settings: ProviderSettings | None = None,
+        name: str = PROVIDER_NAME,
+    ) -> None:
+        super().__init__()
+        self.provider = provider or ClaudeAgentProvider(settings)
+        self.name = name
+
+    # -- async: the real path
+
+    async def acompletion(self, *args: Any, **kwargs: Any) -> ModelResponse:
+        """`litellm.acompletion(model="claude-agent/...")` without `stream`."""
+        chat, model, options = self._request(kwargs)
+        collector = ResultCollector()
+        try:
+            async with self.provider.stream(chat.messages, tools=chat.tools, **options) as parts:
+                async for part in parts:
+                    collector.add(part)
+        except ProviderError as exc:
+            _raise(exc, model, self.name)
+        return ModelResponse(**completion(collector.result(), model=model,
+                                          structured=chat.structured))  # fmt: skip
+
+    async def astreaming(  # type: ignore[override]  # LiteLLM iterates an async generator
+        self, *args: Any, **kwargs: Any
+    ) -> AsyncIterator[GenericStreamingChunk]:
+        """`litellm.acompletion(model="claude-agent/...", stream=True)`: text deltas, tool-call
+        deltas (index, id and name, then argument fragments), then the finish reason and usage."""
+        chat, model, options = self._request(kwargs)
+        mapper = ChunkMapper(structured=chat.structured)
+        try:
+            async with self.provider.stream(chat.messages, tools=chat.tools, **options) as parts:
+                async for part in parts:
+                    for choice in mapper.choices(part):
+                        last = choice["finish_reason"] is not None and mapper.usage is not None
+                        usage = openai_usage(mapper.usage) if last and mapper.usage else None
+                        yield _generic_chunk(choice, usage)
+        except ProviderError as exc:
+            _raise(exc, model, self.name)
+
+    # -- sync: the async path on an event loop of its own (`sf_provider._sync`, as LangChain's)
+
+    def completion(self, *args: Any, **kwargs: Any) -> ModelResponse:
+        """`litellm.completion(model="claude-agent/...")` without `stream`."""
+        return run_sync(lambda: self.acompletion(**kwargs))
+
+    def streaming(self, *args: Any, **kwargs: Any) -> Iterator[GenericStreamingChunk]:
+        """`litellm.completion(model="claude-agent/...", stream=True)`. One task consumes the
+        whole stream; leaving the iteration early stops the query's CLI."""
+        return iterate_in_thread(lambda: self.astreaming(**kwargs))
+
+    # -- the request
+
+    def _request(self, kwargs: Mapping[str, Any]) -> tuple[ChatRequest, str, dict[str, Any]]:
+        model = str(kwargs.get("model") or "default")
+        optional = {
+            k: v for k, v in (kwargs.get("optional_params") or {}).items() if k not in _LITELLM_KEYS
+        }
+        body = {**optional, "messages": _plain(kwargs.get("messages") or [])}
+        if model != "default":
+            body["model"] = model
+        try:
+            chat = chat_request(body)
+        except ProviderError as exc:
+            _raise(exc, model, self.name)
+        options = dict(chat.options)
+        timeout = kwargs.get("timeout")
+        if isinstance(timeout, httpx.Timeout):
+            timeout = timeout.read
+        if isinstance(timeout, int | float) and timeout > 0:
+            options["timeout"] = float(timeout)
+        return chat, model, options
+
+
+def _plain(messages: Sequence[Any]) -> list[Any]:
+    """Messages as plain dicts: LiteLLM lets an application send back its `Message` objects."""
+    return [m.model_dump() if hasattr(m, "model_dump") else m for m in messages]
+
+
+def _generic_chunk(
+    choice: Mapping[str, Any], usage: dict[str, Any] | None
+) -> GenericStreamingChunk:
+    """One choice of `ChunkMapper` as LiteLLM's `GenericStreamingChunk` (one tool-call delta
+    per chunk, as the mapper makes them)."""
+    delta = choice["delta"]
+    calls = delta.get("tool_calls") or []
+    tool_use: ChatCompletionToolCallChunk | None = None
+    if calls:
+        call = calls[0]
+        function = call.get("function") or {}
+        tool_use = ChatCompletionToolCallChunk(
+            id=call.get("id"),
+            type="function",
+            function={"name": function.get("name"), "arguments": function.get("arguments", "")},
+            index=call["index"],
+        )
+    reason = choice.get("finish_reason")
+    return GenericStreamingChunk(
+        text=delta.get("content") or "",
+        tool_use=tool_use,
+        is_finished=reason is not None or usage is not None,
+        finish_reason=reason or "",
+        usage=usage,  # type: ignore[typeddict-item]
+        index=0,
+    )
+
+
+def _raise(exc: ProviderError, model: str, provider: str) -> NoReturn:
+    """The provider's error as the LiteLLM exception of its HTTP status."""
+    info = error_info(exc)
+    args: dict[str, Any] = {"message": info.message, "model": model, "llm_provider": provider}
+    status = info.status
+    response = httpx.Response(status, request=httpx.Request("POST", f"{provider}://{model}"))
+    error: Exception
+    if status in (400, 413, 422):
+        error = errors.BadRequestError(**args)
+    elif status == 401:
+        error = errors.AuthenticationError(**args)
+    elif status == 403:
+        error = errors.PermissionDeniedError(**args, response=response)
+    elif status == 404:
+        error = errors.NotFoundError(**args)
+    elif status == 429:
+        headers = {"retry-after": str(info.retry_after)} if info.retry_after else None
+        error = errors.RateLimitError(**args, headers=headers)
+    elif status in (503, 529):
+        error = errors.ServiceUnavailableError(**args)
+    elif status == 504:
+        error = errors.Timeout(**args)
+    elif status == 502:
+        error = errors.BadGatewayError(**args)
+    else:
+        error = errors.InternalServerError(**args)
+    raise error from exc
+
+
+def register(
+    provider: ClaudeAgentProvider | None = None,
+    *,
+    settings: ProviderSettings | None = None,
+    name: str = PROVIDER_NAME,
+) -> ClaudeAgentLLM:
+    """Make `litellm.completion(model="<name>/<model>", ...)` run on a `ClaudeAgentProvider`.
+
+    Registers a `ClaudeAgentLLM` under `name` in `litellm.custom_provider_map` (replacing one
+    registered before under that name) and returns it. Its provider keeps warm CLI processes:
+    `await handler.provider.aclose()` stops them (they also stop with the event loop and at
+    exit).
+    """
+    handler = ClaudeAgentLLM(provider, settings=settings, name=name)
+    kept = [item for item in litellm.custom_provider_map if item.get("provider") != name]
+    litellm.custom_provider_map = [*kept, {"provider": name, "custom_handler": handler}]
+    custom_llm_setup()  # type: ignore[no-untyped-call]
+    return handler

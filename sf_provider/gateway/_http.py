@@ -1,0 +1,399 @@
+"""What both API styles of the gateway share: settings, the guard in front of the routes
+(keys, concurrency, body size), errors, and `QueryResponse`, which runs a query as a response.
+
+Errors: `error_info` (from `sf_provider._error_status`, shared with the LiteLLM provider) maps
+a `ProviderError` to an HTTP status and error type; each style renders its own body: OpenAI's
+`{"error": {"message", "type", "param", "code"}}` (`openai_error`) and Anthropic's
+`{"type": "error", "error": {"type", "message"}}` (`anthropic_error`). The guard and
+`error_response` pick by path (`/v1/messages` is Anthropic's).
+"""
+
+from __future__ import annotations
+
+import hmac
+import json
+import logging
+import math
+from collections.abc import AsyncGenerator, AsyncIterator, Callable, Mapping, Sequence
+from contextlib import aclosing
+from typing import TYPE_CHECKING, Any, Literal
+
+import anyio
+from pydantic import BaseModel, ConfigDict, Field
+from starlette.datastructures import Headers
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from .._error_status import ErrorInfo, GatewayError, error_info, invalid_request
+from .._mapping import ResultCollector
+from ..errors import ProviderError
+from ..settings import ProviderSettings
+from ..types import ErrorPart, FinishPart, GenerateResult, StreamPart, StreamStartPart
+
+if TYPE_CHECKING:
+    from ..provider import QueryStream
+
+__all__ = [
+    "ANTHROPIC_PATHS",
+    "KEYS_ENV",
+    "MODEL_PATHS",
+    "ErrorInfo",
+    "GatewayError",
+    "GatewayGuard",
+    "GatewaySettings",
+    "QueryResponse",
+    "Slots",
+    "anthropic_error",
+    "error_info",
+    "error_response",
+    "json_body",
+    "keys_from",
+    "openai_error",
+]
+
+logger = logging.getLogger("sf_provider.gateway")
+
+#: The environment variable `sf-provider gateway` also reads API keys from (comma-separated).
+KEYS_ENV = "SF_PROVIDER_GATEWAY_KEYS"
+
+#: The routes that run a model query: guarded by the concurrency and body-size limits.
+MODEL_PATHS = frozenset({"/v1/chat/completions", "/v1/messages"})
+#: Routes whose errors take Anthropic's shape; every other route answers in OpenAI's.
+ANTHROPIC_PATHS = frozenset({"/v1/messages", "/v1/messages/count_tokens"})
+
+Style = Literal["openai", "anthropic"]
+
+
+class GatewaySettings(BaseModel):
+    """How `sf-provider gateway` serves: where, for whom, how much, and the provider behind it."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    host: str = Field(
+        default="127.0.0.1", description="Interface to listen on (default: loopback only)."
+    )
+    port: int = Field(default=8080, ge=0, le=65535, description="TCP port (0: any free port).")
+    api_keys: list[str] = Field(
+        default_factory=list,
+        repr=False,
+        description="Keys a client must send (`Authorization: Bearer KEY` or `x-api-key: KEY`); "
+        "empty = no authentication (keep the gateway on loopback then).",
+    )
+    max_body_bytes: int = Field(
+        default=32 * 1024 * 1024, ge=1024, description="Largest request body accepted (413)."
+    )
+    max_concurrency: int = Field(
+        default=8,
+        ge=1,
+        description="Model requests served at once; one more is answered 429 with Retry-After. "
+        "Each runs a Claude Code CLI process (~180-240 MB).",
+    )
+    retry_after: int = Field(
+        default=1, ge=0, description="Seconds the 429 of a full gateway tells a client to wait."
+    )
+    models: list[str] = Field(
+        default_factory=lambda: ["sonnet", "opus", "haiku"],
+        description="Names `GET /v1/models` lists (with the provider's model); a request may "
+        "name any model the Claude Code CLI takes.",
+    )
+    shutdown_grace: float = Field(
+        default=20.0, ge=0, description="Seconds running requests may finish at shutdown."
+    )
+    provider: ProviderSettings = Field(
+        default_factory=ProviderSettings, description="The one provider every request runs on."
+    )
+
+
+# --------------------------------------------------------------------------- errors
+
+
+def _headers(info: ErrorInfo) -> dict[str, str]:
+    if info.retry_after is None:
+        return {}
+    return {"Retry-After": str(max(math.ceil(info.retry_after), 0))}  # whole seconds
+
+
+def openai_error(info: ErrorInfo) -> JSONResponse:
+    """An error in the OpenAI API's shape. 529 (Anthropic's "overloaded") is 503 here."""
+    body = {
+        "error": {"message": info.message, "type": info.type, "param": info.param,
+                  "code": info.code}
+    }  # fmt: skip
+    status = 503 if info.status == 529 else info.status
+    return JSONResponse(body, status_code=status, headers=_headers(info))
+
+
+def anthropic_error(info: ErrorInfo) -> JSONResponse:
+    """An error in the Anthropic API's shape."""
+    body = {"type": "error", "error": {"type": info.type, "message": info.message}}
+    return JSONResponse(body, status_code=info.status, headers=_headers(info))
+
+
+def _style(path: str) -> Style:
+    return "anthropic" if path in ANTHROPIC_PATHS else "openai"
+
+
+def error_response(request: Request, exc: BaseException) -> JSONResponse:
+    """`exc` as an error response in the style of the route `request` came in on."""
+    info = error_info(exc)
+    if info.status >= 500 and not isinstance(exc, ProviderError | GatewayError):
+        logger.error("request to %s failed", request.url.path, exc_info=exc)
+    render = anthropic_error if _style(request.url.path) == "anthropic" else openai_error
+    return render(info)
+
+
+async def json_body(request: Request) -> dict[str, Any]:
+    """The request's JSON object (the guard has already bounded its size)."""
+    raw = await request.body()
+    try:
+        body = json.loads(raw)
+    except ValueError as exc:  # UnicodeDecodeError is one too
+        raise GatewayError(invalid_request(f"the request body is not valid JSON: {exc}")) from None
+    if not isinstance(body, dict):
+        raise GatewayError(
+            invalid_request(f"the request body must be a JSON object, not {type(body).__name__}")
+        )
+    return body
+
+
+# --------------------------------------------------------------------------- the guard
+
+
+class Slots:
+    """A count of model requests in flight, refused (not queued) when full: a queue would only
+    hide the overload from the client and its load balancer."""
+
+    def __init__(self, size: int) -> None:
+        self.size = size
+        self.used = 0
+
+    def take(self) -> bool:
+        if self.used >= self.size:
+            return False
+        self.used += 1
+        return True
+
+    def give_back(self) -> None:
+        self.used -= 1
+
+
+class _BodyTooLarge(Exception):
+    pass
+
+
+class GatewayGuard:
+    """ASGI middleware in front of every route but `/healthz`: the API key (when keys are set,
+    compared in constant time), and for the model routes a concurrency slot (429 with
+    `Retry-After` when none is free) and the body-size limit (413). The body is read here, in
+    full, and handed on to the route."""
+
+    def __init__(self, app: ASGIApp, settings: GatewaySettings, slots: Slots) -> None:
+        self.app = app
+        self.settings = settings
+        self.slots = slots
+        self._keys = [key.encode() for key in settings.api_keys]
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http" or scope["path"] == "/healthz":
+            await self.app(scope, receive, send)
+            return
+        path: str = scope["path"]
+        render = anthropic_error if _style(path) == "anthropic" else openai_error
+        headers = Headers(scope=scope)
+        if self._keys and not self._authorized(headers):
+            info = ErrorInfo(
+                401,
+                "authentication_error",
+                "missing or wrong API key: send `Authorization: Bearer <key>` or "
+                "`x-api-key: <key>` with a key the gateway was started with",
+                code="invalid_api_key",
+            )
+            await render(info)(scope, receive, send)
+            return
+        if path not in MODEL_PATHS or scope["method"] != "POST":
+            await self.app(scope, receive, send)
+            return
+        if not self.slots.take():
+            info = ErrorInfo(
+                429,
+                "rate_limit_error",
+                f"the gateway is serving its limit of {self.slots.size} requests at once; "
+                f"retry after the Retry-After delay",
+                code="concurrency_limit",
+                retry_after=self.settings.retry_after,
+            )
+            await render(info)(scope, receive, send)
+            return
+        try:
+            try:
+                body = await self._read_body(headers, receive)
+            except _BodyTooLarge:
+                info = ErrorInfo(
+                    413,
+                    "request_too_large",
+                    f"the request body is larger than the gateway's limit of "
+                    f"{self.settings.max_body_bytes:,} bytes (max_body_bytes)",
+                )
+                await render(info)(scope, receive, send)
+                return
+            if body is None:
+                return  # the client left before sending its body
+            await self.app(scope, _replay(body, receive), send)
+        finally:
+            self.slots.give_back()
+
+    def _authorized(self, headers: Headers) -> bool:
+        given = headers.get("x-api-key", "")
+        scheme, _, token = headers.get("authorization", "").partition(" ")
+        if scheme.lower() == "bearer" and token.strip():
+            given = token.strip()
+        candidate = given.encode()
+        # Every key is compared, so the time taken does not say which one nearly matched.
+        matched = False
+        for key in self._keys:
+            matched |= hmac.compare_digest(candidate, key)
+        return matched and bool(candidate)
+
+    async def _read_body(self, headers: Headers, receive: Receive) -> bytes | None:
+        limit = self.settings.max_body_bytes
+        declared = headers.get("content-length", "")
+        if declared.isdigit() and int(declared) > limit:
+            raise _BodyTooLarge
+        chunks: list[bytes] = []
+        size = 0
+        while True:
+            message = await receive()
+            if message["type"] == "http.disconnect":
+                return None
+            chunk = message.get("body", b"")
+            size += len(chunk)
+            if size > limit:
+                raise _BodyTooLarge
+            chunks.append(chunk)
+            if not message.get("more_body", False):
+                return b"".join(chunks)
+
+
+def _replay(body: bytes, receive: Receive) -> Receive:
+    """A `receive` that hands out the body read already, then the client's later messages
+    (a disconnect)."""
+    sent = False
+
+    async def replay() -> Message:
+        nonlocal sent
+        if not sent:
+            sent = True
+            return {"type": "http.request", "body": body, "more_body": False}
+        return await receive()
+
+    return replay
+
+
+def keys_from(values: Sequence[str] | None, environ: Mapping[str, str]) -> list[str]:
+    """API keys from `--api-key` values and the `SF_PROVIDER_GATEWAY_KEYS` variable."""
+    keys = [v.strip() for v in values or [] if v.strip()]
+    keys += [k.strip() for k in environ.get(KEYS_ENV, "").split(",") if k.strip()]
+    return keys
+
+
+# --------------------------------------------------------------------------- the query
+
+
+class QueryResponse(Response):
+    """The response to a model request: runs its query (`parts`, from `provider.stream`, so bad
+    input has already raised) and answers in one API style.
+
+    - Everything happens in the request's own task: a provider stream is consumed by one task.
+    - A client that disconnects stops the query (and its CLI) at once.
+    - An error before any content is an ordinary error response with its status (`error`);
+      most failures (the API's 401/429/529, a timeout before the first token) are such.
+    - Streaming (`sse` given): the parts up to the first content are read first, then
+      `200 text/event-stream` with what `sse` makes of all the parts; an error after that is
+      the style's error event (`stream_error`), and the stream ends.
+    - Otherwise the parts are folded into a `GenerateResult` (as `generate` does) and
+      `complete` gives the JSON body.
+    """
+
+    def __init__(
+        self,
+        parts: QueryStream,
+        *,
+        complete: Callable[[GenerateResult], Any],
+        error: Callable[[ErrorInfo], Response],
+        sse: Callable[[AsyncIterator[StreamPart]], AsyncGenerator[bytes, None]] | None = None,
+        stream_error: Callable[[ErrorInfo], bytes] | None = None,
+    ) -> None:
+        super().__init__(status_code=200)
+        self.parts = parts
+        self.complete = complete
+        self.error = error
+        self.sse = sse
+        self.stream_error = stream_error
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        async with self.parts, anyio.create_task_group() as group:
+
+            async def watch() -> None:
+                while (await receive())["type"] != "http.disconnect":
+                    pass
+                group.cancel_scope.cancel()  # the client left: stop the query
+
+            group.start_soon(watch)
+            try:
+                if self.sse is None:
+                    await self._answer(scope, receive, send)
+                else:
+                    await self._stream(self.sse, scope, receive, send)
+            finally:
+                group.cancel_scope.cancel()
+
+    async def _answer(self, scope: Scope, receive: Receive, send: Send) -> None:
+        collector = ResultCollector()
+        try:
+            async for part in self.parts:
+                collector.add(part)
+        except ProviderError as exc:
+            await self.error(error_info(exc))(scope, receive, send)
+            return
+        await JSONResponse(self.complete(collector.result()))(scope, receive, send)
+
+    async def _stream(
+        self,
+        sse: Callable[[AsyncIterator[StreamPart]], AsyncGenerator[bytes, None]],
+        scope: Scope,
+        receive: Receive,
+        send: Send,
+    ) -> None:
+        head: list[StreamPart] = []
+        try:
+            async for part in self.parts:
+                head.append(part)
+                # An error part (and the finish after it) comes right before the error.
+                if not isinstance(part, StreamStartPart | ErrorPart | FinishPart):
+                    break
+        except ProviderError as exc:
+            await self.error(error_info(exc))(scope, receive, send)
+            return
+        headers = [
+            (b"content-type", b"text/event-stream; charset=utf-8"),
+            (b"cache-control", b"no-cache"),
+            (b"x-accel-buffering", b"no"),  # proxies: pass each event on as it comes
+        ]
+        await send({"type": "http.response.start", "status": 200, "headers": headers})
+
+        async def all_parts() -> AsyncIterator[StreamPart]:
+            for part in head:
+                yield part
+            async for part in self.parts:
+                yield part
+
+        try:
+            async with aclosing(sse(all_parts())) as events:
+                async for event in events:
+                    await send({"type": "http.response.body", "body": event, "more_body": True})
+        except ProviderError as exc:
+            if self.stream_error is not None:
+                event = self.stream_error(error_info(exc))
+                await send({"type": "http.response.body", "body": event, "more_body": True})
+        await send({"type": "http.response.body", "body": b"", "more_body": False})

@@ -1,0 +1,171 @@
+"""The gateway's ASGI app: one shared provider behind the OpenAI and Anthropic API styles.
+
+Routes: `POST /v1/chat/completions` (OpenAI), `POST /v1/messages` (Anthropic), `GET /v1/models`,
+`GET /healthz`. `GatewayGuard` checks keys, concurrency and body size in front of them; errors
+come in the style of the route they answer.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import importlib.util
+import ipaddress
+import os
+import sys
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+
+from starlette.applications import Starlette
+from starlette.exceptions import HTTPException
+from starlette.middleware import Middleware
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+from starlette.routing import Route
+
+from ..errors import ProviderError
+from ..provider import ClaudeAgentProvider
+from ..settings import ProviderSettings
+from ._http import (
+    KEYS_ENV,
+    ErrorInfo,
+    GatewayError,
+    GatewayGuard,
+    GatewaySettings,
+    Slots,
+    error_response,
+    keys_from,
+)
+from .openai import chat_completions
+
+__all__ = ["create_app", "run_gateway"]
+
+
+def create_app(
+    settings: GatewaySettings | None = None, *, provider: ClaudeAgentProvider | None = None
+) -> Starlette:
+    """The gateway app. Its provider (`app.state.provider`) is made from `settings.provider`
+    when the app starts and closed when it stops, which stops every warm CLI process; a
+    `provider` given here is used instead, and left to its owner to close.
+
+    Serve it with any ASGI server (`sf-provider gateway` runs uvicorn)::
+
+        uvicorn.run(create_app(GatewaySettings(api_keys=["..."])), host="127.0.0.1", port=8080)
+    """
+    settings = settings or GatewaySettings()
+    slots = Slots(settings.max_concurrency)
+
+    @asynccontextmanager
+    async def lifespan(app: Starlette) -> AsyncIterator[None]:
+        if provider is not None:
+            app.state.provider = provider
+            yield
+            return
+        own = ClaudeAgentProvider(settings.provider)
+        app.state.provider = own
+        try:
+            yield
+        finally:
+            await own.aclose()
+
+    async def healthz(_request: Request) -> Response:
+        return JSONResponse(
+            {"status": "ok", "in_flight": slots.used, "max_concurrency": slots.size}
+        )
+
+    async def models(request: Request) -> Response:
+        names = list(dict.fromkeys([settings.provider.model, *settings.models]))
+        listed = [name for name in names if name]
+        if "anthropic-version" in request.headers:  # an Anthropic client: its shape
+            data = [
+                {"type": "model", "id": name, "display_name": name,
+                 "created_at": "1970-01-01T00:00:00Z"}
+                for name in listed
+            ]  # fmt: skip
+            return JSONResponse(
+                {"data": data, "has_more": False, "first_id": listed[0] if listed else None,
+                 "last_id": listed[-1] if listed else None}
+            )  # fmt: skip
+        return JSONResponse(
+            {"object": "list", "data": [
+                {"id": name, "object": "model", "created": 0, "owned_by": "anthropic"}
+                for name in listed
+            ]}
+        )  # fmt: skip
+
+    routes = [
+        Route("/v1/chat/completions", chat_completions, methods=["POST"]),
+        Route("/v1/models", models, methods=["GET"]),
+        Route("/healthz", healthz, methods=["GET"]),
+    ]
+    # The Anthropic style lives in its own module; the app serves it once it is there.
+    if importlib.util.find_spec(f"{__package__}.anthropic") is not None:
+        anthropic = importlib.import_module(f"{__package__}.anthropic")
+        routes.append(Route("/v1/messages", anthropic.messages_endpoint, methods=["POST"]))
+
+    async def handle(request: Request, exc: Exception) -> Response:
+        if isinstance(exc, HTTPException):  # no such route, or method: in the route's style
+            kind = "not_found_error" if exc.status_code == 404 else "invalid_request_error"
+            exc = GatewayError(ErrorInfo(exc.status_code, kind, f"{exc.detail}: "
+                                         f"{request.method} {request.url.path}"))  # fmt: skip
+        return error_response(request, exc)
+
+    app = Starlette(
+        routes=routes,
+        middleware=[Middleware(GatewayGuard, settings=settings, slots=slots)],
+        exception_handlers={
+            HTTPException: handle,
+            GatewayError: handle,
+            ProviderError: handle,
+            Exception: handle,
+        },
+        lifespan=lifespan,
+    )
+    app.state.settings = settings
+    app.state.slots = slots
+    return app
+
+
+def _loopback(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def run_gateway(args: argparse.Namespace) -> int:
+    """`sf-provider gateway`: serve `create_app` with uvicorn until interrupted."""
+    import uvicorn
+
+    keys = keys_from(args.api_keys, os.environ)
+    if not keys and not _loopback(args.host) and not args.allow_no_auth:
+        print(
+            f"sf-provider gateway: --host {args.host} is reachable from other machines, and "
+            f"no API key is set: anyone there could spend your Claude account. Pass "
+            f"--api-key KEY (or set {KEYS_ENV}), or --allow-no-auth if something in front "
+            f"checks callers",
+            file=sys.stderr,
+        )
+        return 2
+    overrides: dict[str, object] = {}
+    if args.model:
+        overrides["model"] = args.model
+    if args.warm_processes is not None:
+        overrides["warm_processes"] = args.warm_processes
+    settings = GatewaySettings(
+        host=args.host,
+        port=args.port,
+        api_keys=keys,
+        max_concurrency=args.max_concurrency,
+        provider=ProviderSettings(**overrides),  # type: ignore[arg-type]
+    )
+    uvicorn.run(
+        create_app(settings),
+        host=settings.host,
+        port=settings.port,
+        timeout_graceful_shutdown=int(settings.shutdown_grace),
+        log_level="info",
+    )
+    return 0

@@ -1,0 +1,578 @@
+"""`POST /v1/messages` through the official `anthropic` client: the gateway served by uvicorn on
+loopback, the real CLI behind it, the scripted Messages API behind that.
+
+Each test proves what the client gets from what the scripted API saw: the tools offered, the ids
+and results sent back, images, thinking, and errors in the API's own shape.
+"""
+
+from __future__ import annotations
+
+import base64
+import functools
+import json
+import socket
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from typing import Any
+
+import anthropic
+import anyio
+import httpx
+import pytest
+import uvicorn
+from conftest import cli_processes, no_cli_left
+
+from sf_provider.gateway import GatewaySettings, create_app
+from sf_provider.testing import (
+    RecordedRequest,
+    Reply,
+    ScriptedMessagesAPI,
+    fault,
+    http_error,
+    reply,
+    text,
+    thinking,
+    tool_use,
+)
+
+pytestmark = [pytest.mark.anyio, pytest.mark.cli]
+
+MODEL = "claude-haiku-4-5"
+WEATHER_SCHEMA = {
+    "type": "object",
+    "properties": {"city": {"type": "string"}},
+    "required": ["city"],
+}
+WEATHER = {
+    "name": "get_weather",
+    "description": "Weather for a city.",
+    "input_schema": WEATHER_SCHEMA,
+}
+# A 1x1 transparent PNG.
+PIXEL = base64.b64encode(
+    bytes.fromhex(
+        "89504e470d0a1a0a0000000d4948445200000001000000010806000000"
+        "1f15c4890000000d49444154789c6360000002000100e5270de40000000049454e44ae426082"
+    )
+).decode()
+
+
+@asynccontextmanager
+async def gateway(
+    api: ScriptedMessagesAPI, *, api_key: str = "gateway-test-key", **gateway: Any
+) -> AsyncIterator[anthropic.AsyncAnthropic]:
+    """The gateway app on a free loopback port, its provider talking to `api`; yields an official
+    client for it (no client retries: each scripted answer serves the request it was meant for).
+    """
+    app = create_app(GatewaySettings(provider=api.settings(), **gateway))
+    sock = socket.socket()
+    sock.bind(("127.0.0.1", 0))
+    server = uvicorn.Server(uvicorn.Config(app, log_level="warning"))
+    try:
+        async with anyio.create_task_group() as group:
+            group.start_soon(server.serve, [sock])
+            while not server.started:  # noqa: ASYNC110 (uvicorn has no event to wait on)
+                await anyio.sleep(0.01)
+            url = f"http://127.0.0.1:{sock.getsockname()[1]}"
+            try:
+                async with anthropic.AsyncAnthropic(
+                    base_url=url, api_key=api_key, max_retries=0
+                ) as client:
+                    yield client
+            finally:
+                server.should_exit = True  # the app's shutdown closes the provider
+    finally:
+        sock.close()
+
+
+def system_text(request: RecordedRequest) -> str:
+    system = request.body.get("system")
+    if isinstance(system, str):
+        return system
+    return "\n".join(str(b.get("text", "")) for b in system or [])
+
+
+# -- answers
+
+
+async def test_a_plain_answer_is_a_message_with_usage() -> None:
+    async with ScriptedMessagesAPI([reply(text("Hello there."))]) as api, gateway(api) as client:
+        message = await client.messages.create(
+            model=MODEL,
+            max_tokens=300,
+            system="You are terse.",
+            messages=[{"role": "user", "content": "Hi"}],
+            metadata={"user_id": "ignored"},
+        )
+    assert message.type == "message" and message.role == "assistant"
+    assert message.id.startswith("msg_")
+    assert message.model == MODEL
+    assert [(b.type, getattr(b, "text", None)) for b in message.content] == [
+        ("text", "Hello there.")
+    ]
+    assert message.stop_reason == "end_turn" and message.stop_sequence is None
+    assert (message.usage.input_tokens, message.usage.output_tokens) == (25, 12)
+    assert message.usage.cache_read_input_tokens == 0
+    sent = api.requests[0].body
+    assert sent["model"] == MODEL
+    assert sent["max_tokens"] == 300
+    assert "You are terse." in system_text(api.requests[0])
+    assert "temperature" not in sent, "temperature=1 is accepted because the CLI sends none"
+
+
+async def test_tools_come_back_as_tool_use_blocks_with_the_models_ids() -> None:
+    script = [
+        reply(
+            text("Checking both."),
+            tool_use("get_weather", {"city": "Paris"}, id="toolu_paris"),
+            tool_use("get_weather", {"city": "Tokyo"}, id="toolu_tokyo"),
+        )
+    ]
+    async with ScriptedMessagesAPI(script) as api, gateway(api) as client:
+        message = await client.messages.create(
+            model=MODEL,
+            max_tokens=300,
+            tools=[WEATHER],
+            tool_choice={"type": "any"},
+            messages=[{"role": "user", "content": "Weather in Paris and Tokyo?"}],
+        )
+    assert message.stop_reason == "tool_use"
+    uses = [b for b in message.content if b.type == "tool_use"]
+    assert [(u.id, u.name, u.input) for u in uses] == [
+        ("toolu_paris", "get_weather", {"city": "Paris"}),
+        ("toolu_tokyo", "get_weather", {"city": "Tokyo"}),
+    ]
+    assert message.content[0].type == "text"
+    offered = api.requests[0].tools
+    assert [t["name"] for t in offered] == ["mcp__sf__get_weather"]
+    assert offered[0]["input_schema"]["properties"] == WEATHER_SCHEMA["properties"]
+    assert len(api.requests) == 1, "nothing ran on the server: one model turn"
+    assert "You must answer by calling at least one of the tools" in system_text(api.requests[0])
+
+
+async def test_a_two_step_tool_loop_sends_back_the_same_ids_and_results() -> None:
+    script = [
+        reply(tool_use("get_weather", {"city": "Paris"})),
+        reply(text("Paris: 18 °C.")),
+    ]
+    tools: Any = [WEATHER]
+    async with ScriptedMessagesAPI(script) as api, gateway(api) as client:
+        messages: list[Any] = [{"role": "user", "content": "Weather in Paris?"}]
+        first = await client.messages.create(
+            model=MODEL, max_tokens=300, tools=tools, messages=messages
+        )
+        call = next(b for b in first.content if b.type == "tool_use")
+        messages += [
+            {"role": "assistant", "content": first.content},
+            {
+                "role": "user",
+                "content": [
+                    {"type": "tool_result", "tool_use_id": call.id, "content": '{"celsius": 18}'}
+                ],
+            },
+        ]
+        second = await client.messages.create(
+            model=MODEL, max_tokens=300, tools=tools, messages=messages
+        )
+    assert second.stop_reason == "end_turn"
+    assert second.content[0].type == "text" and second.content[0].text == "Paris: 18 °C."
+    replayed = api.requests[1]
+    assert [u["id"] for u in replayed.tool_uses()] == [call.id]
+    assert replayed.tool_uses()[0]["input"] == {"city": "Paris"}
+    assert [r["tool_use_id"] for r in replayed.tool_results()] == [call.id]
+    # (The CLI appends a context reminder to a tool result for some models.)
+    assert replayed.tool_result_texts()[0].startswith('{"celsius": 18}')
+
+
+async def test_tool_results_as_text_blocks_and_errors_reach_the_model() -> None:
+    script = [
+        reply(tool_use("get_weather", {"city": "Paris"}), tool_use("get_weather", {"city": "Oz"})),
+        reply(text("Paris is mild; Oz is unknown.")),
+    ]
+    async with ScriptedMessagesAPI(script) as api, gateway(api) as client:
+        messages: list[Any] = [{"role": "user", "content": "Paris and Oz?"}]
+        first = await client.messages.create(
+            model=MODEL, max_tokens=300, tools=[WEATHER], messages=messages
+        )
+        paris, oz = (b.id for b in first.content if b.type == "tool_use")
+        messages += [
+            {"role": "assistant", "content": first.content},
+            {
+                "role": "user",
+                "content": [
+                    {
+                        "type": "tool_result",
+                        "tool_use_id": paris,
+                        "content": [{"type": "text", "text": "18 °C"}],
+                    },
+                    {"type": "tool_result", "tool_use_id": oz, "content": "no such city",
+                     "is_error": True},
+                    {"type": "text", "text": "Be brief."},
+                ],
+            },
+        ]  # fmt: skip
+        await client.messages.create(
+            model=MODEL, max_tokens=300, tools=[WEATHER], messages=messages
+        )
+    results = {r["tool_use_id"]: r for r in api.requests[1].tool_results()}
+    assert not results[paris].get("is_error")
+    assert results[oz]["is_error"] is True
+    texts = api.requests[1].tool_result_texts()
+    assert texts[0].startswith("18 °C") and texts[1].startswith("no such city")
+    last_turn = api.requests[1].messages[-1]["content"]
+    assert any(b.get("type") == "text" and "Be brief." in b["text"] for b in last_turn)
+
+
+async def test_images_reach_the_model_as_base64_and_url_sources() -> None:
+    async with (
+        ScriptedMessagesAPI([reply(text("A pixel and a cat."))]) as api,
+        gateway(api) as client,
+    ):
+        message = await client.messages.create(
+            model=MODEL,
+            max_tokens=300,
+            messages=[
+                {
+                    "role": "user",
+                    "content": [
+                        {
+                            "type": "image",
+                            "source": {"type": "base64", "media_type": "image/png", "data": PIXEL},
+                        },
+                        {
+                            "type": "image",
+                            "source": {"type": "url", "url": "https://example.com/cat.png"},
+                        },
+                        {"type": "text", "text": "What are these?"},
+                    ],
+                }
+            ],
+        )
+    assert message.content[0].type == "text"
+    sources = [b["source"] for b in api.requests[0].blocks("image")]
+    assert {"type": "base64", "media_type": "image/png", "data": PIXEL} in sources
+    assert {"type": "url", "url": "https://example.com/cat.png"} in sources
+
+
+# -- streaming
+
+
+async def test_streaming_sends_text_and_tool_input_deltas_and_final_usage() -> None:
+    script = [
+        reply(
+            text("Let me check the weather for you."),
+            tool_use("get_weather", {"city": "Paris, France"}, id="toolu_stream"),
+            output_tokens=40,
+        )
+    ]
+    async with (
+        ScriptedMessagesAPI(script) as api,
+        gateway(api) as client,
+        client.messages.stream(
+            model=MODEL,
+            max_tokens=300,
+            tools=[WEATHER],
+            messages=[{"role": "user", "content": "Weather in Paris?"}],
+        ) as stream,
+    ):
+        events = [event async for event in stream]
+        final = await stream.get_final_message()
+    kinds = [e.type for e in events]
+    assert kinds[0] == "message_start"
+    assert kinds[-1] == "message_stop"
+    text_deltas = [e.delta.text for e in events if e.type == "content_block_delta"
+                   and e.delta.type == "text_delta"]  # fmt: skip
+    assert len(text_deltas) > 1, "text arrives in pieces, as the model writes it"
+    assert "".join(text_deltas) == "Let me check the weather for you."
+    json_deltas = [e.delta.partial_json for e in events if e.type == "content_block_delta"
+                   and e.delta.type == "input_json_delta"]  # fmt: skip
+    assert json.loads("".join(json_deltas)) == {"city": "Paris, France"}
+    starts = [e.content_block for e in events if e.type == "content_block_start"]
+    assert [b.type for b in starts] == ["text", "tool_use"]
+    assert (starts[1].id, starts[1].name) == ("toolu_stream", "get_weather")
+    assert final.stop_reason == "tool_use"
+    assert final.content[1].type == "tool_use"
+    assert final.content[1].input == {"city": "Paris, France"}
+    assert (final.usage.input_tokens, final.usage.output_tokens) == (25, 40)
+    assert api.requests[0].body["stream"] is True
+
+
+async def test_streaming_a_plain_answer_ends_with_end_turn() -> None:
+    async with (
+        ScriptedMessagesAPI([reply(text("Short."))]) as api,
+        gateway(api) as client,
+        client.messages.stream(
+            model=MODEL, max_tokens=100, messages=[{"role": "user", "content": "Hi"}]
+        ) as stream,
+    ):
+        answer = await stream.get_final_text()
+        final = await stream.get_final_message()
+    assert answer == "Short."
+    assert final.stop_reason == "end_turn"
+
+
+# -- thinking
+
+
+async def test_thinking_streams_with_its_signature_and_is_replayed_signed() -> None:
+    script = [
+        reply(
+            thinking("The user wants Paris weather.", signature="sig-paris"),
+            tool_use("get_weather", {"city": "Paris"}),
+        ),
+        reply(text("18 °C in Paris.")),
+    ]
+    thinking_config: Any = {"type": "enabled", "budget_tokens": 2048}
+    async with ScriptedMessagesAPI(script) as api, gateway(api) as client:
+        messages: list[Any] = [{"role": "user", "content": "Weather in Paris?"}]
+        async with client.messages.stream(
+            model=MODEL,
+            max_tokens=4096,
+            thinking=thinking_config,
+            tools=[WEATHER],
+            messages=messages,
+        ) as stream:
+            events = [event async for event in stream]
+            first = await stream.get_final_message()
+        call = first.content[1]
+        assert call.type == "tool_use"
+        messages += [
+            {"role": "assistant", "content": first.content},
+            {"role": "user", "content": [
+                {"type": "tool_result", "tool_use_id": call.id, "content": "18 °C"}]},
+        ]  # fmt: skip
+        second = await client.messages.create(
+            model=MODEL, max_tokens=4096, thinking=thinking_config, tools=[WEATHER],
+            messages=messages,
+        )  # fmt: skip
+    deltas = [e.delta for e in events if e.type == "content_block_delta"]
+    assert "".join(d.thinking for d in deltas if d.type == "thinking_delta") == (
+        "The user wants Paris weather."
+    )
+    assert [d.signature for d in deltas if d.type == "signature_delta"] == ["sig-paris"]
+    block = first.content[0]
+    assert block.type == "thinking"
+    assert (block.thinking, block.signature) == ("The user wants Paris weather.", "sig-paris")
+    assert second.content[0].type == "text"
+    sent_thinking = api.requests[0].body["thinking"]
+    assert (sent_thinking["type"], sent_thinking["budget_tokens"]) == ("enabled", 2048)
+    replayed = api.requests[1].blocks("thinking")
+    assert [(b["thinking"], b["signature"]) for b in replayed] == [
+        ("The user wants Paris weather.", "sig-paris")
+    ]
+
+
+# -- structured output
+
+
+async def test_output_config_format_answers_with_the_json_as_text() -> None:
+    schema = {
+        "type": "object",
+        "properties": {"city": {"type": "string"}, "celsius": {"type": "number"}},
+        "required": ["city", "celsius"],
+    }
+
+    def complying(request: RecordedRequest) -> Any:
+        if request.tool_results():
+            return reply(text("done"))
+        answer = {"city": "Paris", "celsius": 18}
+        return reply(text("Here it is."), tool_use("StructuredOutput", answer))
+
+    config: Any = {"format": {"type": "json_schema", "schema": schema}}
+    async with ScriptedMessagesAPI(complying) as api, gateway(api) as client:
+        message = await client.messages.create(
+            model=MODEL,
+            max_tokens=300,
+            output_config=config,
+            messages=[{"role": "user", "content": "Weather in Paris as JSON"}],
+        )
+    assert [b.type for b in message.content] == ["text"]
+    assert json.loads(message.content[0].text) == {"city": "Paris", "celsius": 18}
+    assert message.stop_reason == "end_turn"
+    assert api.requests[0].tool_names == ["StructuredOutput"]
+
+
+# -- errors
+
+
+BAD_REQUESTS: dict[str, tuple[dict[str, Any], str]] = {
+    "unknown role": (
+        {"messages": [{"role": "tool", "content": "hi"}]},
+        "messages[0].role: unknown role 'tool'",
+    ),
+    "invalid tool schema": (
+        {
+            "tools": [
+                {
+                    "name": "bad",
+                    "input_schema": {"type": "object", "properties": {"a": {"type": "nope"}}},
+                }
+            ]
+        },
+        "properties/a/type",
+    ),
+    "server tool": (
+        {"tools": [{"type": "web_search_20250305", "name": "web_search"}]},
+        "web_search (web_search_20250305)",
+    ),
+    "stop_sequences": ({"stop_sequences": ["END"]}, "stop_sequences"),
+    # Not parameters of anthropic 2.12's create(); older clients and other languages send them.
+    "temperature": ({"extra_body": {"temperature": 0.2}}, "temperature"),
+    "top_k": ({"extra_body": {"top_k": 5}}, "top_k"),
+    "one call per turn": (
+        {"tools": [WEATHER], "tool_choice": {"type": "auto", "disable_parallel_tool_use": True}},
+        "tool_choice.disable_parallel_tool_use",
+    ),
+    "prefill": (
+        {"messages": [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "{"}]},
+        "final assistant message",
+    ),
+}
+
+
+async def test_bad_requests_are_400s_in_the_api_shape_and_the_gateway_keeps_answering() -> None:
+    async with ScriptedMessagesAPI([reply(text("Still here."))]) as api, gateway(api) as client:
+        for name, (overrides, named) in BAD_REQUESTS.items():
+            params: dict[str, Any] = {
+                "model": MODEL,
+                "max_tokens": 100,
+                "messages": [{"role": "user", "content": "hi"}],
+                **overrides,
+            }
+            with pytest.raises(anthropic.BadRequestError) as info:
+                await client.messages.create(**params)
+            assert info.value.status_code == 400, name
+            body: Any = info.value.body
+            assert body["type"] == "error", name
+            assert body["error"]["type"] == "invalid_request_error", name
+            assert named in body["error"]["message"], name
+        async with httpx.AsyncClient() as http:
+            malformed = await http.post(
+                str(client.base_url).rstrip("/") + "/v1/messages",
+                content=b'{"model": "x", "messages": [',
+                headers={"content-type": "application/json"},
+            )
+        assert malformed.status_code == 400
+        assert malformed.json()["error"]["type"] == "invalid_request_error"
+        assert "not valid JSON" in malformed.json()["error"]["message"]
+        assert api.requests == [], "nothing bad reached the model"
+        after = await client.messages.create(
+            model=MODEL, max_tokens=100, messages=[{"role": "user", "content": "hi"}]
+        )
+    assert after.content[0].type == "text" and after.content[0].text == "Still here."
+
+
+async def test_an_api_error_is_the_matching_status_and_type() -> None:
+    script = [http_error(529, "overloaded"), http_error(529, "overloaded")]
+    async with ScriptedMessagesAPI(script) as api, gateway(api) as client:
+        with pytest.raises(anthropic.APIStatusError) as plain:
+            await client.messages.create(
+                model=MODEL, max_tokens=100, messages=[{"role": "user", "content": "hi"}]
+            )
+        with pytest.raises(anthropic.APIStatusError) as streamed:
+            async with client.messages.stream(
+                model=MODEL, max_tokens=100, messages=[{"role": "user", "content": "hi"}]
+            ) as stream:
+                await stream.get_final_message()
+    for error in (plain.value, streamed.value):
+        assert error.status_code == 529
+        body: Any = error.body
+        assert body["error"]["type"] == "overloaded_error"
+    assert len(api.requests) == 2
+
+
+async def test_a_model_setting_the_model_cannot_take_is_a_400_before_any_api_call() -> None:
+    async with ScriptedMessagesAPI([reply(text("unused"))]) as api, gateway(api) as client:
+        with pytest.raises(anthropic.BadRequestError, match="thinking='adaptive'"):
+            async with client.messages.stream(
+                model=MODEL,
+                max_tokens=100,
+                thinking={"type": "adaptive"},
+                messages=[{"role": "user", "content": "hi"}],
+            ) as stream:
+                await stream.get_final_message()
+    assert api.requests == []
+
+
+async def test_a_failure_after_the_answer_began_is_an_error_event() -> None:
+    # The stream is cut after some text; the CLI's non-streaming fallback then fails.
+    script = [fault("drop_mid_stream", events=4), http_error(500, "upstream broke")]
+    async with ScriptedMessagesAPI(script) as api, gateway(api) as client:
+        received: list[str] = []
+        with pytest.raises(anthropic.APIStatusError) as info:
+            async with client.messages.stream(
+                model=MODEL, max_tokens=100, messages=[{"role": "user", "content": "hi"}]
+            ) as stream:
+                async for event in stream:
+                    received.append(event.type)
+    assert "content_block_delta" in received, "the answer had begun"
+    body: Any = info.value.body
+    assert body["type"] == "error"
+    assert body["error"]["type"] == "api_error"
+    assert len(api.requests) == 2
+
+
+async def test_an_answer_asked_again_after_a_cut_is_never_doubled() -> None:
+    """Not streamed, the retried answer replaces the cut one; streamed, the text already sent
+    cannot be taken back, so the client gets an error event instead of a doubled answer."""
+    script = [
+        fault("drop_mid_stream", events=4),
+        reply(text("Five.")),
+        fault("drop_mid_stream", events=4),
+        reply(text("Five.")),
+    ]
+    async with ScriptedMessagesAPI(script) as api, gateway(api) as client:
+        message = await client.messages.create(
+            model=MODEL, max_tokens=100, messages=[{"role": "user", "content": "2+3?"}]
+        )
+        with pytest.raises(anthropic.APIStatusError, match="cannot be taken back"):
+            async with client.messages.stream(
+                model=MODEL, max_tokens=100, messages=[{"role": "user", "content": "2+3?"}]
+            ) as stream:
+                await stream.get_final_message()
+    assert [(b.type, getattr(b, "text", None)) for b in message.content] == [("text", "Five.")]
+    assert len(api.requests) == 4
+
+
+async def test_a_wrong_key_is_an_authentication_error_and_the_right_one_is_served() -> None:
+    async with ScriptedMessagesAPI([reply(text("Welcome."))]) as api:
+        async with gateway(api, api_key="wrong", api_keys=["right"]) as client:
+            with pytest.raises(anthropic.AuthenticationError) as info:
+                await client.messages.create(
+                    model=MODEL, max_tokens=100, messages=[{"role": "user", "content": "hi"}]
+                )
+        async with gateway(api, api_key="right", api_keys=["right"]) as client:
+            message = await client.messages.create(
+                model=MODEL, max_tokens=100, messages=[{"role": "user", "content": "hi"}]
+            )
+    body: Any = info.value.body
+    assert body["type"] == "error" and body["error"]["type"] == "authentication_error"
+    assert message.content[0].type == "text" and message.content[0].text == "Welcome."
+    assert len(api.requests) == 1
+
+
+@pytest.mark.parametrize("stream", [False, True], ids=["message", "stream"])
+async def test_a_client_that_leaves_stops_the_query_and_its_cli(stream: bool) -> None:
+    asked = anyio.Event()
+
+    async def first_never_answers(_request: RecordedRequest) -> Reply:
+        if asked.is_set():
+            return reply(text("Back."))
+        asked.set()
+        await anyio.sleep_forever()
+        raise AssertionError("unreachable")
+
+    hi: Any = [{"role": "user", "content": "hi"}]
+    async with ScriptedMessagesAPI(first_never_answers) as api, gateway(api) as client:
+        async with anyio.create_task_group() as group:
+            group.start_soon(
+                functools.partial(
+                    client.messages.create, model=MODEL, max_tokens=100, messages=hi, stream=stream
+                )
+            )
+            await asked.wait()  # the CLI is waiting for the model
+            group.cancel_scope.cancel()  # the client leaves
+        await no_cli_left()
+        assert not cli_processes(), "the gateway stopped the CLI of the abandoned query"
+        after = await client.messages.create(model=MODEL, max_tokens=100, messages=hi)
+    assert after.content[0].type == "text" and after.content[0].text == "Back."

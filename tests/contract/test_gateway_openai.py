@@ -1,0 +1,651 @@
+"""The gateway's OpenAI Chat Completions API, through the official `openai` client and an OpenAI
+Agents SDK agent, served by uvicorn on a loopback port, the real CLI behind it."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import sys
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from typing import Any
+
+import anyio
+import httpx
+import openai
+import pytest
+import uvicorn
+from conftest import cli_processes, no_cli_left
+from openai import AsyncOpenAI
+
+from sf_provider.gateway import GatewaySettings, create_app
+from sf_provider.gateway._http import KEYS_ENV as SF_KEYS
+from sf_provider.settings import ProviderSettings
+from sf_provider.testing import (
+    RecordedRequest,
+    Reply,
+    ScriptedMessagesAPI,
+    http_error,
+    offline_env,
+    reply,
+    result_text,
+    text,
+    thinking,
+    tool_use,
+)
+
+pytestmark = [pytest.mark.anyio, pytest.mark.cli]
+
+MODEL = "claude-sonnet-4-5"
+WEATHER_TOOL = {
+    "type": "function",
+    "function": {
+        "name": "get_weather",
+        "description": "Current weather for a city.",
+        "parameters": {
+            "type": "object",
+            "properties": {"city": {"type": "string"}},
+            "required": ["city"],
+        },
+    },
+}
+QUESTION = [{"role": "user", "content": "Weather in Paris?"}]
+
+
+@asynccontextmanager
+async def gateway(
+    provider: ProviderSettings, **settings: Any
+) -> AsyncIterator[tuple[str, AsyncOpenAI]]:
+    """The gateway served by uvicorn on a free loopback port: its base URL and an official
+    client for it (no retries: every answer is seen as it is). Stopping it runs the app's
+    shutdown."""
+    app = create_app(GatewaySettings(provider=provider, **settings))
+    config = uvicorn.Config(app, host="127.0.0.1", port=0, log_level="warning", lifespan="on")
+    server = uvicorn.Server(config)
+    async with anyio.create_task_group() as group:
+        group.start_soon(server.serve)
+        while not server.started:  # noqa: ASYNC110 - uvicorn offers no event to wait on
+            await anyio.sleep(0.01)
+        port = server.servers[0].sockets[0].getsockname()[1]
+        base_url = f"http://127.0.0.1:{port}"
+        client = AsyncOpenAI(base_url=f"{base_url}/v1", api_key="sk-test", max_retries=0)
+        try:
+            yield base_url, client
+        finally:
+            await client.close()
+            server.should_exit = True
+
+
+async def health(base_url: str) -> dict[str, Any]:
+    async with httpx.AsyncClient() as http:
+        response = await http.get(f"{base_url}/healthz")
+    assert response.status_code == 200
+    body: dict[str, Any] = response.json()
+    return body
+
+
+async def healthy(base_url: str) -> None:
+    """The gateway still answers, with nothing in flight."""
+    assert (await health(base_url))["in_flight"] == 0
+
+
+def weather_model(request: RecordedRequest) -> Reply:
+    """Calls get_weather, then answers from its result."""
+    results = [result_text(b) for b in request.tool_results()]
+    if not results:
+        return reply(tool_use("get_weather", {"city": "Paris"}))
+    return reply(text(f"Paris: {results[0].splitlines()[0]}."))
+
+
+# --------------------------------------------------------------------------- answers
+
+
+async def test_a_question_gets_a_chat_completion_with_usage() -> None:
+    async with (
+        ScriptedMessagesAPI([reply(text("Paris is sunny."))]) as api,
+        gateway(api.settings()) as (_, client),
+    ):
+        answer = await client.chat.completions.create(model=MODEL, messages=QUESTION)
+    assert answer.object == "chat.completion"
+    assert answer.model == MODEL
+    choice = answer.choices[0]
+    assert choice.message.content == "Paris is sunny."
+    assert choice.message.tool_calls is None
+    assert choice.finish_reason == "stop"
+    assert answer.usage is not None
+    assert answer.usage.prompt_tokens > 0 and answer.usage.completion_tokens > 0
+    assert answer.usage.total_tokens == answer.usage.prompt_tokens + answer.usage.completion_tokens
+    assert api.requests[0].body["model"] == MODEL
+
+
+async def test_tools_go_to_the_model_and_calls_come_back_to_the_client() -> None:
+    async with (
+        ScriptedMessagesAPI([reply(text("Checking."), tool_use("get_weather", {"city": "Paris"}))])
+        as api,
+        gateway(api.settings()) as (_, client),
+    ):  # fmt: skip
+        answer = await client.chat.completions.create(
+            model=MODEL, messages=QUESTION, tools=[WEATHER_TOOL]
+        )
+    choice = answer.choices[0]
+    assert choice.finish_reason == "tool_calls"
+    assert choice.message.content == "Checking."
+    calls = choice.message.tool_calls or []
+    assert [(c.type, c.function.name) for c in calls] == [("function", "get_weather")]
+    assert json.loads(calls[0].function.arguments) == {"city": "Paris"}
+    offered = api.requests[0].tools
+    assert [t["name"] for t in offered] == ["mcp__sf__get_weather"]
+    assert offered[0]["input_schema"]["required"] == ["city"]
+    assert len(api.requests) == 1, "single-turn: the call is the client's to run"
+
+
+async def test_a_two_step_tool_loop_sends_the_result_back_under_the_call_id() -> None:
+    async with (
+        ScriptedMessagesAPI(weather_model) as api,
+        gateway(api.settings()) as (base_url, client),
+    ):
+        messages: list[Any] = [{"role": "system", "content": "Be brief."}, *QUESTION]
+        first = await client.chat.completions.create(
+            model=MODEL, messages=messages, tools=[WEATHER_TOOL]
+        )
+        call = (first.choices[0].message.tool_calls or [])[0]
+        messages.append(first.choices[0].message.model_dump(exclude_none=True))
+        messages.append({"role": "tool", "tool_call_id": call.id, "content": "sunny, 21 °C"})
+        second = await client.chat.completions.create(
+            model=MODEL, messages=messages, tools=[WEATHER_TOOL]
+        )
+        await healthy(base_url)
+    assert second.choices[0].message.content == "Paris: sunny, 21 °C."
+    assert second.choices[0].finish_reason == "stop"
+    last = api.requests[-1]
+    assert [b["id"] for b in last.tool_uses()] == [call.id]
+    assert [b["tool_use_id"] for b in last.tool_results()] == [call.id]
+    assert result_text(last.tool_results()[0]).startswith("sunny, 21 °C")
+    assert "Be brief." in json.dumps(last.body["system"])
+
+
+async def test_streaming_sends_content_and_tool_call_deltas_then_the_usage_chunk() -> None:
+    script = [
+        Reply(
+            content=[
+                text("Let me check."),
+                tool_use("get_weather", {"city": "Paris"}, id="toolu_1"),
+            ],
+            chunk_size=4,
+        )
+    ]
+    async with ScriptedMessagesAPI(script) as api, gateway(api.settings()) as (_, client):
+        stream = await client.chat.completions.create(
+            model=MODEL,
+            messages=QUESTION,
+            tools=[WEATHER_TOOL],
+            stream=True,
+            stream_options={"include_usage": True},
+        )
+        chunks = [chunk async for chunk in stream]
+    assert {c.object for c in chunks} == {"chat.completion.chunk"}
+    assert len({c.id for c in chunks}) == 1
+    assert chunks[0].choices[0].delta.role == "assistant"
+    deltas = [c.choices[0].delta for c in chunks if c.choices]
+    content = [d.content for d in deltas if d.content]
+    assert len(content) > 1, "the text streams in pieces"
+    assert "".join(content) == "Let me check."
+    call_deltas = [t for d in deltas for t in d.tool_calls or []]
+    assert call_deltas[0].index == 0
+    assert call_deltas[0].id == "toolu_1"
+    assert call_deltas[0].function is not None and call_deltas[0].function.name == "get_weather"
+    assert all(t.index == 0 and t.id is None for t in call_deltas[1:])
+    fragments = [t.function.arguments or "" for t in call_deltas if t.function]
+    assert len([f for f in fragments if f]) > 1, "the arguments stream in fragments"
+    assert json.loads("".join(fragments)) == {"city": "Paris"}
+    finishes = [c.choices[0].finish_reason for c in chunks if c.choices]
+    assert [f for f in finishes if f] == ["tool_calls"]
+    last = chunks[-1]
+    assert last.choices == []
+    assert last.usage is not None and last.usage.completion_tokens > 0
+    assert all(c.usage is None for c in chunks[:-1])
+
+
+async def test_a_stream_without_include_usage_has_no_usage_chunk() -> None:
+    async with (
+        ScriptedMessagesAPI([reply(text("Sunny."))]) as api,
+        gateway(api.settings()) as (_, client),
+    ):
+        stream = await client.chat.completions.create(model=MODEL, messages=QUESTION, stream=True)
+        chunks = [chunk async for chunk in stream]
+    assert all(c.choices for c in chunks)
+    assert chunks[-1].choices[0].finish_reason == "stop"
+    assert "".join(c.choices[0].delta.content or "" for c in chunks) == "Sunny."
+
+
+WEATHER_SCHEMA = {
+    "type": "object",
+    "properties": {"city": {"type": "string"}, "celsius": {"type": "number"}},
+    "required": ["city", "celsius"],
+    "additionalProperties": False,
+}
+
+
+def structured_model(request: RecordedRequest) -> Reply:
+    if request.tool_results():
+        return reply(text("done"))
+    return reply(tool_use("StructuredOutput", {"city": "Paris", "celsius": 18}))
+
+
+@pytest.mark.parametrize("stream", [False, True])
+async def test_a_json_schema_response_format_answers_with_the_object(stream: bool) -> None:
+    response_format: Any = {
+        "type": "json_schema",
+        "json_schema": {"name": "weather", "schema": WEATHER_SCHEMA, "strict": True},
+    }
+    async with (
+        ScriptedMessagesAPI(structured_model) as api,
+        gateway(api.settings()) as (_, client),
+    ):
+        if stream:
+            chunks = await client.chat.completions.create(
+                model=MODEL, messages=QUESTION, response_format=response_format, stream=True
+            )
+            content = "".join([c.choices[0].delta.content or "" async for c in chunks])
+        else:
+            answer = await client.chat.completions.create(
+                model=MODEL, messages=QUESTION, response_format=response_format
+            )
+            content = answer.choices[0].message.content or ""
+    assert json.loads(content) == {"city": "Paris", "celsius": 18}
+    assert api.requests[0].tool_names == ["StructuredOutput"]
+    assert api.requests[0].tools[0]["input_schema"]["required"] == ["city", "celsius"]
+
+
+async def test_signed_thinking_goes_out_and_comes_back_natively() -> None:
+    script = [
+        reply(thinking("A tool knows the weather."), tool_use("get_weather", {"city": "Paris"})),
+        reply(text("Sunny.")),
+    ]
+    async with ScriptedMessagesAPI(script) as api, gateway(api.settings()) as (_, client):
+        first = await client.chat.completions.create(
+            model=MODEL, messages=QUESTION, tools=[WEATHER_TOOL]
+        )
+        message = first.choices[0].message.model_dump(exclude_none=True)
+        assert message["reasoning_content"] == "A tool knows the weather."
+        assert message["thinking_blocks"] == [
+            {"type": "thinking", "thinking": "A tool knows the weather.",
+             "signature": "scripted-signature"}
+        ]  # fmt: skip
+        call_id = message["tool_calls"][0]["id"]
+        await client.chat.completions.create(
+            model=MODEL,
+            messages=[
+                *QUESTION,
+                message,
+                {"role": "tool", "tool_call_id": call_id, "content": "ok"},
+            ],
+            tools=[WEATHER_TOOL],
+        )
+    assistant = api.requests[-1].messages[1]
+    assert [b["type"] for b in assistant["content"]] == ["thinking", "tool_use"]
+    assert assistant["content"][0]["signature"] == "scripted-signature"
+
+
+async def test_an_openai_agents_sdk_agent_runs_its_function_tool_through_the_gateway() -> None:
+    import agents
+
+    agents.set_tracing_disabled(True)
+    runs: list[str] = []
+
+    @agents.function_tool
+    def get_weather(city: str) -> str:
+        """Current weather for a city."""
+        runs.append(city)
+        return "sunny, 21 °C"
+
+    async with ScriptedMessagesAPI(weather_model) as api, gateway(api.settings()) as (_, client):
+        agent = agents.Agent(
+            name="weather",
+            instructions="You answer weather questions.",
+            tools=[get_weather],
+            model=agents.OpenAIChatCompletionsModel(model=MODEL, openai_client=client),
+        )
+        result = await agents.Runner.run(agent, "Weather in Paris?")
+    assert result.final_output == "Paris: sunny, 21 °C."
+    assert runs == ["Paris"]
+    first, second = api.requests
+    assert first.tool_names == ["mcp__sf__get_weather"]
+    assert "You answer weather questions." in json.dumps(first.body["system"])
+    assert [b["tool_use_id"] for b in second.tool_results()] == [
+        b["id"] for b in second.tool_uses()
+    ]
+
+
+# --------------------------------------------------------------------------- errors
+
+
+async def test_api_failures_keep_their_meaning_in_the_openai_shape() -> None:
+    script = [http_error(429, retry_after=7), http_error(529), http_error(401)]
+    async with (
+        ScriptedMessagesAPI(script) as api,
+        gateway(api.settings()) as (base_url, client),
+    ):
+        with pytest.raises(openai.RateLimitError) as limited:
+            await client.chat.completions.create(model=MODEL, messages=QUESTION)
+        with pytest.raises(openai.InternalServerError) as overloaded:
+            await client.chat.completions.create(model=MODEL, messages=QUESTION, stream=True)
+        with pytest.raises(openai.AuthenticationError) as rejected:
+            await client.chat.completions.create(model=MODEL, messages=QUESTION)
+        await healthy(base_url)
+    assert limited.value.status_code == 429
+    assert limited.value.type == "rate_limit_error"
+    assert overloaded.value.status_code == 503, "an error before any content keeps its status"
+    assert overloaded.value.type == "overloaded_error"
+    assert rejected.value.status_code == 401
+    assert "not your key" in rejected.value.message
+
+
+async def raw_post(base_url: str, body: bytes, **headers: str) -> httpx.Response:
+    async with httpx.AsyncClient() as http:
+        return await http.post(
+            f"{base_url}/v1/chat/completions",
+            content=body,
+            headers={"content-type": "application/json", **headers},
+        )
+
+
+def assert_openai_error(response: httpx.Response, status: int, error_type: str) -> dict[str, Any]:
+    assert response.status_code == status
+    error: dict[str, Any] = response.json()["error"]
+    assert set(error) == {"message", "type", "param", "code"}
+    assert error["type"] == error_type
+    return error
+
+
+async def test_malformed_json_is_a_400_and_the_gateway_stays_up() -> None:
+    async with ScriptedMessagesAPI([]) as api, gateway(api.settings()) as (base_url, _):
+        response = await raw_post(base_url, b'{"model": "x", "messages": [')
+        listed = await raw_post(base_url, b"[1, 2]")
+        await healthy(base_url)
+    assert (
+        "not valid JSON" in assert_openai_error(response, 400, "invalid_request_error")["message"]
+    )
+    assert "JSON object" in assert_openai_error(listed, 400, "invalid_request_error")["message"]
+    assert api.all_requests == []
+
+
+BAD_REQUESTS: list[tuple[str, dict[str, Any], str, str | None]] = [
+    (
+        "unknown role",
+        {"messages": [{"role": "robot", "content": "hi"}]},
+        "unknown role 'robot'",
+        None,
+    ),
+    (
+        "invalid tool schema",
+        {
+            "messages": QUESTION,
+            "tools": [{"type": "function", "function": {"name": "x", "parameters": {"type": 3}}}],
+        },
+        "tool 'x'",
+        None,
+    ),
+    (
+        "bad tool name",
+        {"messages": QUESTION, "tools": [{"type": "function", "function": {"name": "a b"}}]},
+        "tool name 'a b'",
+        None,
+    ),
+    ("temperature", {"messages": QUESTION, "temperature": 0.2}, "temperature", "temperature"),
+    ("n > 1", {"messages": QUESTION, "n": 2}, "one choice", "n"),
+    ("stop", {"messages": QUESTION, "stop": ["\n"]}, "stop-sequence", "stop"),
+    ("logprobs", {"messages": QUESTION, "logprobs": True}, "log probabilities", "logprobs"),
+    (
+        "parallel_tool_calls false",
+        {"messages": QUESTION, "tools": [WEATHER_TOOL], "parallel_tool_calls": False},
+        "several tool calls",
+        "parallel_tool_calls",
+    ),
+    (
+        "unknown parameter",
+        {"messages": QUESTION, "extra_body": {"frobnicate": 1}},
+        "frobnicate",
+        "frobnicate",
+    ),
+    (
+        "tool_choice naming no tool",
+        {
+            "messages": QUESTION,
+            "tools": [WEATHER_TOOL],
+            "tool_choice": {"type": "function", "function": {"name": "nope"}},
+        },
+        "'nope'",
+        "tool_choice",
+    ),
+    (
+        "a call without its result",
+        {
+            "messages": [
+                *QUESTION,
+                {
+                    "role": "assistant",
+                    "tool_calls": [
+                        {
+                            "id": "c1",
+                            "type": "function",
+                            "function": {"name": "get_weather", "arguments": "{}"},
+                        }
+                    ],
+                },
+                {"role": "user", "content": "and?"},
+            ],
+        },
+        "c1",
+        None,
+    ),
+]
+
+
+@pytest.mark.parametrize(
+    ("body", "says", "param"),
+    [case[1:] for case in BAD_REQUESTS],
+    ids=[case[0] for case in BAD_REQUESTS],
+)
+async def test_bad_input_is_a_400_naming_the_problem(
+    body: dict[str, Any], says: str, param: str | None
+) -> None:
+    async with ScriptedMessagesAPI([]) as api, gateway(api.settings()) as (base_url, client):
+        with pytest.raises(openai.BadRequestError) as info:
+            await client.chat.completions.create(model=MODEL, **body)
+        await healthy(base_url)
+    assert info.value.type == "invalid_request_error"
+    assert says in info.value.message
+    assert info.value.param == param
+    assert api.all_requests == [], "refused before any process started"
+
+
+async def test_parameters_at_their_default_and_ignorable_ones_are_accepted() -> None:
+    async with (
+        ScriptedMessagesAPI([reply(text("Sunny."))]) as api,
+        gateway(api.settings()) as (_, client),
+    ):
+        answer = await client.chat.completions.create(
+            model=MODEL,
+            messages=QUESTION,
+            n=1,
+            temperature=1,
+            top_p=1.0,
+            logprobs=False,
+            user="u-1",
+            metadata={"team": "a"},
+            max_completion_tokens=50,
+        )
+    assert answer.choices[0].message.content == "Sunny."
+    assert api.requests[0].body["max_tokens"] == 50
+
+
+async def test_an_oversized_body_is_a_413() -> None:
+    async with (
+        ScriptedMessagesAPI([]) as api,
+        gateway(api.settings(), max_body_bytes=4096) as (base_url, client),
+    ):
+        with pytest.raises(openai.APIStatusError) as info:
+            await client.chat.completions.create(
+                model=MODEL, messages=[{"role": "user", "content": "x" * 10_000}]
+            )
+        await healthy(base_url)
+    assert info.value.status_code == 413
+    assert "4,096 bytes" in info.value.message
+    assert api.all_requests == []
+
+
+async def test_a_wrong_or_missing_key_is_a_401_and_the_right_one_passes() -> None:
+    async with (
+        ScriptedMessagesAPI([reply(text("Sunny."))]) as api,
+        gateway(api.settings(), api_keys=["key-one", "key-two"]) as (base_url, client),
+    ):
+        with pytest.raises(openai.AuthenticationError) as wrong:
+            await client.chat.completions.create(model=MODEL, messages=QUESTION)
+        async with httpx.AsyncClient() as http:
+            missing = await http.get(f"{base_url}/v1/models")
+            by_header = await http.get(f"{base_url}/v1/models", headers={"x-api-key": "key-one"})
+        right = client.with_options(api_key="key-two")
+        answer = await right.chat.completions.create(model=MODEL, messages=QUESTION)
+        await healthy(base_url)  # /healthz needs no key: load balancers probe it
+    assert wrong.value.status_code == 401
+    assert wrong.value.code == "invalid_api_key"
+    assert_openai_error(missing, 401, "authentication_error")
+    assert by_header.status_code == 200
+    assert answer.choices[0].message.content == "Sunny."
+    assert len(api.requests) == 1
+
+
+async def test_a_full_gateway_answers_429_with_retry_after() -> None:
+    release = anyio.Event()
+
+    async def slow_model(_request: RecordedRequest) -> Reply:
+        await release.wait()
+        return reply(text("Sunny."))
+
+    answers: list[str | None] = []
+    async with (
+        ScriptedMessagesAPI(slow_model) as api,
+        gateway(api.settings(), max_concurrency=1, retry_after=3) as (base_url, client),
+    ):
+
+        async def first() -> None:
+            answer = await client.chat.completions.create(model=MODEL, messages=QUESTION)
+            answers.append(answer.choices[0].message.content)
+
+        async with anyio.create_task_group() as group:
+            group.start_soon(first)
+            for _ in range(600):  # until the first request holds the one slot (a bound, no clock)
+                if api.requests:
+                    break
+                await anyio.sleep(0.05)
+            with pytest.raises(openai.RateLimitError) as info:
+                await client.chat.completions.create(model=MODEL, messages=QUESTION)
+            release.set()
+        await healthy(base_url)
+    assert info.value.status_code == 429
+    assert info.value.response.headers["retry-after"] == "3"
+    assert info.value.code == "concurrency_limit"
+    assert answers == ["Sunny."]
+    assert len(api.requests) == 1
+
+
+async def test_a_client_that_leaves_stops_the_query_and_its_cli() -> None:
+    release = anyio.Event()
+
+    async def never(_request: RecordedRequest) -> Reply:
+        await release.wait()
+        return reply(text("too late"))
+
+    async with (
+        ScriptedMessagesAPI(never) as api,
+        gateway(api.settings(warm_processes=0)) as (base_url, client),
+    ):
+        async with anyio.create_task_group() as group:
+
+            async def ask() -> None:
+                await client.chat.completions.create(model=MODEL, messages=QUESTION, stream=True)
+
+            group.start_soon(ask)
+            for _ in range(600):
+                if api.requests:
+                    break
+                await anyio.sleep(0.05)
+            assert cli_processes(), "the query's CLI runs"
+            group.cancel_scope.cancel()  # the client hangs up
+        await no_cli_left()
+        assert cli_processes() == []
+        for _ in range(100):  # the slot comes back once the query is stopped
+            if (await health(base_url))["in_flight"] == 0:
+                break
+            await anyio.sleep(0.05)
+        await healthy(base_url)
+        release.set()
+
+
+async def test_shutdown_stops_every_cli() -> None:
+    async with ScriptedMessagesAPI([reply(text("Sunny."))]) as api:
+        async with gateway(api.settings(warm_processes=2)) as (_, client):
+            await client.chat.completions.create(model=MODEL, messages=QUESTION)
+            assert cli_processes(), "a warm process is kept for the next request"
+        await no_cli_left()
+        assert cli_processes() == []
+
+
+async def test_models_and_unknown_routes() -> None:
+    async with (
+        ScriptedMessagesAPI([]) as api,
+        gateway(api.settings(model="opus")) as (base_url, client),
+    ):
+        models = await client.models.list()
+        async with httpx.AsyncClient() as http:
+            anthropic_style = await http.get(
+                f"{base_url}/v1/models", headers={"anthropic-version": "2023-06-01"}
+            )
+            missing = await http.get(f"{base_url}/v1/nothing")
+    assert [m.id for m in models.data] == ["opus", "sonnet", "haiku"]
+    assert [m["type"] for m in anthropic_style.json()["data"]] == ["model"] * 3
+    assert_openai_error(missing, 404, "not_found_error")
+
+
+# --------------------------------------------------------------------------- the command
+
+
+def test_a_public_host_without_keys_is_refused(capsys: pytest.CaptureFixture[str]) -> None:
+    from sf_provider.cli import main
+
+    assert main(["gateway", "--host", "0.0.0.0"]) == 2
+    assert "--api-key" in capsys.readouterr().err
+
+
+async def test_the_gateway_command_serves_and_its_shutdown_stops_every_cli() -> None:
+    """`sf-provider gateway` as a user runs it: the CLI it starts reads the scripted API's
+    address from the environment, as it would read ANTHROPIC_API_KEY."""
+    async with ScriptedMessagesAPI([reply(text("Sunny."))]) as api:
+        env = {**os.environ, **offline_env(api.base_url), SF_KEYS: "key-a,key-b"}
+        command = [sys.executable, "-m", "sf_provider.cli", "gateway", "--port", "0"]
+        async with await anyio.open_process(command, env=env) as gateway_process:
+            assert gateway_process.stderr is not None
+            log = ""
+            async for chunk in gateway_process.stderr:  # uvicorn says where it listens
+                log += chunk.decode()
+                if "Uvicorn running on" in log:
+                    break
+            url = log.split("Uvicorn running on ")[1].split()[0]
+            client = AsyncOpenAI(base_url=f"{url}/v1", api_key="key-b", max_retries=0)
+            answer = await client.chat.completions.create(model=MODEL, messages=QUESTION)
+            await client.close()
+            ps = ["ps", "-o", "pid=", "--ppid", str(gateway_process.pid)]
+            children = (await anyio.run_process(ps, check=False)).stdout.decode().split()
+            assert children, "a warm CLI process is kept"
+            gateway_process.send_signal(signal.SIGTERM)
+            async for chunk in gateway_process.stderr:
+                log += chunk.decode()
+            # uvicorn re-raises the signal once it has shut down: exit status -SIGTERM.
+            assert await gateway_process.wait() in (0, -signal.SIGTERM)
+    assert "Application shutdown complete" in log, "the app's shutdown ran: provider closed"
+    assert answer.choices[0].message.content == "Sunny."
+    for pid in children:
+        with pytest.raises(ProcessLookupError):
+            os.kill(int(pid), 0)

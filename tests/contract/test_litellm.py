@@ -1,0 +1,276 @@
+"""The LiteLLM provider: `litellm.completion` / `acompletion(model="claude-agent/...")` on the real
+CLI against the scripted API, offline (every socket this process opens is checked)."""
+
+from __future__ import annotations
+
+import os
+
+# Before LiteLLM is imported: otherwise it fetches its model cost map from the network.
+os.environ["LITELLM_LOCAL_MODEL_COST_MAP"] = "True"
+
+import ipaddress
+import json
+import socket
+from collections.abc import AsyncIterator, Iterator
+from contextlib import asynccontextmanager
+from typing import Any
+
+import litellm
+import pytest
+from litellm import exceptions as litellm_errors
+
+from sf_provider.adapters.litellm import ClaudeAgentLLM, register
+from sf_provider.testing import (
+    RecordedRequest,
+    Reply,
+    ScriptedMessagesAPI,
+    http_error,
+    reply,
+    result_text,
+    text,
+    tool_use,
+)
+
+pytestmark = [
+    pytest.mark.anyio,
+    pytest.mark.cli,
+    # LiteLLM's own types, built by pydantic on first use.
+    pytest.mark.filterwarnings("ignore:Item 'summary' on TypedDict:UserWarning"),
+]
+
+litellm.suppress_debug_info = True
+
+MODEL = "claude-agent/claude-sonnet-4-5"
+WEATHER_TOOL = {
+    "type": "function",
+    "function": {
+        "name": "get_weather",
+        "description": "Current weather for a city.",
+        "parameters": {
+            "type": "object",
+            "properties": {"city": {"type": "string"}},
+            "required": ["city"],
+        },
+    },
+}
+QUESTION = [{"role": "user", "content": "Weather in Paris?"}]
+
+outside: list[str] = []
+
+
+def _local(host: Any) -> bool:
+    if host in ("localhost", None, ""):
+        return True
+    try:
+        return ipaddress.ip_address(str(host).split("%")[0]).is_loopback
+    except ValueError:
+        return False
+
+
+@pytest.fixture(autouse=True)
+def _loopback_only(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    """Any connection or name look-up of this process that leaves the machine fails, and is
+    recorded: LiteLLM must make none."""
+    connect, getaddrinfo = socket.socket.connect, socket.getaddrinfo
+
+    def guarded_connect(self: socket.socket, address: Any) -> None:
+        if self.family in (socket.AF_INET, socket.AF_INET6) and not _local(address[0]):
+            outside.append(f"connect {address}")
+            raise OSError(f"test: no network beyond loopback ({address})")
+        connect(self, address)
+
+    def guarded_getaddrinfo(host: Any, *args: Any, **kwargs: Any) -> Any:
+        if not _local(host.decode() if isinstance(host, bytes) else host):
+            outside.append(f"getaddrinfo {host}")
+            raise socket.gaierror(f"test: no name look-ups beyond loopback ({host})")
+        return getaddrinfo(host, *args, **kwargs)
+
+    monkeypatch.setattr(socket.socket, "connect", guarded_connect)
+    monkeypatch.setattr(socket, "getaddrinfo", guarded_getaddrinfo)
+    outside.clear()
+    yield
+    assert outside == [], "LiteLLM reached beyond loopback"
+
+
+@asynccontextmanager
+async def registered(api: ScriptedMessagesAPI, **settings: Any) -> AsyncIterator[ClaudeAgentLLM]:
+    handler = register(settings=api.settings(**settings))
+    try:
+        yield handler
+    finally:
+        await handler.provider.aclose()
+
+
+def weather_model(request: RecordedRequest) -> Reply:
+    """Calls get_weather, then answers from its result."""
+    results = [result_text(b) for b in request.tool_results()]
+    if not results:
+        return reply(text("Checking."), tool_use("get_weather", {"city": "Paris"}))
+    return reply(text(f"Paris: {results[0].splitlines()[0]}."))
+
+
+async def test_acompletion_answers_with_usage() -> None:
+    async with ScriptedMessagesAPI([reply(text("Paris is sunny."))]) as api, registered(api):
+        response = await litellm.acompletion(model=MODEL, messages=QUESTION)
+    assert response.choices[0].message.content == "Paris is sunny."
+    assert response.choices[0].finish_reason == "stop"
+    assert response.usage.prompt_tokens > 0 and response.usage.completion_tokens > 0
+    assert api.requests[0].body["model"] == "claude-sonnet-4-5"
+
+
+async def test_a_tool_loop_sends_calls_out_and_takes_results_back_in() -> None:
+    async with ScriptedMessagesAPI(weather_model) as api, registered(api):
+        messages: list[Any] = list(QUESTION)
+        first = await litellm.acompletion(model=MODEL, messages=messages, tools=[WEATHER_TOOL])
+        message = first.choices[0].message
+        assert first.choices[0].finish_reason == "tool_calls"
+        assert message.content == "Checking."
+        call = message.tool_calls[0]
+        assert (call.function.name, json.loads(call.function.arguments)) == (
+            "get_weather",
+            {"city": "Paris"},
+        )
+        messages += [message, {"role": "tool", "tool_call_id": call.id, "content": "sunny"}]
+        second = await litellm.acompletion(model=MODEL, messages=messages, tools=[WEATHER_TOOL])
+    assert second.choices[0].message.content == "Paris: sunny."
+    assert api.requests[0].tool_names == ["mcp__sf__get_weather"]
+    last = api.requests[-1]
+    assert [b["id"] for b in last.tool_uses()] == [call.id]
+    assert [b["tool_use_id"] for b in last.tool_results()] == [call.id]
+
+
+async def test_streaming_gives_text_and_tool_call_deltas_and_usage() -> None:
+    script = [
+        Reply(
+            content=[text("Checking now."), tool_use("get_weather", {"city": "Paris"}, id="t1")],
+            chunk_size=4,
+        )
+    ]
+    async with ScriptedMessagesAPI(script) as api, registered(api):
+        stream = await litellm.acompletion(
+            model=MODEL,
+            messages=QUESTION,
+            tools=[WEATHER_TOOL],
+            stream=True,
+            stream_options={"include_usage": True},
+        )
+        chunks = [chunk async for chunk in stream]
+    deltas = [c.choices[0].delta for c in chunks if c.choices]
+    assert len([d for d in deltas if d.content]) > 1, "the text streams in pieces"
+    fragments = [t for d in deltas for t in d.tool_calls or []]
+    assert len(fragments) > 2, "the arguments stream in fragments"
+    rebuilt = litellm.stream_chunk_builder(chunks)
+    message = rebuilt.choices[0].message
+    assert message.content == "Checking now."
+    assert [(c.id, c.function.name) for c in message.tool_calls] == [("t1", "get_weather")]
+    assert json.loads(message.tool_calls[0].function.arguments) == {"city": "Paris"}
+    assert rebuilt.choices[0].finish_reason == "tool_calls"
+    assert rebuilt.usage.completion_tokens > 0
+
+
+def test_the_sync_calls_work_too() -> None:
+    import anyio
+
+    async def main() -> None:
+        async with ScriptedMessagesAPI(weather_model) as api:
+            handler = register(settings=api.settings(warm_processes=0))
+            first = await anyio.to_thread.run_sync(
+                lambda: litellm.completion(model=MODEL, messages=QUESTION, tools=[WEATHER_TOOL])
+            )
+            call = first.choices[0].message.tool_calls[0]
+            follow_up = [
+                *QUESTION,
+                first.choices[0].message,
+                {"role": "tool", "tool_call_id": call.id, "content": "sunny"},
+            ]
+
+            def stream() -> list[Any]:
+                chunks = litellm.completion(
+                    model=MODEL, messages=follow_up, tools=[WEATHER_TOOL], stream=True
+                )
+                return list(chunks)
+
+            chunks = await anyio.to_thread.run_sync(stream)
+            await handler.provider.aclose()
+        text_out = "".join(c.choices[0].delta.content or "" for c in chunks if c.choices)
+        assert text_out == "Paris: sunny."
+        assert len(api.requests) == 2
+
+    anyio.run(main)
+
+
+async def test_json_schema_response_format_gives_the_object() -> None:
+    schema = {"type": "object", "properties": {"celsius": {"type": "number"}}}
+
+    def model(request: RecordedRequest) -> Reply:
+        if request.tool_results():
+            return reply(text("done"))
+        return reply(tool_use("StructuredOutput", {"celsius": 21}))
+
+    async with ScriptedMessagesAPI(model) as api, registered(api):
+        response = await litellm.acompletion(
+            model=MODEL,
+            messages=QUESTION,
+            response_format={"type": "json_schema", "json_schema": {"name": "w", "schema": schema}},
+        )
+    assert json.loads(response.choices[0].message.content) == {"celsius": 21}
+
+
+async def test_a_parameter_that_cannot_be_honoured_is_a_bad_request_naming_it() -> None:
+    async with ScriptedMessagesAPI([]) as api, registered(api):
+        with pytest.raises(litellm_errors.BadRequestError, match="temperature"):
+            await litellm.acompletion(model=MODEL, messages=QUESTION, temperature=0.2)
+        with pytest.raises(litellm_errors.BadRequestError, match="unknown role"):
+            await litellm.acompletion(model=MODEL, messages=[{"role": "robot", "content": "x"}])
+    assert api.all_requests == []
+
+
+async def test_api_errors_are_litellm_exceptions_by_status() -> None:
+    async with ScriptedMessagesAPI([http_error(429), http_error(529)]) as api, registered(api):
+        with pytest.raises(litellm_errors.RateLimitError) as limited:
+            await litellm.acompletion(model=MODEL, messages=QUESTION)
+        with pytest.raises(litellm_errors.ServiceUnavailableError):
+            stream = await litellm.acompletion(model=MODEL, messages=QUESTION, stream=True)
+            async for _ in stream:
+                pass
+    assert limited.value.status_code == 429
+    assert type(limited.value.__cause__).__name__ == "RateLimitError"
+    assert len(api.requests) == 2
+
+
+_IMPORT_PROBE = """
+import ipaddress, json, socket
+attempts = []
+connect, getaddrinfo = socket.socket.connect, socket.getaddrinfo
+def local(host):
+    try:
+        return host in ("localhost", None) or ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+def guarded_connect(self, address):
+    if self.family in (socket.AF_INET, socket.AF_INET6) and not local(address[0]):
+        attempts.append(str(address))
+        raise OSError("no network")
+    return connect(self, address)
+def guarded_getaddrinfo(host, *args, **kwargs):
+    if not local(host):
+        attempts.append(str(host))
+        raise socket.gaierror("no network")
+    return getaddrinfo(host, *args, **kwargs)
+socket.socket.connect = guarded_connect
+socket.getaddrinfo = guarded_getaddrinfo
+from sf_provider.adapters.litellm import register
+register()
+print(json.dumps(attempts))
+"""
+
+
+def test_importing_and_registering_reaches_no_network() -> None:
+    import subprocess
+    import sys
+
+    env = {**os.environ, "LITELLM_LOCAL_MODEL_COST_MAP": "True"}
+    out = subprocess.run(
+        [sys.executable, "-c", _IMPORT_PROBE], env=env, capture_output=True, text=True, check=True
+    ).stdout
+    assert json.loads(out.strip().splitlines()[-1]) == []

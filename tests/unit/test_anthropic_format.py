@@ -1,0 +1,593 @@
+"""The Anthropic Messages format <-> the provider, on plain data: requests become one provider
+call (or a 400 naming the parameter), stream parts become the API's events and message."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from sf_provider import (
+    APIConnectionError,
+    DiscardPart,
+    ErrorPart,
+    FinishPart,
+    GenerateResult,
+    InvalidMessagesError,
+    InvalidToolSchemaError,
+    ProviderError,
+    ReasoningDeltaPart,
+    ReasoningEndPart,
+    ReasoningStartPart,
+    StreamPart,
+    StreamStartPart,
+    TextDeltaPart,
+    TextEndPart,
+    TextStartPart,
+    ToolCallPart,
+    ToolInputDeltaPart,
+    ToolInputEndPart,
+    ToolInputStartPart,
+    UnsupportedRequestError,
+    Usage,
+)
+from sf_provider._anthropic_format import EventMapper, message, parse_request, stop_reason
+from sf_provider._mapping import ResultCollector
+from sf_provider._messages import convert_messages
+
+WEATHER = {
+    "name": "get_weather",
+    "description": "Weather for a city.",
+    "input_schema": {"type": "object", "properties": {"city": {"type": "string"}}},
+}
+
+
+def request(**overrides: Any) -> dict[str, Any]:
+    return {
+        "model": "claude-haiku-4-5",
+        "max_tokens": 100,
+        "messages": [{"role": "user", "content": "hi"}],
+        **overrides,
+    }
+
+
+# -- requests
+
+
+def test_a_plain_request_is_a_provider_call_with_model_and_max_tokens() -> None:
+    call = parse_request(request())
+    assert call.messages == [{"role": "user", "content": [{"type": "text", "text": "hi"}]}]
+    assert call.options == {"model": "claude-haiku-4-5", "max_tokens": 100}
+    assert call.tools == [] and not call.stream and not call.structured
+
+
+def test_system_as_a_string_or_text_blocks_leads_the_messages() -> None:
+    as_string = parse_request(request(system="Be terse."))
+    as_blocks = parse_request(
+        request(
+            system=[
+                {"type": "text", "text": "Be terse.", "cache_control": {"type": "ephemeral"}},
+                {"type": "text", "text": "Use metric."},
+            ]
+        )
+    )
+    assert as_string.messages[0] == {"role": "system", "content": "Be terse."}
+    assert as_blocks.messages[0] == {"role": "system", "content": "Be terse.\nUse metric."}
+
+
+def test_custom_tools_become_function_tools_without_executors() -> None:
+    call = parse_request(request(tools=[WEATHER, {**WEATHER, "name": "other", "type": "custom"}]))
+    assert [t.name for t in call.tools] == ["get_weather", "other"]
+    assert call.tools[0].description == "Weather for a city."
+    assert call.tools[0].input_schema["properties"] == {"city": {"type": "string"}}
+    assert all(t.executor is None for t in call.tools)
+
+
+def test_a_tool_loop_becomes_native_history() -> None:
+    call = parse_request(
+        request(
+            tools=[WEATHER],
+            messages=[
+                {"role": "user", "content": "Weather in Paris?"},
+                {
+                    "role": "assistant",
+                    "content": [
+                        {"type": "thinking", "thinking": "Look it up.", "signature": "sig"},
+                        {"type": "text", "text": "Checking."},
+                        {
+                            "type": "tool_use",
+                            "id": "toolu_1",
+                            "name": "get_weather",
+                            "input": {"city": "Paris"},
+                        },
+                    ],
+                },
+                {
+                    "role": "user",
+                    "content": [
+                        {
+                            "type": "tool_result",
+                            "tool_use_id": "toolu_1",
+                            "content": [
+                                {"type": "text", "text": "18"},
+                                {"type": "text", "text": "C"},
+                            ],
+                        },
+                        {"type": "text", "text": "And tomorrow?"},
+                    ],
+                },
+            ],
+        )
+    )
+    assert call.messages[1:] == [
+        {
+            "role": "assistant",
+            "content": [
+                {"type": "reasoning", "text": "Look it up.", "signature": "sig"},
+                {"type": "text", "text": "Checking."},
+                {
+                    "type": "tool-call",
+                    "tool_call_id": "toolu_1",
+                    "tool_name": "get_weather",
+                    "input": {"city": "Paris"},
+                },
+            ],
+        },
+        {
+            "role": "tool",
+            "content": [
+                {
+                    "type": "tool-result",
+                    "tool_call_id": "toolu_1",
+                    "output": "18\nC",
+                    "is_error": False,
+                }
+            ],
+        },
+        {"role": "user", "content": [{"type": "text", "text": "And tomorrow?"}]},
+    ]
+    conversation = convert_messages(call.messages)  # what the provider makes of them
+    assert [t["role"] for t in conversation.history] == ["user", "assistant"]
+    assert conversation.history[1]["content"][0]["type"] == "thinking"
+    assert [b["type"] for b in conversation.prompt] == ["tool_result", "text"]
+
+
+def test_a_tool_error_result_keeps_is_error() -> None:
+    call = parse_request(
+        request(
+            messages=[
+                {"role": "user", "content": "go"},
+                {"role": "assistant", "content": [
+                    {"type": "tool_use", "id": "t1", "name": "x", "input": {}}]},
+                {"role": "user", "content": [
+                    {"type": "tool_result", "tool_use_id": "t1", "content": "boom",
+                     "is_error": True}]},
+            ]
+        )
+    )  # fmt: skip
+    assert call.messages[-1]["content"][0] == {
+        "type": "tool-result", "tool_call_id": "t1", "output": "boom", "is_error": True
+    }  # fmt: skip
+
+
+def test_images_from_base64_and_url_sources() -> None:
+    call = parse_request(
+        request(
+            messages=[
+                {
+                    "role": "user",
+                    "content": [
+                        {"type": "image", "source": {"type": "base64",
+                                                     "media_type": "image/png", "data": "AAAA"}},
+                        {"type": "image", "source": {"type": "url",
+                                                     "url": "https://example.com/a.png"}},
+                    ],
+                }
+            ]
+        )
+    )  # fmt: skip
+    assert call.messages[0]["content"] == [
+        {"type": "image", "data": "AAAA", "media_type": "image/png"},
+        {"type": "image", "url": "https://example.com/a.png"},
+    ]
+
+
+@pytest.mark.parametrize(
+    ("choice", "expected"),
+    [
+        ({"type": "auto"}, "auto"),
+        ({"type": "any"}, "required"),
+        ({"type": "none"}, "none"),
+        ({"type": "tool", "name": "get_weather"}, {"type": "tool", "name": "get_weather"}),
+        ({"type": "auto", "disable_parallel_tool_use": False}, "auto"),
+    ],
+)
+def test_tool_choice(choice: dict[str, Any], expected: Any) -> None:
+    call = parse_request(request(tools=[WEATHER], tool_choice=choice))
+    assert call.options["tool_choice"] == expected
+
+
+@pytest.mark.parametrize(
+    ("thinking", "expected"),
+    [
+        ({"type": "enabled", "budget_tokens": 2048}, 2048),
+        ({"type": "adaptive"}, "adaptive"),
+        ({"type": "disabled"}, "disabled"),
+    ],
+)
+def test_thinking(thinking: dict[str, Any], expected: Any) -> None:
+    assert parse_request(request(thinking=thinking)).options["thinking"] == expected
+
+
+def test_output_config_sets_effort_and_structured_output() -> None:
+    schema = {"type": "object", "properties": {"a": {"type": "integer"}}}
+    call = parse_request(
+        request(output_config={"effort": "low", "format": {"type": "json_schema",
+                                                           "schema": schema}})
+    )  # fmt: skip
+    assert call.options["effort"] == "low"
+    assert call.options["output_schema"] == schema
+    assert call.structured
+
+
+@pytest.mark.parametrize(
+    "overrides",
+    [
+        {"metadata": {"user_id": "u1"}},
+        {"cache_control": {"type": "ephemeral"}},
+        {"temperature": 1},
+        {"temperature": 1.0},
+        {"service_tier": "auto"},
+        {"speed": "standard"},
+        {"stop_sequences": []},
+        {"top_p": None, "top_k": None, "container": None},
+        {"tools": [{**WEATHER, "cache_control": {"type": "ephemeral"}, "strict": False}]},
+        {"stream": True},
+    ],
+    ids=lambda overrides: ",".join(overrides),
+)
+def test_parameters_the_gateway_may_accept(overrides: dict[str, Any]) -> None:
+    parse_request(request(**overrides))
+
+
+REFUSED: dict[str, tuple[dict[str, Any], type[ProviderError], str]] = {
+    "stop_sequences": ({"stop_sequences": ["END"]}, UnsupportedRequestError, "stop_sequences:"),
+    "temperature": ({"temperature": 0.3}, UnsupportedRequestError, "temperature:"),
+    "temperature-true": ({"temperature": True}, UnsupportedRequestError, "temperature:"),
+    "top_p": ({"top_p": 0.9}, UnsupportedRequestError, "top_p:"),
+    "top_k": ({"top_k": 3}, UnsupportedRequestError, "top_k:"),
+    "service_tier": ({"service_tier": "standard_only"}, UnsupportedRequestError, "service_tier"),
+    "speed": ({"speed": "fast"}, UnsupportedRequestError, "speed:"),
+    "unknown": ({"container": "c1"}, UnsupportedRequestError, "container:"),
+    "mcp_servers": ({"mcp_servers": []}, UnsupportedRequestError, "mcp_servers:"),
+    "no-model": ({"model": None}, UnsupportedRequestError, "model:"),
+    "no-max_tokens": ({"max_tokens": None}, UnsupportedRequestError, "max_tokens:"),
+    "bad-max_tokens": ({"max_tokens": 0}, UnsupportedRequestError, "max_tokens:"),
+    "server-tool": (
+        {"tools": [{"type": "web_search_20250305", "name": "web_search"}]},
+        UnsupportedRequestError,
+        "web_search (web_search_20250305)",
+    ),
+    "strict-tool": ({"tools": [{**WEATHER, "strict": True}]}, UnsupportedRequestError, "strict"),
+    "tool-without-schema": ({"tools": [{"name": "x"}]}, UnsupportedRequestError, "input_schema"),
+    "tool-schema": (
+        {"tools": [{"name": "x", "input_schema": {"type": "string"}}]},
+        InvalidToolSchemaError,
+        "must describe an object",
+    ),
+    "one-call-per-turn": (
+        {"tools": [WEATHER], "tool_choice": {"type": "any", "disable_parallel_tool_use": True}},
+        UnsupportedRequestError,
+        "tool_choice.disable_parallel_tool_use:",
+    ),
+    "tool_choice-without-tools": (
+        {"tool_choice": {"type": "any"}},
+        UnsupportedRequestError,
+        "tool_choice:",
+    ),
+    "thinking-display": (
+        {"thinking": {"type": "adaptive", "display": "omitted"}},
+        UnsupportedRequestError,
+        "thinking.display:",
+    ),
+    "thinking-between-tools": (
+        {"thinking": {"type": "between_tools"}},
+        UnsupportedRequestError,
+        "thinking.type:",
+    ),
+    "thinking-small-budget": (
+        {"thinking": {"type": "enabled", "budget_tokens": 100}},
+        UnsupportedRequestError,
+        "thinking.budget_tokens:",
+    ),
+    "format-type": (
+        {"output_config": {"format": {"type": "xml"}}},
+        UnsupportedRequestError,
+        "output_config.format:",
+    ),
+    "unknown-role": (
+        {"messages": [{"role": "tool", "content": "x"}]},
+        InvalidMessagesError,
+        "messages[0].role: unknown role 'tool'",
+    ),
+    "no-messages": ({"messages": []}, InvalidMessagesError, "messages:"),
+    "prefill": (
+        {"messages": [{"role": "user", "content": "x"}, {"role": "assistant", "content": "{"}]},
+        InvalidMessagesError,
+        "messages[1]: a final assistant message",
+    ),
+    "late-system": (
+        {
+            "messages": [
+                {"role": "user", "content": "x"},
+                {"role": "system", "content": "y"},
+                {"role": "user", "content": "z"},
+            ]
+        },
+        InvalidMessagesError,
+        "messages[1]: a system message after",
+    ),
+    "document": (
+        {"messages": [{"role": "user", "content": [{"type": "document", "source": {}}]}]},
+        UnsupportedRequestError,
+        "messages[0].content[0].type: 'document'",
+    ),
+    "file-image": (
+        {
+            "messages": [
+                {
+                    "role": "user",
+                    "content": [{"type": "image", "source": {"type": "file", "file_id": "f1"}}],
+                }
+            ]
+        },
+        UnsupportedRequestError,
+        "messages[0].content[0].source.type",
+    ),
+    "image-in-tool-result": (
+        {
+            "messages": [
+                {"role": "user", "content": "x"},
+                {
+                    "role": "assistant",
+                    "content": [{"type": "tool_use", "id": "t", "name": "x", "input": {}}],
+                },
+                {
+                    "role": "user",
+                    "content": [
+                        {
+                            "type": "tool_result",
+                            "tool_use_id": "t",
+                            "content": [
+                                {
+                                    "type": "image",
+                                    "source": {"type": "url", "url": "https://e.com/a.png"},
+                                }
+                            ],
+                        }
+                    ],
+                },
+            ]
+        },
+        UnsupportedRequestError,
+        "messages[2].content[0].content[0]",
+    ),
+    "redacted-thinking": (
+        {
+            "messages": [
+                {"role": "user", "content": "x"},
+                {"role": "assistant", "content": [{"type": "redacted_thinking", "data": "zz"}]},
+                {"role": "user", "content": "y"},
+            ]
+        },
+        UnsupportedRequestError,
+        "messages[1].content[0]: redacted_thinking",
+    ),
+    "citations": (
+        {
+            "messages": [
+                {
+                    "role": "user",
+                    "content": [
+                        {"type": "text", "text": "x", "citations": [{"type": "char_location"}]}
+                    ],
+                }
+            ]
+        },
+        UnsupportedRequestError,
+        "messages[0].content[0].citations",
+    ),
+}
+
+
+@pytest.mark.parametrize("case", list(REFUSED), ids=list(REFUSED))
+def test_what_cannot_be_honoured_is_refused_naming_it(case: str) -> None:
+    overrides, error, named = REFUSED[case]
+    with pytest.raises(error) as info:
+        parse_request(request(**overrides))
+    assert named in str(info.value)
+
+
+def test_a_body_that_is_not_an_object_is_refused() -> None:
+    with pytest.raises(UnsupportedRequestError, match="body"):
+        parse_request([1, 2])
+
+
+# -- responses
+
+
+def events_for(parts: list[StreamPart], *, structured: bool = False) -> list[dict[str, Any]]:
+    mapper = EventMapper("claude-haiku-4-5", message_id="msg_1", structured=structured)
+    events = [mapper.start()]
+    for part in parts:
+        events += mapper.add(part)
+    return events
+
+
+def folded(parts: list[StreamPart]) -> GenerateResult:
+    """What `generate` makes of the parts: the provider's own collector."""
+    collector = ResultCollector()
+    for part in parts:
+        collector.add(part)
+    return collector.result()
+
+
+FINISH = FinishPart(
+    finish_reason="tool-calls",
+    raw_stop_reason="tool_use",
+    usage=Usage(input_tokens=30, output_tokens=7, cache_read_input_tokens=5),
+)
+TURN: list[StreamPart] = [
+    StreamStartPart(mode="single-turn"),
+    ReasoningStartPart(id="r1"),
+    ReasoningDeltaPart(id="r1", delta="Think."),
+    ReasoningEndPart(id="r1", signature="sig"),
+    TextStartPart(id="t1"),
+    TextDeltaPart(id="t1", delta="Check"),
+    TextDeltaPart(id="t1", delta="ing."),
+    TextEndPart(id="t1"),
+    ToolInputStartPart(id="toolu_1", tool_name="get_weather"),
+    ToolInputDeltaPart(id="toolu_1", delta='{"city": '),
+    ToolInputDeltaPart(id="toolu_1", delta='"Paris"}'),
+    ToolInputEndPart(id="toolu_1"),
+    ToolCallPart(tool_call_id="toolu_1", tool_name="get_weather", input={"city": "Paris"}),
+    FINISH,
+]
+
+
+def test_thinking_text_and_a_call_stream_as_the_apis_events() -> None:
+    events = events_for(TURN)
+    assert [(e["type"], e.get("index"), (e.get("delta") or {}).get("type")) for e in events] == [
+        ("message_start", None, None),
+        ("content_block_start", 0, None),
+        ("content_block_delta", 0, "thinking_delta"),
+        ("content_block_delta", 0, "signature_delta"),
+        ("content_block_stop", 0, None),
+        ("content_block_start", 1, None),
+        ("content_block_delta", 1, "text_delta"),
+        ("content_block_delta", 1, "text_delta"),
+        ("content_block_stop", 1, None),
+        ("content_block_start", 2, None),
+        ("content_block_delta", 2, "input_json_delta"),
+        ("content_block_delta", 2, "input_json_delta"),
+        ("content_block_stop", 2, None),
+        ("message_delta", None, None),
+        ("message_stop", None, None),
+    ]
+    assert [e["content_block"] for e in events if e["type"] == "content_block_start"] == [
+        {"type": "thinking", "thinking": "", "signature": ""},
+        {"type": "text", "text": ""},
+        {"type": "tool_use", "id": "toolu_1", "name": "get_weather", "input": {}},
+    ]
+    assert events[3]["delta"] == {"type": "signature_delta", "signature": "sig"}
+    assert events[-2]["delta"] == {"stop_reason": "tool_use", "stop_sequence": None}
+    assert events[-2]["usage"] == {
+        "input_tokens": 30,
+        "output_tokens": 7,
+        "cache_creation_input_tokens": 0,
+        "cache_read_input_tokens": 5,
+    }
+    start = events[0]["message"]
+    assert (start["id"], start["model"], start["content"], start["stop_reason"]) == (
+        "msg_1", "claude-haiku-4-5", [], None
+    )  # fmt: skip
+
+
+def test_the_same_parts_fold_into_the_non_streaming_message() -> None:
+    answer = message(folded(TURN), message_id="msg_1", model="claude-haiku-4-5", structured=False)
+    assert answer == {
+        "id": "msg_1",
+        "type": "message",
+        "role": "assistant",
+        "model": "claude-haiku-4-5",
+        "content": [
+            {"type": "thinking", "thinking": "Think.", "signature": "sig"},
+            {"type": "text", "text": "Checking."},
+            {"type": "tool_use", "id": "toolu_1", "name": "get_weather",
+             "input": {"city": "Paris"}},
+        ],
+        "stop_reason": "tool_use",
+        "stop_sequence": None,
+        "usage": {"input_tokens": 30, "output_tokens": 7, "cache_creation_input_tokens": 0,
+                  "cache_read_input_tokens": 5},
+    }  # fmt: skip
+
+
+def test_a_call_without_streamed_input_is_sent_whole() -> None:
+    """A call read from a legacy JSON envelope has no tool-input parts."""
+    call = ToolCallPart(tool_call_id="envelope-call-1-0", tool_name="x", input={"a": 1})
+    events = events_for([call, FINISH])
+    assert [e["type"] for e in events[1:4]] == [
+        "content_block_start", "content_block_delta", "content_block_stop"
+    ]  # fmt: skip
+    assert events[1]["content_block"] == {
+        "type": "tool_use", "id": "envelope-call-1-0", "name": "x", "input": {}
+    }  # fmt: skip
+    assert events[2]["delta"] == {"type": "input_json_delta", "partial_json": '{"a": 1}'}
+
+
+CUT: list[StreamPart] = [
+    TextStartPart(id="t1"),
+    TextDeltaPart(id="t1", delta="Half an ans"),
+    TextEndPart(id="t1"),
+    DiscardPart(ids=["t1"], reason="cut"),
+    TextStartPart(id="t2"),
+    TextDeltaPart(id="t2", delta="Five."),
+    TextEndPart(id="t2"),
+    FinishPart(finish_reason="stop", raw_stop_reason="end_turn"),
+]
+
+
+def test_a_discarded_attempt_is_not_in_the_message() -> None:
+    answer = message(folded(CUT), message_id="m", model="x", structured=False)
+    assert answer["content"] == [{"type": "text", "text": "Five."}]
+    assert answer["stop_reason"] == "end_turn"
+
+
+def test_a_discard_of_blocks_already_streamed_is_an_error_not_a_doubled_answer() -> None:
+    with pytest.raises(APIConnectionError, match="cannot be taken back"):
+        events_for(CUT)
+
+
+def test_an_error_part_means_no_message_delta() -> None:
+    parts: list[StreamPart] = [
+        ErrorPart(error_type="APIError", message="boom"),
+        FinishPart(finish_reason="error"),
+    ]
+    assert [e["type"] for e in events_for(parts)] == ["message_start"]
+
+
+STRUCTURED: list[StreamPart] = [
+    TextStartPart(id="t1"),
+    TextDeltaPart(id="t1", delta="Here it is."),
+    TextEndPart(id="t1"),
+    FinishPart(finish_reason="tool-calls", raw_stop_reason="tool_use",
+               structured_output={"city": "Paris"}),
+]  # fmt: skip
+
+
+def test_structured_output_is_one_json_text_block_in_both_forms() -> None:
+    events = events_for(STRUCTURED, structured=True)
+    deltas = [e["delta"] for e in events if e["type"] == "content_block_delta"]
+    assert deltas == [{"type": "text_delta", "text": '{"city": "Paris"}'}]
+    assert events[-2]["delta"]["stop_reason"] == "end_turn", "the CLI's own tool, no client call"
+    answer = message(folded(STRUCTURED), message_id="m", model="x", structured=True)
+    assert answer["content"] == [{"type": "text", "text": '{"city": "Paris"}'}]
+    assert answer["stop_reason"] == "end_turn"
+
+
+@pytest.mark.parametrize(
+    ("finish_reason", "raw", "calls", "expected"),
+    [
+        ("stop", "end_turn", False, "end_turn"),
+        ("stop", "stop_sequence", False, "end_turn"),
+        ("length", "max_tokens", False, "max_tokens"),
+        ("tool-calls", "tool_deferred", True, "tool_use"),
+        ("tool-calls", "tool_use", False, "end_turn"),
+        ("content-filter", "refusal", False, "refusal"),
+        ("other", "pause_turn", False, "pause_turn"),
+        ("other", "something_new", False, "end_turn"),
+    ],
+)
+def test_stop_reasons(finish_reason: Any, raw: str, calls: bool, expected: str) -> None:
+    assert stop_reason(finish_reason, raw, calls=calls) == expected
