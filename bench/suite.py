@@ -889,6 +889,337 @@ def import_time(report: Report, runs: int) -> None:
     )
 
 
+# --------------------------------------------------------------------------- 11. gateway
+
+GATEWAY_LEVELS = (1, 4, 8)  # concurrent clients
+GATEWAY_SLOTS = 8  # --max-concurrency and --warm-processes of the replica: docs/deploy.md's command
+GATEWAY_PER_ROUND = 24  # conversations per level per round (2 HTTP requests each)
+GATEWAY_KEY = "sk-bench-gateway"
+GATEWAY_MODEL = "claude-sonnet-4-5"
+GATEWAY_TOOL = {
+    "type": "function",
+    "function": {
+        "name": "get_weather",
+        "description": "Current weather for a city.",
+        "parameters": {
+            "type": "object",
+            "properties": {"city": {"type": "string"}},
+            "required": ["city"],
+        },
+    },
+}
+
+
+def gateway_model(request: Any) -> Reply:
+    """The scripted model behind the gateway: calls get_weather for the conversation's city,
+    then answers from the result, so every answer names its own conversation."""
+    import re
+
+    found = re.search(r"Weather in (City\d+)\?", json.dumps(request.messages))
+    city = found.group(1) if found else "nowhere"
+    results = request.tool_result_texts()
+    if not results:
+        return reply(tool_use("get_weather", {"city": city}))
+    return reply(text(f"{city}: {results[-1].splitlines()[0]}"))  # the CLI appends a reminder
+
+
+def process_tree(root: int) -> list[int]:
+    """`root` and its live descendants, from the parent pids in /proc/*/stat."""
+    children: dict[int, list[int]] = {}
+    for entry in os.scandir("/proc"):
+        if not entry.name.isdigit():
+            continue
+        try:
+            stat = Path(f"/proc/{entry.name}/stat").read_text()
+        except OSError:
+            continue
+        fields = stat[stat.rindex(")") + 2 :].split()
+        if fields[0] != "Z":
+            children.setdefault(int(fields[1]), []).append(int(entry.name))
+    tree, todo = [], [root]
+    while todo:
+        pid = todo.pop()
+        tree.append(pid)
+        todo.extend(children.get(pid, []))
+    return tree
+
+
+@dataclass
+class ReplicaMemory:
+    """VmRSS of a replica: the gateway process and its descendants (the CLI processes)."""
+
+    gateway_kb: int = 0
+    children_kb: int = 0
+    children: int = 0
+    pss_kb: int = 0  # the whole tree's proportional set size; read only when asked
+
+    @property
+    def total_mib(self) -> float:
+        return (self.gateway_kb + self.children_kb) / 1024
+
+    def describe(self) -> str:
+        return (
+            f"gateway {self.gateway_kb / 1024:.0f} MiB + {self.children} CLI processes "
+            f"{self.children_kb / 1024:.0f} MiB"
+        )
+
+
+def pss_kb(pid: int) -> int:
+    """A process's proportional set size (/proc/<pid>/smaps_rollup): each shared page split
+    between the processes that map it, so PSS adds up across a process tree and RSS does not."""
+    try:
+        for line in Path(f"/proc/{pid}/smaps_rollup").read_text().splitlines():
+            if line.startswith("Pss:"):
+                return int(line.split()[1])
+    except (OSError, ValueError):
+        return 0
+    return 0
+
+
+def replica_memory(root: int, seen: set[int] | None = None, pss: bool = False) -> ReplicaMemory:
+    tree = process_tree(root)
+    if seen is not None:
+        seen.update(tree[1:])
+    kids = [status_kb(pid, "VmRSS") for pid in tree[1:]]
+    return ReplicaMemory(
+        gateway_kb=status_kb(root, "VmRSS") or 0,
+        children_kb=sum(kb or 0 for kb in kids),
+        children=sum(kb is not None for kb in kids),
+        pss_kb=sum(pss_kb(pid) for pid in tree) if pss else 0,
+    )
+
+
+async def sample_replica(root: int, peak: list[ReplicaMemory], seen: set[int], stop: asyncio.Event):
+    """Keep the largest replica RSS (gateway + CLIs) seen every ~100 ms until `stop`."""
+    while not stop.is_set():
+        now = await asyncio.to_thread(replica_memory, root, seen)
+        if now.total_mib > peak[0].total_mib:
+            peak[0] = now
+        with suppress(TimeoutError):
+            await asyncio.wait_for(stop.wait(), 0.1)
+
+
+async def gateway_bench(report: Report, rounds: int) -> None:
+    """`sf-provider gateway` as a subprocess (one replica, as docs/deploy.md runs it), driven by
+    the official `openai` client: each conversation is one tool-call step and one answer."""
+    import shutil
+    import signal
+    import socket
+    import subprocess
+
+    import httpx
+    import openai
+
+    workdir = Path(tempfile.mkdtemp(prefix="sf-bench-gateway-"))
+    log_path = workdir / "gateway.log"
+    with socket.socket() as probe:  # a free loopback port for the replica
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    base_url = f"http://127.0.0.1:{port}"
+    conversations = iter(range(1_000_000))
+    latencies: dict[int, list[float]] = {n: [] for n in GATEWAY_LEVELS}
+    steps: dict[int, tuple[list[float], list[float]]] = {n: ([], []) for n in GATEWAY_LEVELS}
+    walls: dict[int, list[float]] = {n: [] for n in GATEWAY_LEVELS}
+    peaks: dict[int, list[ReplicaMemory]] = {n: [ReplicaMemory()] for n in GATEWAY_LEVELS}
+    # 429s per level (a retry follows at once; the latency counts from the first attempt)
+    refused: dict[int, int] = dict.fromkeys(GATEWAY_LEVELS, 0)
+    current = [max(GATEWAY_LEVELS)]  # the level running
+    seen: set[int] = set()
+
+    def log_tail() -> str:
+        with suppress(OSError):
+            return log_path.read_text()[-2000:]
+        return ""
+
+    async def create(client: openai.AsyncOpenAI, messages: list[Any]) -> Any:
+        while True:
+            try:
+                return await client.chat.completions.create(
+                    model=GATEWAY_MODEL, messages=messages, tools=[GATEWAY_TOOL]
+                )
+            except openai.RateLimitError:
+                refused[current[0]] += 1
+                await asyncio.sleep(0.01)
+
+    async def conversation(client: openai.AsyncOpenAI, i: int) -> tuple[float, float]:
+        city, weather = f"City{i}", f"{i % 30} C, sunny"
+        messages: list[Any] = [
+            {"role": "system", "content": "Be brief."},
+            {"role": "user", "content": f"Weather in {city}?"},
+        ]
+        started = time.perf_counter()
+        first = await create(client, messages)
+        first_s = time.perf_counter() - started
+        calls = first.choices[0].message.tool_calls or []
+        if (
+            first.choices[0].finish_reason != "tool_calls"
+            or len(calls) != 1
+            or calls[0].function.name != "get_weather"
+            or json.loads(calls[0].function.arguments) != {"city": city}
+        ):
+            raise BenchError(f"gateway, {city} step 1: not the one tool call: {first!r}")
+        messages.append(first.choices[0].message.model_dump(exclude_none=True))
+        messages.append({"role": "tool", "tool_call_id": calls[0].id, "content": weather})
+        started = time.perf_counter()
+        second = await create(client, messages)
+        second_s = time.perf_counter() - started
+        answer = second.choices[0].message.content
+        if second.choices[0].finish_reason != "stop" or answer != f"{city}: {weather}":
+            raise BenchError(f"gateway, {city} step 2: answer {answer!r}")
+        return first_s, second_s
+
+    async def level(
+        clients: list[openai.AsyncOpenAI], count: int
+    ) -> tuple[float, list[tuple[float, float]]]:
+        todo = iter([next(conversations) for _ in range(count)])
+        done: list[tuple[float, float]] = []
+
+        async def worker(client: openai.AsyncOpenAI) -> None:
+            for i in todo:  # shared: each client takes the next conversation when free
+                done.append(await conversation(client, i))
+
+        started = time.perf_counter()
+        await asyncio.gather(*(worker(c) for c in clients))
+        return time.perf_counter() - started, done
+
+    async with ScriptedMessagesAPI(gateway_model) as api:
+        with log_path.open("wb") as log:
+            proc = await asyncio.create_subprocess_exec(
+                sys.executable, "-m", "sf_provider.cli", "gateway", "--port", str(port),
+                "--api-key", GATEWAY_KEY, "--max-concurrency", str(GATEWAY_SLOTS),
+                "--warm-processes", str(GATEWAY_SLOTS),
+                env={**os.environ, **offline_env(api.base_url)},
+                cwd=workdir, stdout=log, stderr=subprocess.STDOUT,
+            )  # fmt: skip
+        clients = [
+            openai.AsyncOpenAI(
+                base_url=f"{base_url}/v1", api_key=GATEWAY_KEY, max_retries=0, timeout=120
+            )
+            for _ in range(max(GATEWAY_LEVELS))
+        ]
+        try:
+            started = time.perf_counter()
+            async with httpx.AsyncClient() as http:
+                while True:
+                    if proc.returncode is not None:
+                        raise BenchError(f"the gateway exited ({proc.returncode}): {log_tail()}")
+                    with suppress(httpx.HTTPError):
+                        if (await http.get(f"{base_url}/healthz")).status_code == 200:
+                            break
+                    if time.perf_counter() - started > 60:
+                        raise BenchError(f"the gateway did not start in 60 s: {log_tail()}")
+                    await asyncio.sleep(0.1)
+            startup = time.perf_counter() - started
+            await asyncio.sleep(0.5)
+            alone = replica_memory(proc.pid, seen)
+            # Warm-up, untimed: two conversations per client at the top level, which starts the
+            # replica's warm processes; then the replica at rest.
+            await level(clients, 2 * max(GATEWAY_LEVELS))
+            await asyncio.sleep(1.0)
+            idle = replica_memory(proc.pid, seen, pss=True)
+            for _ in range(rounds):
+                for n in GATEWAY_LEVELS:
+                    current[0] = n
+                    stop = asyncio.Event()
+                    sampler = asyncio.create_task(sample_replica(proc.pid, peaks[n], seen, stop))
+                    try:
+                        wall, done = await level(clients[:n], GATEWAY_PER_ROUND)
+                    finally:
+                        stop.set()
+                        await sampler
+                    walls[n].append(wall)
+                    for first_s, second_s in done:
+                        latencies[n].extend((first_s, second_s))
+                        steps[n][0].append(first_s)
+                        steps[n][1].append(second_s)
+            await asyncio.sleep(0.3)
+            after = replica_memory(proc.pid, seen, pss=True)
+        finally:
+            for client in clients:
+                await client.close()
+            if proc.returncode is None:  # SIGTERM: the replica's own shutdown stops every CLI
+                proc.send_signal(signal.SIGTERM)
+            try:
+                await asyncio.wait_for(proc.wait(), 40)
+            except TimeoutError:
+                proc.kill()
+                await proc.wait()
+                raise BenchError(f"the gateway did not stop on SIGTERM: {log_tail()}") from None
+            left = [pid for pid in seen if "claude" in _cmdline(pid)]
+            for pid in left:
+                with suppress(OSError):
+                    os.kill(pid, signal.SIGKILL)
+            shutil.rmtree(workdir, ignore_errors=True)
+        if left:
+            raise BenchError(f"the gateway left CLI processes running: {left}")
+        served = len(api.requests)
+        if api.errors:
+            raise BenchError(f"scripted API: {api.errors}")
+    total_conversations = next(conversations)
+    if served != 2 * total_conversations:
+        raise BenchError(
+            f"gateway: {served} model requests for {total_conversations} two-step conversations"
+        )
+    section = "11 gateway"
+    report.value(section, "replica start: `sf-provider gateway` to /healthz 200", startup * 1000,
+                 "ms", f"gateway process alone: {alone.gateway_kb / 1024:.0f} MiB RSS")  # fmt: skip
+    for n in GATEWAY_LEVELS:
+        count = len(latencies[n])
+        rate = count / sum(walls[n])
+        report.value(
+            section,
+            f"{n} client{'s' if n > 1 else ''}: requests/s",
+            rate,
+            "req/s",
+            f"{count} requests over {rounds} rounds; "
+            f"{min(GATEWAY_PER_ROUND * 2 / w for w in walls[n]):.1f}-"
+            f"{max(GATEWAY_PER_ROUND * 2 / w for w in walls[n]):.1f} per round; "
+            f"{refused[n]} answered 429",
+        )
+        lat = ms(latencies[n])
+        report.rows.append(
+            Row(
+                section,
+                f"{n} client{'s' if n > 1 else ''}: latency p50 / p99",
+                statistics.median(lat),
+                percentile(lat, 99),
+                None,
+                "ms",
+                f"step 1 (tool call) p50 {statistics.median(ms(steps[n][0])):.0f}, "
+                f"step 2 (answer) p50 {statistics.median(ms(steps[n][1])):.0f} ms; "
+                f"max {max(lat):.0f}",
+            )
+        )
+    report.value(section, "replica RSS at idle after warm-up", idle.total_mib, "MiB",
+                 idle.describe())  # fmt: skip
+    for n in GATEWAY_LEVELS:
+        peak = peaks[n][0]
+        report.value(section, f"replica RSS, peak under {n} client{'s' if n > 1 else ''}",
+                     peak.total_mib, "MiB", peak.describe())  # fmt: skip
+    report.value(section, "replica RSS at the end (idle)", after.total_mib, "MiB",
+                 f"{after.describe()}; {len(seen)} CLI processes seen in the run")  # fmt: skip
+    for what, figures in (("at idle after warm-up", idle), ("at the end (idle)", after)):
+        report.value(
+            section,
+            f"replica PSS {what}",
+            figures.pss_kb / 1024,
+            "MiB",
+            "shared pages split between the processes sharing them: what the replica adds",
+        )
+    if any(refused.values()):
+        report.notes.append(
+            f"gateway: {sum(refused.values())} requests were answered 429 (all {GATEWAY_SLOTS} "
+            f"slots busy) and retried at once; their latency counts from the first attempt"
+        )
+
+
+def _cmdline(pid: int) -> str:
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode()
+    except OSError:
+        return ""
+
+
 # --------------------------------------------------------------------------- the run
 
 
@@ -944,8 +1275,9 @@ Every figure below was measured in that run; see bench/README.md for what each s
 
 ## Figures
 
-"min / p99" is the minimum, except for the tool-call rows (section 2) where it is the 99th
-percentile. Ratios (unit x) are computed from medians of this run.
+"min / p99" is the minimum, except for the tool-call rows (section 2) and the gateway's latency
+rows (section 11) where it is the 99th percentile. Ratios (unit x) are computed from medians of
+this run.
 
 {table}
 
@@ -976,6 +1308,7 @@ async def run_all(
         ("8 import time", lambda: asyncio.to_thread(import_time, report, runs)),
         ("9 agent loop", lambda: agent_loop(report, runs)),
         ("10 long replies", lambda: long_replies(report, max(2, runs // 3))),
+        ("11 gateway", lambda: gateway_bench(report, max(2, runs // 3))),
     ]
     for name, step in steps:
         if only and name.split()[0] not in only:
