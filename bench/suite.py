@@ -895,7 +895,7 @@ GATEWAY_LEVELS = (1, 4, 8)  # concurrent clients
 GATEWAY_SLOTS = 8  # --max-concurrency and --warm-processes of the replica: docs/deploy.md's command
 GATEWAY_PER_ROUND = 24  # conversations per level per round (2 HTTP requests each)
 GATEWAY_KEY = "sk-bench-gateway"
-GATEWAY_MODEL = "claude-sonnet-4-5"
+GATEWAY_MODEL = "claude-sonnet-5-5"
 GATEWAY_TOOL = {
     "type": "function",
     "function": {

@@ -4,7 +4,7 @@ to a scripted Messages API on 127.0.0.1, and LangChain runs the tools.
     python examples/langchain_agent.py
 
 For the real model, drop the `ScriptedMessagesAPI` and build the model with
-`ChatClaudeAgent(settings=ProviderSettings(model="claude-sonnet-4-5"))`.
+`ChatClaudeAgent(settings=ProviderSettings(model="claude-sonnet-5-5"))`.
 """
 
 from __future__ import annotations

@@ -142,7 +142,7 @@ class _Printer:
             case FinishPart():
                 u = part.usage
                 print(
-                    f"{self.stamp()} finished: {part.finish_reason}, {part.num_turns} turns",
+                    f"{self.stamp()} finished: {part.finish_reason}, {part.api_calls} model calls",
                     file=out,
                 )
                 print(

@@ -159,6 +159,8 @@ class PartMapper:
         self._resumes = False
         #: API messages of the query that stopped at the output limit (`max_tokens`).
         self.output_limit_hits = 0
+        #: API messages received: every model call the CLI made (resumed pieces, retries too).
+        self.api_calls = 0
         self._unstreamed_id: str | None = None
         self._counter = 0
         self.api_error: str | None = None
@@ -280,6 +282,7 @@ class PartMapper:
     def _new_message(self) -> None:
         """A new API message: a new model turn, unless it resumes an answer cut at the output
         limit (the pieces are one answer, the CLI asked the model to pick up mid-thought)."""
+        self.api_calls += 1
         if not self._resumes:
             self._message_index += 1
         self._resumes = False
@@ -500,6 +503,7 @@ class PartMapper:
             cost_usd=result.total_cost_usd,
             session_id=result.session_id,
             num_turns=result.num_turns,
+            api_calls=self.api_calls,
             raw_stop_reason=stop_reason,
             duration_ms=result.duration_ms,
             provider_details=details,
@@ -659,6 +663,7 @@ class ResultCollector:
             cost_usd=finish.cost_usd if finish else None,
             session_id=finish.session_id if finish else None,
             num_turns=finish.num_turns if finish else 0,
+            api_calls=finish.api_calls if finish else 0,
             raw_stop_reason=finish.raw_stop_reason if finish else None,
             structured_output=finish.structured_output if finish else None,
             warnings=list(self._warnings),

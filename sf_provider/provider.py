@@ -157,7 +157,7 @@ class ClaudeAgentProvider:
 
     Example::
 
-        provider = ClaudeAgentProvider(ProviderSettings(model="claude-sonnet-4-5"))
+        provider = ClaudeAgentProvider(ProviderSettings(model="claude-sonnet-5-5"))
         result = await provider.generate("Weather in Paris?", tools=[weather])
         print(result.text, result.tool_calls, result.usage, result.cost_usd)
     """

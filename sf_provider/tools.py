@@ -9,6 +9,7 @@ import inspect
 import math
 import re
 import threading
+import warnings
 from collections.abc import Awaitable, Callable, Iterable, Mapping
 from typing import TYPE_CHECKING, Any, get_type_hints
 
@@ -481,6 +482,19 @@ class FunctionTool(BaseModel):
         """
         signature = inspect.signature(fn)
         hints = get_type_hints(fn, include_extras=True)
+        untyped = [p for p in signature.parameters if p not in hints]
+        doc = description if description is not None else inspect.getdoc(fn) or ""
+        if untyped or not doc.strip():
+            gaps = [f"untyped parameters {', '.join(untyped)}"] if untyped else []
+            gaps += [] if doc.strip() else ["no docstring or description"]
+            warnings.warn(
+                f"FunctionTool.from_function({getattr(fn, '__qualname__', fn)!r}): "
+                f"{' and '.join(gaps)}; the model sees only what the schema and description "
+                f"say, so give every parameter a type hint and the function a docstring (or "
+                f"pass description=...)",
+                UserWarning,
+                stacklevel=2,
+            )
         fields: dict[str, Any] = {}
         for pname, param in signature.parameters.items():
             if param.kind in (param.VAR_POSITIONAL, param.VAR_KEYWORD):
@@ -508,7 +522,7 @@ class FunctionTool(BaseModel):
 
         return cls(
             name=name or fn.__name__,
-            description=description if description is not None else inspect.getdoc(fn) or "",
+            description=doc,
             input_schema=schema,
             executor=executor,
             **options,

@@ -200,6 +200,16 @@ class ErrorPart(_Model):
     message: str
 
 
+_NUM_TURNS = (
+    "The CLI's own count of conversation turns (its user and assistant messages, tool results "
+    "included): not the number of model calls, see api_calls."
+)
+_API_CALLS = (
+    "Model calls the query made: API messages received (a reply the CLI had the model resume "
+    "at the output limit, or asked again after a cut stream, counts each time)."
+)
+
+
 class FinishPart(_Model):
     """Last part of a stream: why it ended, what it cost."""
 
@@ -208,7 +218,8 @@ class FinishPart(_Model):
     usage: Usage = Field(default_factory=Usage)
     cost_usd: float | None = None
     session_id: str | None = None
-    num_turns: int = 0
+    num_turns: int = Field(default=0, description=_NUM_TURNS)
+    api_calls: int = Field(default=0, description=_API_CALLS)
     raw_stop_reason: str | None = None
     duration_ms: int | None = None
     structured_output: Any = Field(
@@ -275,7 +286,8 @@ class GenerateResult(_Model):
     usage: Usage = Field(default_factory=Usage)
     cost_usd: float | None = None
     session_id: str | None = None
-    num_turns: int = 0
+    num_turns: int = Field(default=0, description=_NUM_TURNS)
+    api_calls: int = Field(default=0, description=_API_CALLS)
     raw_stop_reason: str | None = None
     structured_output: Any = Field(
         default=None, description="The object matching `output_schema`, when one was asked for."

@@ -19,7 +19,7 @@ Example::
         "Current weather for a city."
         return "sunny"
 
-    model = ChatClaudeAgent(settings=ProviderSettings(model="claude-sonnet-4-5"))
+    model = ChatClaudeAgent(settings=ProviderSettings(model="claude-sonnet-5-5"))
     agent = model.bind_tools([get_weather])
     messages = [HumanMessage("Weather in Paris?")]
     while (reply := await agent.ainvoke(messages)).tool_calls:
@@ -450,6 +450,7 @@ def _response_metadata(
         "cost_usd": finish.cost_usd,
         "session_id": finish.session_id,
         "num_turns": finish.num_turns,
+        "api_calls": finish.api_calls,
         # Which CLI process served the query: fresh, warm, or continued (its conversation).
         "process": finish.provider_details.get("process"),
     }

@@ -10,7 +10,7 @@ framework that reaches models through LiteLLM (CrewAI, DSPy, smolagents, the Ope
     register()  # or register(settings=ProviderSettings(...)), or register(provider)
 
     response = await litellm.acompletion(
-        model="claude-agent/claude-sonnet-4-5",  # any model the CLI takes; "default": its default
+        model="claude-agent/claude-sonnet-5-5",  # any model the CLI takes; "default": its default
         messages=[{"role": "user", "content": "Weather in Paris?"}],
         tools=[{"type": "function", "function": {"name": "get_weather", "parameters": {...}}}],
     )

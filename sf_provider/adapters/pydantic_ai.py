@@ -8,7 +8,7 @@ Example::
     from sf_provider import ClaudeAgentProvider, ProviderSettings
     from sf_provider.adapters.pydantic_ai import ClaudeAgentModel
 
-    provider = ClaudeAgentProvider(ProviderSettings(model="claude-sonnet-4-5"))
+    provider = ClaudeAgentProvider(ProviderSettings(model="claude-sonnet-5-5"))
     agent = Agent(ClaudeAgentModel(provider))
 
     @agent.tool_plain
@@ -578,6 +578,7 @@ class ClaudeStreamedResponse(StreamedResponse):
                 "cost_usd": part.cost_usd,
                 "session_id": part.session_id,
                 "num_turns": part.num_turns,
+                "api_calls": part.api_calls,
                 "raw_stop_reason": part.raw_stop_reason,
                 "duration_ms": part.duration_ms,
             }

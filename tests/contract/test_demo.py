@@ -24,6 +24,8 @@ async def test_demo_streams_tool_calls_results_and_an_answer_built_from_them() -
     # The scripted model's answer is built from the results the executors really returned.
     assert "Paris is 64.4 °F and Tokyo is 76.1 °F. Tokyo is warmer by 6.5 °C." in printed
     assert "finished: stop" in printed and "cost: $" in printed
+    # Model calls as the provider counts them are what the API saw (not the CLI's "turns").
+    assert "finished: stop, 3 model calls" in printed
     assert "scripted API calls: 3" in printed
 
 

@@ -37,7 +37,7 @@ from sf_provider.testing import (
 
 pytestmark = [pytest.mark.anyio, pytest.mark.cli]
 
-MODEL = "claude-sonnet-4-5"
+MODEL = "claude-sonnet-5-5"
 WEATHER_TOOL = {
     "type": "function",
     "function": {

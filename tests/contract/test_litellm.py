@@ -40,7 +40,7 @@ pytestmark = [
 
 litellm.suppress_debug_info = True
 
-MODEL = "claude-agent/claude-sonnet-4-5"
+MODEL = "claude-agent/claude-sonnet-5-5"
 WEATHER_TOOL = {
     "type": "function",
     "function": {
@@ -115,7 +115,7 @@ async def test_acompletion_answers_with_usage() -> None:
     assert response.choices[0].message.content == "Paris is sunny."
     assert response.choices[0].finish_reason == "stop"
     assert response.usage.prompt_tokens > 0 and response.usage.completion_tokens > 0
-    assert api.requests[0].body["model"] == "claude-sonnet-4-5"
+    assert api.requests[0].body["model"] == "claude-sonnet-5-5"
 
 
 async def test_a_tool_loop_sends_calls_out_and_takes_results_back_in() -> None:

@@ -6,6 +6,7 @@ import copy
 import http.server
 import json
 import threading
+import warnings
 from collections.abc import Iterator
 from typing import Any, Literal
 
@@ -561,3 +562,21 @@ async def test_literal_argument_outside_the_enum_is_an_error_result() -> None:
 
     assert output.is_error
     assert "'k' is not one of ['c', 'f']" in output.text
+
+
+def test_from_function_warns_naming_the_function_without_description_or_types() -> None:
+    def bare(city, days: int):  # type: ignore[no-untyped-def]
+        return city
+
+    with pytest.warns(UserWarning, match=r"from_function\('.*bare'\): untyped parameters city "
+                      r"and no docstring"):  # fmt: skip
+        FunctionTool.from_function(bare)
+
+    def typed(city: str) -> str:
+        """Weather for a city."""
+        return city
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        FunctionTool.from_function(typed)
+        FunctionTool.from_function(lambda: "x", name="lam", description="Says x.")
