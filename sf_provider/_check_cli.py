@@ -4,8 +4,12 @@ The report says, before anything is dispatched, whether the CLI is there, how it
 authenticate, and how each tool of the `--tools` registry would be offered. `--probe` then runs
 one real round trip through the CLI: offline against an embedded scripted Messages API (its
 scripted model calls one harmless tool), or with `--live` against the real API with the user's
-own credentials. Exit status: 0 when everything is in place, 1 when something is missing or the
-probe failed, 2 when the command itself was used wrongly (an unloadable `--tools`).
+own credentials. `--offline` leaves credentials out of the verdict, so a machine without any
+(a CI runner) can pass: with `--probe` it proves that the CLI starts, that the tools reach the
+model through the bridge, run and return, and that the answer comes back, all against the
+embedded scripted API; it proves nothing about an API key. Exit status: 0 when everything is in
+place, 1 when something is missing or the probe failed, 2 when the command itself was used
+wrongly (an unloadable `--tools`, `--live` without `--probe` or with `--offline`).
 
 Example::
 
@@ -50,6 +54,10 @@ def run_check(args: argparse.Namespace) -> int:
     if args.live and not args.probe:
         print("sf-provider check: --live only applies together with --probe", file=sys.stderr)
         return 2
+    offline = getattr(args, "offline", False)
+    if args.live and offline:
+        print("sf-provider check: --live and --offline exclude each other", file=sys.stderr)
+        return 2
     registry: ToolRegistry | None = None
     if args.tools:
         registry = load_tools_option("check", args.tools)
@@ -58,6 +66,9 @@ def run_check(args: argparse.Namespace) -> int:
     require = [name.strip() for name in args.require.split(",") if name.strip()]
     settings = ProviderSettings()
     report = check_capabilities(settings, registry, require=require)
+    if offline:  # credentials are not part of the verdict; the report still shows them
+        kept = [p for p in report.problems if not p.startswith("authentication:")]
+        report = report.model_copy(update={"problems": kept})
     outcome = None
     if args.probe:
         outcome = anyio.run(_probe, settings, registry, args.live)
@@ -68,7 +79,7 @@ def run_check(args: argparse.Namespace) -> int:
             data["probe"] = outcome.as_dict()
         print(json.dumps(data, indent=2, ensure_ascii=False))
     else:
-        print(render_report(report))
+        print(render_report(report, offline=offline))
         if outcome is not None:
             print()
             print(outcome.render())
@@ -79,14 +90,18 @@ def run_check(args: argparse.Namespace) -> int:
 # -- the table
 
 
-def render_report(report: CapabilityReport) -> str:
-    """The report as a readable table: CLI, auth, tools, mode, then each problem with its fix."""
+def render_report(report: CapabilityReport, *, offline: bool = False) -> str:
+    """The report as a readable table: CLI, auth, tools, mode, then each problem with its fix.
+
+    `offline`: credentials are not part of the verdict (`sf-provider check --offline`)."""
     cli = report.cli
     auth = report.auth
     cli_line = (
         f"found  {cli.path}  (version {cli.version or 'unknown'})" if cli.found else "NOT FOUND"
     )
     auth_line = f"{auth.method}  ({auth.detail})" if auth.configured else "NOT CONFIGURED"
+    if offline and not auth.configured:
+        auth_line = "not configured (not part of the verdict: --offline)"
     lines = [f"CLI   {cli_line}", f"auth  {auth_line}", f"mode  {report.mode}", ""]
     if report.tools:
         lines.append(f"tools ({len(report.tools)}):")

@@ -318,6 +318,26 @@ def test_the_offline_probe_needs_no_credentials_of_the_user(
 
 
 @pytest.mark.cli
+def test_offline_leaves_credentials_out_of_the_verdict_so_ci_can_pass(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    code, out, _ = _check(capsys, "--tools", TOOLS, "--probe", "--offline")
+
+    assert code == 0
+    assert "auth  not configured (not part of the verdict: --offline)" in out
+    assert "compatible: yes" in out and "ok in" in out
+    # Anything else missing still fails it.
+    code, out, _ = _check(capsys, "--tools", TOOLS, "--offline", "--require", "nope")
+    assert code == 1 and "required tool 'nope' is not registered" in out
+
+
+def test_live_and_offline_exclude_each_other(capsys: pytest.CaptureFixture[str]) -> None:
+    code, _, err = _check(capsys, "--probe", "--live", "--offline")
+
+    assert code == 2 and "exclude each other" in err
+
+
+@pytest.mark.cli
 @pytest.mark.usefixtures("api_key")
 def test_the_offline_probe_never_calls_a_mutating_tool(
     capsys: pytest.CaptureFixture[str],
