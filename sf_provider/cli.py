@@ -182,6 +182,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     check.add_argument("--json", action="store_true", help="print the report as JSON")
     check.add_argument("--probe", action="store_true", help="also run one real round trip")
     check.add_argument("--live", action="store_true", help="probe the real API, not a script")
+    check.add_argument(
+        "--offline",
+        action="store_true",
+        help="check everything but credentials (for CI); with --probe, a round trip through the "
+        "real CLI against the embedded scripted API",
+    )
     check.set_defaults(run=_check)
     args = parser.parse_args(argv)
     if getattr(args, "check_dir", None):
