@@ -4,18 +4,28 @@ PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
+RUNTIME := $(VENV)/.runtime
 PYTEST_WORKERS ?= 2
+# pip's output goes to a log, shown only when an install fails.
+QUIET = > $(VENV)/install.log 2>&1 || { cat $(VENV)/install.log; exit 1; }
 
 .PHONY: demo test test-newest-sdk lint format schemas bench clean
 
-$(STAMP): pyproject.toml
-	$(PYTHON) -m venv $(VENV)
-	$(BIN)/python -m pip install -q --upgrade pip
-	$(BIN)/python -m pip install -q -e '.[dev]'
-	touch $(STAMP)
+# The demo needs the package alone (with the SDK and its bundled CLI); tests and lint the extras.
+$(RUNTIME): pyproject.toml
+	@echo "setting up $(VENV) (the package and the Claude Agent SDK, first run only)"
+	@$(PYTHON) -m venv $(VENV)
+	@$(BIN)/python -m pip install -q --upgrade pip $(QUIET)
+	@$(BIN)/python -m pip install -q -e . $(QUIET)
+	@touch $(RUNTIME)
 
-demo: $(STAMP)
-	$(BIN)/sf-provider demo
+$(STAMP): $(RUNTIME)
+	@echo "installing the test and development extras (first run only)"
+	@$(BIN)/python -m pip install -q -e '.[dev]' $(QUIET)
+	@touch $(STAMP)
+
+demo: $(RUNTIME)
+	@$(BIN)/sf-provider demo
 
 # pytest exits 5 when it collects no test: reported, not hidden, but not a failure of the suite.
 test: $(STAMP)
