@@ -4,79 +4,182 @@ model provider that really calls your application's function tools.
 Start with `ClaudeAgentProvider` and `FunctionTool`; test offline with `sf_provider.testing`.
 """
 
-from .capabilities import (
-    AuthStatus,
-    CapabilityReport,
-    CLIStatus,
-    ToolCapability,
-    check_capabilities,
-    ensure_capabilities,
-    find_cli,
-)
-from .errors import (
-    APIConnectionError,
-    APIError,
-    AuthenticationError,
-    BudgetExceededError,
-    CLINotFoundError,
-    CLIOutputError,
-    DuplicateToolNameError,
-    EmptyToolRoutingError,
-    InvalidMessagesError,
-    InvalidToolNameError,
-    InvalidToolSchemaError,
-    MaxTurnsError,
-    MissingExecutorError,
-    OverloadedError,
-    PartialResultError,
-    ProcessDiedError,
-    ProviderCompatibilityError,
-    ProviderError,
-    QueryTimeoutError,
-    RateLimitError,
-    StructuredOutputError,
-    ToolChoiceViolationError,
-    ToolDefinitionError,
-    ToolRoutingError,
-    ToolsUnavailableError,
-    UnsupportedRequestError,
-)
-from .gates import CallContext, Gate, GateDecision, GateRequest, Transport
-from .provider import CallOptions, ClaudeAgentProvider, NamedToolChoice, QueryStream, ToolChoice
-from .registry import GUIDANCE_TOOL_NAME, ToolRegistry, group_env_var
-from .settings import Effort, ProviderSettings, Thinking
-from .tools import (
-    Executor,
-    FunctionTool,
-    RunningCall,
-    ToolOutput,
-    current_call,
-    normalize_input_schema,
-)
-from .types import (
-    CallWarning,
-    DiscardPart,
-    ErrorPart,
-    FinishPart,
-    FinishReason,
-    GenerateResult,
-    Mode,
-    ReasoningDeltaPart,
-    ReasoningEndPart,
-    ReasoningStartPart,
-    StreamPart,
-    StreamStartPart,
-    TextDeltaPart,
-    TextEndPart,
-    TextStartPart,
-    ToolCallPart,
-    ToolCallRecord,
-    ToolInputDeltaPart,
-    ToolInputEndPart,
-    ToolInputStartPart,
-    ToolResultPart,
-    Usage,
-)
+import logging as _logging
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from .capabilities import (
+        AuthStatus,
+        CapabilityReport,
+        CLIStatus,
+        ToolCapability,
+        check_capabilities,
+        ensure_capabilities,
+        find_cli,
+    )
+    from .errors import (
+        APIConnectionError,
+        APIError,
+        AuthenticationError,
+        BudgetExceededError,
+        CLINotFoundError,
+        CLIOutputError,
+        DuplicateToolNameError,
+        EmptyToolRoutingError,
+        InvalidMessagesError,
+        InvalidToolNameError,
+        InvalidToolSchemaError,
+        MaxTurnsError,
+        MissingExecutorError,
+        OverloadedError,
+        PartialResultError,
+        ProcessDiedError,
+        ProviderCompatibilityError,
+        ProviderError,
+        QueryTimeoutError,
+        RateLimitError,
+        StructuredOutputError,
+        ToolChoiceViolationError,
+        ToolDefinitionError,
+        ToolRoutingError,
+        ToolsUnavailableError,
+        UnsupportedRequestError,
+    )
+    from .gates import CallContext, Gate, GateDecision, GateRequest, Transport
+    from .provider import CallOptions, ClaudeAgentProvider, NamedToolChoice, QueryStream, ToolChoice
+    from .registry import GUIDANCE_TOOL_NAME, ToolRegistry, group_env_var
+    from .settings import Effort, ProviderSettings, Thinking
+    from .tools import (
+        Executor,
+        FunctionTool,
+        RunningCall,
+        ToolOutput,
+        current_call,
+        normalize_input_schema,
+    )
+    from .types import (
+        CallWarning,
+        DiscardPart,
+        ErrorPart,
+        FinishPart,
+        FinishReason,
+        GenerateResult,
+        Mode,
+        ReasoningDeltaPart,
+        ReasoningEndPart,
+        ReasoningStartPart,
+        StreamPart,
+        StreamStartPart,
+        TextDeltaPart,
+        TextEndPart,
+        TextStartPart,
+        ToolCallPart,
+        ToolCallRecord,
+        ToolInputDeltaPart,
+        ToolInputEndPart,
+        ToolInputStartPart,
+        ToolResultPart,
+        Usage,
+    )
+
+#: Public name -> the submodule defining it. Imported on first use (PEP 562), so that
+#: `import sf_provider` and `sf-provider --help` cost nothing; `from sf_provider import X`
+#: works as usual.
+_LAZY = {
+    "AuthStatus": "capabilities",
+    "CapabilityReport": "capabilities",
+    "CLIStatus": "capabilities",
+    "ToolCapability": "capabilities",
+    "check_capabilities": "capabilities",
+    "ensure_capabilities": "capabilities",
+    "find_cli": "capabilities",
+    "APIConnectionError": "errors",
+    "APIError": "errors",
+    "AuthenticationError": "errors",
+    "BudgetExceededError": "errors",
+    "CLINotFoundError": "errors",
+    "CLIOutputError": "errors",
+    "DuplicateToolNameError": "errors",
+    "EmptyToolRoutingError": "errors",
+    "InvalidMessagesError": "errors",
+    "InvalidToolNameError": "errors",
+    "InvalidToolSchemaError": "errors",
+    "MaxTurnsError": "errors",
+    "MissingExecutorError": "errors",
+    "OverloadedError": "errors",
+    "PartialResultError": "errors",
+    "ProcessDiedError": "errors",
+    "ProviderCompatibilityError": "errors",
+    "ProviderError": "errors",
+    "QueryTimeoutError": "errors",
+    "RateLimitError": "errors",
+    "StructuredOutputError": "errors",
+    "ToolChoiceViolationError": "errors",
+    "ToolDefinitionError": "errors",
+    "ToolRoutingError": "errors",
+    "ToolsUnavailableError": "errors",
+    "UnsupportedRequestError": "errors",
+    "CallContext": "gates",
+    "Gate": "gates",
+    "GateDecision": "gates",
+    "GateRequest": "gates",
+    "Transport": "gates",
+    "CallOptions": "provider",
+    "ClaudeAgentProvider": "provider",
+    "NamedToolChoice": "provider",
+    "QueryStream": "provider",
+    "ToolChoice": "provider",
+    "GUIDANCE_TOOL_NAME": "registry",
+    "ToolRegistry": "registry",
+    "group_env_var": "registry",
+    "Effort": "settings",
+    "ProviderSettings": "settings",
+    "Thinking": "settings",
+    "Executor": "tools",
+    "FunctionTool": "tools",
+    "RunningCall": "tools",
+    "ToolOutput": "tools",
+    "current_call": "tools",
+    "normalize_input_schema": "tools",
+    "CallWarning": "types",
+    "DiscardPart": "types",
+    "ErrorPart": "types",
+    "FinishPart": "types",
+    "FinishReason": "types",
+    "GenerateResult": "types",
+    "Mode": "types",
+    "ReasoningDeltaPart": "types",
+    "ReasoningEndPart": "types",
+    "ReasoningStartPart": "types",
+    "StreamPart": "types",
+    "StreamStartPart": "types",
+    "TextDeltaPart": "types",
+    "TextEndPart": "types",
+    "TextStartPart": "types",
+    "ToolCallPart": "types",
+    "ToolCallRecord": "types",
+    "ToolInputDeltaPart": "types",
+    "ToolInputEndPart": "types",
+    "ToolInputStartPart": "types",
+    "ToolResultPart": "types",
+    "Usage": "types",
+}
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'sf_provider' has no attribute {name!r}")
+    import importlib
+
+    value = getattr(importlib.import_module(f".{module}", __name__), name)
+    globals()[name] = value  # later lookups skip this function
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(__all__)
+
 
 __version__ = "0.1.0"
 
@@ -160,8 +263,6 @@ __all__ = [
     "group_env_var",
     "normalize_input_schema",
 ]
-
-import logging as _logging
 
 # A library logs; the application decides where records go.
 _logging.getLogger("sf_provider").addHandler(_logging.NullHandler())

@@ -11,6 +11,8 @@ import json
 import subprocess
 import sys
 
+import pytest
+
 _PROBE = """
 import json, sys
 import claude_agent_sdk
@@ -75,3 +77,30 @@ def test_import_loads_no_third_party_module_beyond_the_sdk_and_no_optional_part(
 def test_public_models_build_their_validators_on_first_use() -> None:
     # defer_build: building ~25 pydantic validators at import was most of its cost.
     assert _probe()["built"] == []
+
+
+_HEAVY = ("claude_agent_sdk", "mcp", "litellm", "starlette", "uvicorn", "pydantic_ai")
+
+
+@pytest.mark.parametrize(
+    ("argv", "code"),
+    [(["--help"], 0), (["gateway", "--help"], 0), (["check", "--bogus"], 2), ([], 2)],
+    ids=["help", "gateway-help", "bad-option", "no-command"],
+)
+def test_the_command_answers_help_and_argument_errors_without_importing_the_sdk(
+    argv: list[str], code: int
+) -> None:
+    probe = (
+        "import sys\n"
+        "from sf_provider.cli import main\n"
+        "try:\n"
+        f"    main({argv!r})\n"
+        "except SystemExit as exc:\n"
+        "    print('EXIT', exc.code)\n"
+        f"print('LOADED', sorted(m for m in sys.modules if m.split('.')[0] in {_HEAVY!r}))\n"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", probe], capture_output=True, text=True, check=True, timeout=120
+    ).stdout
+    assert f"EXIT {code}" in out
+    assert "LOADED []" in out
