@@ -50,7 +50,7 @@ test-newest-sdk:
 lint: $(STAMP)
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
-	$(BIN)/mypy --strict sf_provider
+	$(BIN)/mypy --strict sf_provider _sf_provider_pytest.py
 
 format: $(STAMP)
 	$(BIN)/ruff format .

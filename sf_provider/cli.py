@@ -1,4 +1,4 @@
-"""The `sf-provider` command: `demo`, `check`, `serve`, `gateway` and `schemas`."""
+"""The `sf-provider` command: `demo`, `check`, `serve`, `gateway`, `scenarios` and `schemas`."""
 
 from __future__ import annotations
 
@@ -134,6 +134,12 @@ def _check(args: argparse.Namespace) -> int:
     return run_check(args)
 
 
+def _scenarios(args: argparse.Namespace) -> int:
+    from ._scenarios_cli import run_record, run_scenarios
+
+    return run_scenarios(args) if args.action == "run" else run_record(args)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the `sf-provider` console script."""
     parser = argparse.ArgumentParser(prog="sf-provider", description=__doc__)
@@ -189,6 +195,24 @@ def main(argv: Sequence[str] | None = None) -> int:
         "real CLI against the embedded scripted API",
     )
     check.set_defaults(run=_check)
+    scenarios = commands.add_parser("scenarios", help="run or record scenario files")
+    actions = scenarios.add_subparsers(dest="action", required=True)
+    run = actions.add_parser("run", help="run scenario files offline, with a report for CI")
+    run.add_argument("paths", nargs="+", metavar="PATH", help="scenario files or directories")
+    run.add_argument("--tools", metavar="MODULE:ATTR", help="the app's tools the scenarios name")
+    run.add_argument("--junit-xml", metavar="FILE", help="also write a JUnit XML report")
+    record = actions.add_parser("record", help="record a real session as a scenario file")
+    where = record.add_mutually_exclusive_group(required=True)
+    where.add_argument("--live", action="store_true", help="the real API, your own credentials")
+    where.add_argument("--upstream", metavar="URL", help="another Messages API to record from")
+    record.add_argument("--prompt", required=True, help="the user message")
+    record.add_argument("--out", required=True, metavar="FILE", help="the scenario file to write")
+    record.add_argument("--tools", metavar="MODULE:ATTR", help="the tools to offer (and run)")
+    record.add_argument("--name", help="the scenario name (default: the file name)")
+    record.add_argument("--model", help="the model to ask")
+    record.add_argument("--max-turns", type=int, help="model turns allowed")
+    record.add_argument("--force", action="store_true", help="replace an existing FILE")
+    scenarios.set_defaults(run=_scenarios)
     args = parser.parse_args(argv)
     if getattr(args, "check_dir", None):
         args.dir, args.check = args.check_dir, True

@@ -5,7 +5,9 @@ answers from a script instead of a model. Point the provider's CLI at it with
 `ScriptedMessagesAPI.settings()` and the whole real path runs: the bundled Claude Code CLI, the
 per-query MCP bridge and your executors, with no network and no credentials.
 
-Example::
+In pytest, installing sf-provider is enough: the `scripted_api` fixture is a started server with
+an empty script, and an `async def` test that uses it runs without any marker or plugin
+(`docs/testing.md`)::
 
     from sf_provider import ClaudeAgentProvider, FunctionTool
     from sf_provider.testing import ScriptedMessagesAPI, reply, text, tool_use
@@ -14,13 +16,15 @@ Example::
         "Add two integers."
         return a + b
 
-    async def test_agent_adds() -> None:
-        script = [reply(tool_use("add", {"a": 2, "b": 3})), reply(text("5"))]
-        async with ScriptedMessagesAPI(script) as api:
-            provider = ClaudeAgentProvider(api.settings())
-            result = await provider.generate("2+3?", tools=[FunctionTool.from_function(add)])
+    async def test_agent_adds(scripted_api: ScriptedMessagesAPI) -> None:
+        scripted_api.add(reply(tool_use("add", {"a": 2, "b": 3})), reply(text("5")))
+        provider = ClaudeAgentProvider(scripted_api.settings())
+        result = await provider.generate("2+3?", tools=[FunctionTool.from_function(add)])
         assert result.text == "5"
-        assert api.requests[1].tool_results()[0]["content"][0]["text"] == "5"
+        assert scripted_api.requests[1].results()[0].text == "5"
+
+Outside pytest, `async with ScriptedMessagesAPI(script) as api:` serves on the running event
+loop, and `with ScriptedMessagesAPI(script) as api:` on a thread of its own (for sync code).
 
 Tool names in scripted `tool_use` blocks may be the application's names (`add`): the server
 resolves them against the tools of the request it is answering (`mcp__<bridge>__add`).
@@ -38,6 +42,7 @@ import inspect
 import itertools
 import json
 import math
+import threading
 import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -57,6 +62,7 @@ __all__ = [
     "ScriptExhaustedError",
     "ScriptItem",
     "ScriptedMessagesAPI",
+    "SentToolResult",
     "fault",
     "http_error",
     "offline_env",
@@ -298,8 +304,22 @@ class RecordedRequest:
         return found
 
     def tool_results(self) -> list[dict[str, Any]]:
-        """Every `tool_result` block in this request's messages."""
+        """Every `tool_result` block in this request's messages, raw, as the CLI sent it: its
+        `content` is a list of blocks or a plain string, and `is_error` may be absent. For one
+        shape whatever was sent, use `results()`."""
         return self.blocks("tool_result")
+
+    def results(self) -> list[SentToolResult]:
+        """Every tool result the model was sent in this request, in order, in one shape
+        (`SentToolResult`) whatever the CLI sent: a success or an error, a result of this
+        query's tools or one replayed from history.
+
+        Example::
+
+            [sent] = api.requests[1].results()
+            assert (sent.text, sent.is_error) == ('{"city": "Paris", "celsius": 21}', False)
+        """
+        return [SentToolResult.from_block(block) for block in self.tool_results()]
 
     def tool_uses(self) -> list[dict[str, Any]]:
         """Every `tool_use` block in this request's (assistant) messages."""
@@ -309,6 +329,45 @@ class RecordedRequest:
         """The text of every `tool_result` block, in order, whatever its shape (a string, as
         for errors, or a list of text blocks, as for successes)."""
         return [result_text(block) for block in self.tool_results()]
+
+
+@dataclass(frozen=True)
+class SentToolResult:
+    """One tool result as the model received it, in one shape whatever the CLI sent.
+
+    The CLI sends a `tool_result` block's `content` as a list of blocks (a success of a tool of
+    this query) or as a plain string (an error, or a result replayed from history), and leaves
+    `is_error` out when false. Here `text` is always the text, `content` always a list of
+    blocks and `is_error` always a bool. `as_dict()` gives `{"tool_use_id", "is_error",
+    "text"}`, handy to compare with a literal.
+    """
+
+    tool_use_id: str
+    is_error: bool
+    text: str
+    #: The content as blocks (a string content becomes one text block).
+    content: list[dict[str, Any]] = field(default_factory=list, compare=False)
+
+    @classmethod
+    def from_block(cls, block: Mapping[str, Any]) -> SentToolResult:
+        """The uniform shape of one raw `tool_result` block."""
+        content = block.get("content")
+        if content is None:
+            blocks: list[dict[str, Any]] = []
+        elif isinstance(content, str):
+            blocks = [{"type": "text", "text": content}]
+        else:
+            blocks = [dict(b) for b in content if isinstance(b, Mapping)]
+        return cls(
+            tool_use_id=str(block.get("tool_use_id", "")),
+            is_error=bool(block.get("is_error")),
+            text=result_text(block),
+            content=blocks,
+        )
+
+    def as_dict(self) -> dict[str, Any]:
+        """`{"tool_use_id": ..., "is_error": ..., "text": ...}`."""
+        return {"tool_use_id": self.tool_use_id, "is_error": self.is_error, "text": self.text}
 
 
 def result_text(block: Mapping[str, Any]) -> str:
@@ -340,8 +399,12 @@ class ScriptedMessagesAPI:
     one. Every request is recorded in `.requests` (other paths get a 404 and are recorded too).
     When a list script runs out, the server answers HTTP 500 and notes it in `.errors`.
 
-    Use it as an async context manager; `.base_url` is set while it runs. Leaving it closes every
-    connection and ends answers still being made (a `hang` fault, a slow function script) at once.
+    Use it as an async context manager (`async with`: served on the running event loop) or as
+    a plain one (`with`: served on an event loop in a thread of its own, for sync code and for
+    tests that run on any event loop; a function script then runs on that thread too);
+    `.base_url` is set while it runs. Leaving it closes
+    every connection and ends answers still being made (a `hang` fault, a slow function
+    script) at once. `add()` appends replies to a list script, also while it runs.
     """
 
     def __init__(self, script: Sequence[ScriptItem | Mapping[str, Any]] | Responder) -> None:
@@ -353,7 +416,18 @@ class ScriptedMessagesAPI:
         self._server: asyncio.Server | None = None
         self._handlers: set[asyncio.Task[None]] = set()
         self._ids = itertools.count(1)
+        self._thread: threading.Thread | None = None
+        self._thread_stop: Callable[[], object] | None = None
         self.base_url = ""
+
+    def add(self, *items: ScriptItem | Mapping[str, Any]) -> ScriptedMessagesAPI:
+        """Append script items (replies, HTTP errors, faults), answered after those already
+        there; returns the server, so calls chain. Works before and while the server runs."""
+        script = self._state.script
+        if callable(script):
+            raise TypeError("add() extends a list script; this server answers with a function")
+        script.extend(_coerce_item(item) for item in items)
+        return self
 
     @property
     def requests(self) -> list[RecordedRequest]:
@@ -380,7 +454,8 @@ class ScriptedMessagesAPI:
         """`ProviderSettings` whose CLI talks to this server, offline (see `offline_env`)."""
         if not self.base_url:
             raise RuntimeError(
-                "ScriptedMessagesAPI.settings() needs the server running (async with)"
+                "ScriptedMessagesAPI.settings() needs the server running "
+                "(`async with ScriptedMessagesAPI(...)` or `with ...`)"
             )
         env = offline_env(self.base_url, max_retries=int(overrides.get("max_retries", 0)))
         env.update(overrides.pop("env", {}) or {})
@@ -409,6 +484,52 @@ class ScriptedMessagesAPI:
             with contextlib.suppress(Exception):
                 await asyncio.wait_for(self._server.wait_closed(), 2)
             self._server = None
+
+    def __enter__(self) -> ScriptedMessagesAPI:
+        if self._thread is not None or self._server is not None:
+            raise RuntimeError("this ScriptedMessagesAPI is already running")
+        started = threading.Event()
+        failure: list[BaseException] = []
+
+        async def serve() -> None:
+            stop = asyncio.Event()
+            loop = asyncio.get_running_loop()
+            try:
+                await self.__aenter__()
+            except BaseException as exc:
+                failure.append(exc)
+                started.set()
+                return
+            self._thread_stop = lambda: loop.call_soon_threadsafe(stop.set)
+            started.set()
+            try:
+                await stop.wait()
+            finally:
+                await self.__aexit__(None, None, None)
+
+        self._thread = threading.Thread(
+            target=asyncio.run, args=(serve(),), name="scripted-messages-api", daemon=True
+        )
+        self._thread.start()
+        started.wait()
+        if failure:
+            self._thread.join()
+            self._thread = None
+            raise failure[0]
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        thread, stop = self._thread, self._thread_stop
+        self._thread = self._thread_stop = None
+        if stop is not None:
+            stop()
+        if thread is not None:
+            thread.join()
 
     # -- HTTP plumbing
 

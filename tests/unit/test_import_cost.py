@@ -47,6 +47,9 @@ _OPTIONAL = (
     "sf_provider._anthropic_format",
     "sf_provider._error_status",
     "sf_provider._sync",
+    "sf_provider._pytest_support",
+    "sf_provider._recording",
+    "sf_provider._scenarios_cli",
 )
 
 

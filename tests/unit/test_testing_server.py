@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import threading
 import time
 from itertools import groupby
 from typing import Any
@@ -18,6 +19,7 @@ from sf_provider.testing import (
     RecordedRequest,
     Reply,
     ScriptedMessagesAPI,
+    SentToolResult,
     fault,
     http_error,
     reply,
@@ -629,3 +631,148 @@ async def test_settings_max_retries_override_reaches_the_cli() -> None:
         settings = api.settings(max_retries=3)
 
     assert settings.env["CLAUDE_CODE_MAX_RETRIES"] == "3"
+
+
+# -- one shape for every tool result
+
+
+@pytest.mark.parametrize(
+    ("block", "expected"),
+    [
+        (  # a success of this query's tools: a list of text blocks, no is_error
+            {
+                "type": "tool_result",
+                "tool_use_id": "t1",
+                "content": [{"type": "text", "text": "5"}],
+            },
+            SentToolResult("t1", False, "5", [{"type": "text", "text": "5"}]),
+        ),
+        (  # an error: a plain string
+            {"type": "tool_result", "tool_use_id": "t2", "content": "boom", "is_error": True},
+            SentToolResult("t2", True, "boom", [{"type": "text", "text": "boom"}]),
+        ),
+        (  # replayed from history: a plain string, is_error false
+            {"type": "tool_result", "tool_use_id": "t3", "content": "5", "is_error": False},
+            SentToolResult("t3", False, "5", [{"type": "text", "text": "5"}]),
+        ),
+        (  # several blocks, one of them not text; no content at all
+            {
+                "type": "tool_result",
+                "tool_use_id": "t4",
+                "content": [
+                    {"type": "text", "text": "a"},
+                    {"type": "image", "source": {}},
+                    {"type": "text", "text": "b"},
+                ],
+            },
+            SentToolResult("t4", False, "ab", []),
+        ),
+        ({"type": "tool_result", "tool_use_id": "t5"}, SentToolResult("t5", False, "", [])),
+    ],
+)
+def test_every_tool_result_reads_in_one_shape(
+    block: dict[str, Any], expected: SentToolResult
+) -> None:
+    sent = SentToolResult.from_block(block)
+
+    assert sent == expected  # content is not compared: checked below
+    assert all(isinstance(b, dict) for b in sent.content)
+    assert sent.as_dict() == {
+        "tool_use_id": expected.tool_use_id,
+        "is_error": expected.is_error,
+        "text": expected.text,
+    }
+
+
+def test_string_content_becomes_one_text_block() -> None:
+    sent = SentToolResult.from_block({"tool_use_id": "t", "content": "boom", "is_error": True})
+
+    assert sent.content == [{"type": "text", "text": "boom"}]
+
+
+async def test_results_of_a_request_are_in_one_shape_and_in_order() -> None:
+    mixed = [
+        *FOLLOW_UP[:2],
+        {
+            "role": "user",
+            "content": [
+                {"type": "tool_result", "tool_use_id": "toolu_1", "content": "no", "is_error": True}
+            ],
+        },
+    ]
+    async with ScriptedMessagesAPI([reply(text("a")), reply(text("b"))]) as api:
+        await post(api, body(messages=FOLLOW_UP))
+        await post(api, body(messages=mixed))
+
+    assert [r.as_dict() for r in api.requests[0].results()] == [
+        {"tool_use_id": "toolu_1", "is_error": False, "text": "5"}
+    ]
+    assert [r.as_dict() for r in api.requests[1].results()] == [
+        {"tool_use_id": "toolu_1", "is_error": True, "text": "no"}
+    ]
+    assert api.requests[1].tool_result_texts() == ["no"]
+
+
+# -- add(): a script built step by step
+
+
+async def test_add_appends_items_answered_in_order_and_chains() -> None:
+    api = ScriptedMessagesAPI([reply(text("first"))])
+    assert api.add(reply(text("second"))).add({"content": [text("third")]}) is api
+    async with api:
+        api.add(http_error(529))  # while it runs, too
+        answers = [await post(api, body()) for _ in range(4)]
+
+    assert [r.json()["content"][0]["text"] for r in answers[:3]] == ["first", "second", "third"]
+    assert answers[3].status_code == 529
+    assert api.remaining == 0
+
+
+def test_add_to_a_function_script_is_refused() -> None:
+    api = ScriptedMessagesAPI(lambda request: reply(text("x")))
+
+    with pytest.raises(TypeError, match="function"):
+        api.add(reply(text("y")))
+
+
+# -- served on a thread of its own (`with`)
+
+
+def test_a_plain_with_serves_from_a_thread_for_sync_code() -> None:
+    with ScriptedMessagesAPI([reply(text("from a thread"))]) as api:
+        settings = api.settings()
+        response = httpx.post(f"{api.base_url}/v1/messages", json=body(), timeout=5)
+
+    assert response.json()["content"] == [{"type": "text", "text": "from a thread"}]
+    assert settings.env["ANTHROPIC_BASE_URL"] == api.base_url
+    assert len(api.requests) == 1
+    with pytest.raises(httpx.ConnectError):  # stopped on leaving
+        httpx.post(f"{api.base_url}/v1/messages", json=body(), timeout=5)
+
+
+def test_leaving_a_plain_with_ends_a_hang_at_once() -> None:
+    failures: list[httpx.HTTPError] = []
+
+    def ask(url: str) -> None:
+        try:
+            httpx.post(f"{url}/v1/messages", json=body(), timeout=60)
+        except httpx.HTTPError as exc:
+            failures.append(exc)
+
+    with ScriptedMessagesAPI([fault("hang")]) as api:
+        thread = threading.Thread(target=ask, args=(api.base_url,), daemon=True)
+        thread.start()
+        for _ in range(3000):  # until the hang is under way (a bound, not a speed claim)
+            if api.requests:
+                break
+            time.sleep(0.01)
+    thread.join(timeout=30)
+
+    assert not thread.is_alive()
+    assert len(failures) == 1  # closed, never answered
+
+
+async def test_a_server_already_running_cannot_be_entered_again() -> None:
+    async with ScriptedMessagesAPI([]) as api:
+        with pytest.raises(RuntimeError, match="already running"):
+            api.__enter__()

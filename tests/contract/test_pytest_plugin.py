@@ -1,0 +1,279 @@
+"""The pytest plugin, seen from an application: plain `pytest` in a fresh project (a
+subprocess, no conftest, no marker, an isolated home) with sf-provider installed."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from fresh_project import isolated_env, run_pytest, write_project
+
+pytestmark = pytest.mark.cli
+
+WEATHER_TOOLS = '''
+from sf_provider import FunctionTool
+
+
+def get_weather(city: str) -> dict[str, object]:
+    """Current weather for a city."""
+    return {"city": city, "celsius": 21}
+
+
+tools = [FunctionTool.from_function(get_weather)]
+'''
+
+APP_TEST = """
+from sf_provider import ClaudeAgentProvider
+from sf_provider.testing import ScriptedMessagesAPI, reply, text, tool_use
+from weather_tools import tools
+
+
+async def test_agent_reports_the_weather{suffix}(scripted_api: ScriptedMessagesAPI) -> None:
+    scripted_api.add(
+        reply(tool_use("get_weather", {{"city": "Paris"}})),
+        reply(text("21 °C in Paris.")),
+    )
+    provider = ClaudeAgentProvider(scripted_api.settings())
+
+    result = await provider.generate("Weather in Paris?", tools=tools)
+
+    assert result.text == {expected!r}
+    assert result.tool_calls[0].input == {{"city": "Paris"}}
+    assert scripted_api.requests[1].results()[0].text == '{{"city": "Paris", "celsius": 21}}'
+"""
+
+
+def test_an_app_test_passes_under_plain_pytest_and_a_wrong_assertion_fails(
+    tmp_path: Path,
+) -> None:
+    project = write_project(
+        tmp_path / "app",
+        {
+            "weather_tools.py": WEATHER_TOOLS,
+            "test_agent.py": APP_TEST.format(suffix="", expected="21 °C in Paris."),
+            "test_agent_wrong.py": APP_TEST.format(suffix="_wrongly", expected="22 °C in Paris."),
+        },
+    )
+
+    run = run_pytest(project)
+
+    assert run.outcomes == {
+        "test_agent_reports_the_weather": "passed",
+        "test_agent_reports_the_weather_wrongly": "failed",
+    }, run.output
+    assert run.returncode == 1
+    assert "AssertionError: assert '21 °C in Paris.' == '22 °C in Paris.'" in run.output
+
+
+PLAIN_TESTS = """
+import sys
+
+import pytest
+
+
+@pytest.fixture
+def number() -> int:
+    return 3
+
+
+def test_sync_passes(number: int) -> None:
+    assert number == 3
+
+
+def test_sync_fails() -> None:
+    assert 1 == 2
+
+
+async def test_async_without_a_plugin() -> None:
+    pass
+
+
+def test_the_plugin_imported_nothing_of_sf_provider() -> None:
+    assert not [m for m in sys.modules if m.startswith("sf_provider")]
+"""
+
+
+def _summary(output: str) -> str:
+    """The last line, without its timing."""
+    return output.strip().splitlines()[-1].split(" in ")[0]
+
+
+def test_a_project_that_does_not_use_the_fixture_is_left_as_it_was(tmp_path: Path) -> None:
+    project = write_project(tmp_path / "plain", {"test_plain.py": PLAIN_TESTS})
+
+    with_plugin = run_pytest(project)
+    without = run_pytest(project, "-p", "no:sf_provider")
+
+    assert (
+        with_plugin.outcomes
+        == without.outcomes
+        == {
+            "test_sync_passes": "passed",
+            "test_sync_fails": "failed",
+            "test_async_without_a_plugin": "failed",
+            "test_the_plugin_imported_nothing_of_sf_provider": "passed",
+        }
+    ), with_plugin.output
+    assert "async def functions are not natively supported" in with_plugin.output
+    assert _summary(with_plugin.output) == _summary(without.output)
+    assert with_plugin.returncode == without.returncode == 1
+
+
+LEAKS = """
+import tempfile
+
+import pytest
+from sf_provider import ClaudeAgentProvider
+from sf_provider.testing import reply, text
+
+pytestmark = pytest.mark.anyio
+
+
+# An event loop that outlives each test: anyio keeps its runner for the module while a
+# module-scoped async fixture lives.
+@pytest.fixture(scope="module")
+def anyio_backend() -> str:
+    return "asyncio"
+
+
+@pytest.fixture(scope="module")
+async def shared() -> object:
+    yield object()
+
+
+KEPT = []
+
+
+async def test_keeps_a_provider_open(scripted_api, shared) -> None:
+    scripted_api.add(reply(text("hi")))
+    KEPT.append(ClaudeAgentProvider(scripted_api.settings()))
+    assert (await KEPT[-1].generate("hi")).text == "hi"
+
+
+async def test_drops_its_provider(scripted_api, shared) -> None:
+    scripted_api.add(reply(text("hi")))
+    provider = ClaudeAgentProvider(scripted_api.settings())
+    assert (await provider.generate("hi")).text == "hi"
+
+
+async def test_closes_its_provider(scripted_api, shared) -> None:
+    scripted_api.add(reply(text("hi")))
+    async with ClaudeAgentProvider(scripted_api.settings()) as provider:
+        assert (await provider.generate("hi")).text == "hi"
+
+
+async def test_fails_and_keeps_a_provider_open(scripted_api, shared) -> None:
+    scripted_api.add(reply(text("hi")))
+    KEPT.append(ClaudeAgentProvider(scripted_api.settings()))
+    assert (await KEPT[-1].generate("hi")).text == "bye"
+
+
+def test_leaves_a_query_dir_behind(scripted_api) -> None:
+    tempfile.mkdtemp(prefix="sf-provider-")
+"""
+
+
+def test_what_a_test_leaves_running_fails_it_with_a_message_naming_it(tmp_path: Path) -> None:
+    project = write_project(tmp_path / "leaky", {"test_leaks.py": LEAKS})
+
+    run = run_pytest(project)
+
+    assert run.outcomes == {
+        "test_keeps_a_provider_open": "error",
+        "test_drops_its_provider": "passed",
+        "test_closes_its_provider": "passed",
+        "test_fails_and_keeps_a_provider_open": "failed",
+        "test_leaves_a_query_dir_behind": "error",
+    }, run.output
+    assert "ERROR at teardown of test_keeps_a_provider_open" in run.output
+    assert "this test left 1 Claude Code CLI process(es) running (now stopped)" in run.output
+    assert "_bundled/claude" in run.output  # the process, named by pid and command line
+    assert "`async with ClaudeAgentProvider(...) as provider:`" in run.output
+    assert "ERROR at teardown of test_leaves_a_query_dir_behind" in run.output
+    assert "this test left 1 per-query temp dir(s) behind" in run.output
+    # A failed test is not failed again for what it left: it is only cleaned up.
+    assert "ERROR at teardown of test_fails_and_keeps_a_provider_open" not in run.output
+
+
+ANY_RUNNER = """
+import asyncio
+import os
+
+import pytest
+from sf_provider import ClaudeAgentProvider, ProviderSettings
+from sf_provider.testing import reply, text
+
+
+async def ask(settings: ProviderSettings) -> str:
+    async with ClaudeAgentProvider(settings) as provider:
+        return (await provider.generate("hi")).text
+
+
+def test_a_sync_test_can_use_it(scripted_api) -> None:
+    scripted_api.add(reply(text("from a sync test")))
+    assert asyncio.run(ask(scripted_api.settings())) == "from a sync test"
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("anyio_backend", ["asyncio"])
+async def test_an_anyio_test_can_use_it(scripted_api, anyio_backend) -> None:
+    scripted_api.add(reply(text("from anyio")))
+    assert await ask(scripted_api.settings()) == "from anyio"
+
+
+async def ask_through_a_fixture(provider):
+    return (await provider.generate("hi")).text
+
+
+@pytest.fixture
+def provider(scripted_api):
+    return ClaudeAgentProvider(scripted_api.settings(warm_processes=0))
+
+
+async def test_a_fixture_of_the_app_can_use_it(scripted_api, provider) -> None:
+    scripted_api.add(reply(text("through a fixture")))
+    assert await ask_through_a_fixture(provider) == "through a fixture"
+
+
+async def test_a_provider_with_its_own_settings_reaches_the_script(scripted_api) -> None:
+    scripted_api.add(reply(text("scripted")))
+    # The application's own settings: nothing points them at the scripted API.
+    assert await ask(ProviderSettings(model="claude-x")) == "scripted"
+    [request] = scripted_api.requests
+    assert "real-token" not in str(request.headers)
+    assert os.environ["HOME"] != os.environ["OUTER_HOME"]
+    assert "ANTHROPIC_AUTH_TOKEN" not in os.environ
+
+
+def test_the_environment_is_restored_after_the_test() -> None:
+    assert os.environ["HOME"] == os.environ["OUTER_HOME"]
+    assert os.environ["ANTHROPIC_AUTH_TOKEN"] == "real-token"
+    assert "ANTHROPIC_BASE_URL" not in os.environ
+"""
+
+
+def test_the_fixture_serves_sync_anyio_and_fixture_tests_and_the_apps_own_settings(
+    tmp_path: Path,
+) -> None:
+    project = write_project(tmp_path / "runners", {"test_runners.py": ANY_RUNNER})
+    env = isolated_env(tmp_path / "outside", ANTHROPIC_AUTH_TOKEN="real-token")
+    env["OUTER_HOME"] = env["HOME"]
+
+    run = run_pytest(project, env=env)
+
+    assert run.outcomes == {
+        "test_a_sync_test_can_use_it": "passed",
+        "test_an_anyio_test_can_use_it[asyncio]": "passed",
+        "test_a_fixture_of_the_app_can_use_it": "passed",
+        "test_a_provider_with_its_own_settings_reaches_the_script": "passed",
+        "test_the_environment_is_restored_after_the_test": "passed",
+    }, run.output
+
+
+def test_the_plugin_is_documented_in_the_fixture_list(tmp_path: Path) -> None:
+    project = write_project(tmp_path / "listing", {"test_nothing.py": "def test_x(): pass\n"})
+
+    run = run_pytest(project, "--fixtures")
+
+    assert "scripted_api" in run.output
+    assert "A started scripted Messages API with an empty script" in run.output

@@ -1,0 +1,169 @@
+"""`sf-provider scenarios run` (a report for CI, exit status, JUnit XML) and `scenarios record`
+(recorded offline here: the upstream is a scripted API)."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import xml.etree.ElementTree as ET
+from pathlib import Path
+
+import pytest
+
+from sf_provider.cli import main
+from sf_provider.scenarios import load_scenario
+from sf_provider.testing import ScriptedMessagesAPI, reply, text, tool_use
+
+pytestmark = pytest.mark.cli
+
+CONTRACTS = Path(__file__).parents[2] / "contracts" / "scenarios"
+
+APP_TOOLS = '''
+from sf_provider import FunctionTool
+
+
+def get_weather(city: str) -> dict[str, object]:
+    """Current weather for a city."""
+    return {"city": city, "celsius": 21}
+
+
+tools = [FunctionTool.from_function(get_weather)]
+'''
+
+APP_SCENARIO = {
+    "name": "weather in Paris",
+    "prompt": "Weather in Paris?",
+    "tools": [{"name": "get_weather"}],
+    "replies": [
+        {"content": [{"type": "tool_use", "name": "get_weather", "input": {"city": "Paris"}}]},
+        {"content": [{"type": "text", "text": "21 °C in Paris."}]},
+    ],
+    "expect": {
+        "text": "21 °C in Paris.",
+        "executor_calls": {"get_weather": [{"city": "Paris"}]},
+    },
+}
+
+
+@pytest.fixture
+def app(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A project directory (the working directory) with its tools in `app_tools.py`."""
+    (tmp_path / "app_tools.py").write_text(APP_TOOLS, "utf-8")
+    (tmp_path / "scenarios").mkdir()
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    return tmp_path
+
+
+def write(path: Path, scenario: dict[str, object]) -> Path:
+    path.write_text(json.dumps(scenario), "utf-8")
+    return path
+
+
+def test_run_reports_each_scenario_and_exits_1_when_one_does_not_hold(
+    app: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    shutil.copy(CONTRACTS / "01_one_tool_round_trip.json", app / "scenarios")
+    wrong = json.loads((CONTRACTS / "09_text_only.json").read_text("utf-8"))
+    wrong["expect"]["text"] = "something else"
+    write(app / "scenarios" / "09_wrong.json", wrong)
+
+    code = main(["scenarios", "run", "scenarios", "--junit-xml", "report.xml"])
+
+    out = capsys.readouterr().out
+    assert code == 1
+    lines = out.splitlines()
+    assert lines[0].startswith("PASS  one tool round trip  (scenarios/01_one_tool_round_trip.json")
+    assert lines[1].startswith(f"FAIL  {wrong['name']}  (scenarios/09_wrong.json")
+    assert lines[2].startswith("      - text: expected 'something else', got ")
+    assert lines[-1] == "2 scenario(s): 1 passed, 1 failed"
+    suite = ET.parse(app / "report.xml").getroot()
+    assert (suite.get("tests"), suite.get("failures"), suite.get("errors")) == ("2", "1", "0")
+    cases = {case.get("name"): case for case in suite.iter("testcase")}
+    assert cases["one tool round trip"].find("failure") is None
+    failure = cases[str(wrong["name"])].find("failure")
+    assert failure is not None
+    assert failure.get("message", "").startswith("text: expected 'something else'")
+
+
+def test_run_binds_the_apps_tools_named_by_tools(
+    app: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = write(app / "scenarios" / "paris.json", APP_SCENARIO)
+
+    code = main(["scenarios", "run", str(path), "--tools", "app_tools:tools"])
+
+    out = capsys.readouterr().out
+    assert code == 0, out
+    assert out.splitlines()[-1] == "1 scenario(s): 1 passed, 0 failed"
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["missing"], "missing: no such file or directory"),
+        (["scenarios"], "no scenario file (*.json) in this directory"),
+        (["scenarios/broken.json"], "broken.json: not JSON"),
+        (["scenarios/broken.json", "--tools", "nowhere:tools"], "cannot load --tools"),
+    ],
+)
+def test_run_misused_exits_2_and_says_why(
+    app: Path, capsys: pytest.CaptureFixture[str], args: list[str], message: str
+) -> None:
+    if "broken.json" in args[0]:
+        (app / "scenarios" / "broken.json").write_text("{", "utf-8")
+
+    assert main(["scenarios", "run", *args]) == 2
+    assert message in capsys.readouterr().err
+
+
+def test_record_writes_a_scenario_that_run_replays(
+    app: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-ant-recording")
+    script = [reply(tool_use("get_weather", {"city": "Paris"})), reply(text("21 °C in Paris."))]
+    # A sync test: the command runs its own event loop; the "live" API serves from a thread.
+    with ScriptedMessagesAPI(script) as upstream:
+        code = main(
+            [
+                "scenarios",
+                "record",
+                "--upstream",
+                upstream.base_url,
+                "--tools",
+                "app_tools:tools",
+                "--prompt",
+                "Weather in Paris?",
+                "--out",
+                "scenarios/paris.json",
+            ]
+        )
+    out = capsys.readouterr().out
+    assert code == 0, out
+    assert "recorded 2 model turn(s) (2 replies, 0 errors; 1 tool call(s))" in out
+    assert "sf-provider scenarios run scenarios/paris.json --tools app_tools:tools" in out
+    scenario = load_scenario(app / "scenarios" / "paris.json")
+    assert scenario.name == "paris"
+    assert [t.name for t in scenario.tools] == ["get_weather"]
+    assert [r.headers["x-api-key"] for r in upstream.requests] == ["sk-ant-recording"] * 2
+
+    assert main(["scenarios", "run", "scenarios/paris.json", "--tools", "app_tools:tools"]) == 0
+
+
+def test_record_keeps_an_existing_file_unless_forced(
+    app: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    existing = write(app / "scenarios" / "paris.json", APP_SCENARIO)
+    args = ["scenarios", "record", "--upstream", "http://127.0.0.1:9", "--prompt", "Hi?"]
+
+    assert main([*args, "--out", str(existing)]) == 2
+    assert "exists; pass --force to replace it" in capsys.readouterr().err
+    assert json.loads(existing.read_text("utf-8")) == APP_SCENARIO
+
+
+def test_record_needs_live_or_an_upstream(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as exit_:
+        main(["scenarios", "record", "--prompt", "Hi?", "--out", "x.json"])
+
+    assert exit_.value.code == 2
+    assert "one of the arguments --live --upstream is required" in capsys.readouterr().err
