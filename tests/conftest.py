@@ -41,10 +41,12 @@ def cli_processes() -> list[str]:
 
 
 async def no_cli_left(seconds: float = 10.0) -> None:
-    """Wait until no bundled CLI started by this test process runs, at most `seconds` (a "no
-    hang" bound only, never a speed claim); callers assert `not cli_processes()` after it."""
+    """Wait until no bundled CLI started by this test process runs and no per-query dir is
+    left, at most `seconds` (a "no hang" bound only, never a speed claim): a process is stopped
+    first and its dir removed after it exited. Callers assert `not cli_processes()` (and
+    `not leftover_query_dirs()`) after it."""
     for _ in range(int(seconds * 10)):
-        if not cli_processes():
+        if not cli_processes() and not leftover_query_dirs():
             return
         await anyio.sleep(0.1)
 

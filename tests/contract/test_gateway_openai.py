@@ -283,7 +283,8 @@ async def test_signed_thinking_goes_out_and_comes_back_natively() -> None:
             ],
             tools=[WEATHER_TOOL],
         )
-    assistant = api.requests[-1].messages[1]
+    # The CLI may add its own `role: system` note among the messages: find the turn by role.
+    assistant = next(m for m in api.requests[-1].messages if m["role"] == "assistant")
     assert [b["type"] for b in assistant["content"]] == ["thinking", "tool_use"]
     assert assistant["content"][0]["signature"] == "scripted-signature"
 
