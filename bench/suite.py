@@ -1220,6 +1220,220 @@ def _cmdline(pid: int) -> str:
         return ""
 
 
+# --------------------------------------------------------------------------- 12. tracing
+
+#: The contenders: tracing absent (as without opentelemetry-api), the API with no tracer
+#: provider configured (the default), and the SDK recording into memory.
+TRACING_MODES = ("off", "not configured", "enabled")
+#: The spans one query of overhead.py's scenario must make when tracing is enabled.
+TRACING_SPANS = {"chat", "execute_tool add", "tools/call add"}
+#: The not-configured path's share of a warm query's Python CPU must stay under this.
+TRACING_IDLE_TARGET = 0.005
+TRACING_WORKER = """
+import asyncio, sys
+sys.path.insert(0, {bench!r})
+import suite
+asyncio.run(suite.tracing_worker({mode!r}))
+"""
+
+
+async def tracing_worker(mode: str) -> None:
+    """One contender of section 12, in a process of its own (a tracer provider is global and set
+    once per process): after an untimed query that starts the warm process, each `run` line on
+    stdin is answered with one warm query's figures as a JSON line; any other line ends it."""
+    from sf_provider import _tracing
+
+    exporter = None
+    if mode == "off":  # as if opentelemetry-api were not installed
+        _tracing._looked, _tracing._api = True, None
+    elif mode == "enabled":
+        from opentelemetry import trace
+        from opentelemetry.sdk.trace import TracerProvider
+        from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+        from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+        exporter = InMemorySpanExporter()
+        configured = TracerProvider()
+        configured.add_span_processor(SimpleSpanProcessor(exporter))
+        trace.set_tracer_provider(configured)
+    counter = overhead.Counter()
+    tool = overhead.make_function_tool(counter)
+    async with (
+        ScriptedMessagesAPI(overhead.responder) as api,
+        ClaudeAgentProvider(api.settings(warm_processes=1)) as provider,
+    ):
+
+        async def one() -> dict[str, Any]:
+            before = len(counter.calls)
+            wall, cpu = time.perf_counter(), time.process_time()
+            result = await provider.generate(overhead.PROMPT, tools=[tool])
+            wall, cpu = time.perf_counter() - wall, time.process_time() - cpu
+            spans = sorted(s.name for s in exporter.get_finished_spans()) if exporter else []
+            if exporter is not None:
+                exporter.clear()
+            ok = result.text == overhead.ANSWER and len(counter.calls) - before == 1
+            return {"wall": wall, "cpu": cpu, "ok": ok, "session": result.session_id,
+                    "spans": spans}  # fmt: skip
+
+        print(json.dumps(await one()), flush=True)
+        loop = asyncio.get_running_loop()
+        while (await loop.run_in_executor(None, sys.stdin.readline)).strip() == "run":
+            print(json.dumps(await one()), flush=True)
+        if api.errors:
+            raise BenchError(f"tracing worker {mode}: scripted API: {api.errors}")
+
+
+async def _worker_answer(proc: asyncio.subprocess.Process, mode: str) -> dict[str, Any]:
+    assert proc.stdout is not None
+    while line := await proc.stdout.readline():
+        if line.startswith(b"{"):
+            answer: dict[str, Any] = json.loads(line)
+            return answer
+    raise BenchError(f"tracing bench: the {mode!r} worker ended (exit code {await proc.wait()})")
+
+
+def tracing_idle_cost(rounds: int) -> dict[str, float]:
+    """Microseconds the tracing calls of one query take with no tracer provider configured
+    (this process configures none): start, finish and end; per CLI message; per tool call."""
+    from sf_provider._tracing import NO_QUERY, start_query, tool_span
+    from sf_provider.gates import CallContext
+    from sf_provider.types import FinishPart
+
+    tool = overhead.make_function_tool(overhead.Counter())
+    settings = ProviderSettings(env=offline_env("http://127.0.0.1:9"))  # never started
+    plan = ClaudeAgentProvider(settings)._prepare("x", [tool], {})
+    finish, collector, context = FinishPart(finish_reason="stop"), ResultCollector(), CallContext()
+    query = start_query(plan)
+    if query is not NO_QUERY:
+        raise BenchError("tracing bench: this process has a tracer provider configured")
+    figures: dict[str, float] = {}
+    started = time.perf_counter()
+    for _ in range(rounds):
+        query = start_query(plan)
+        query.served_by("warm")
+        query.finish(finish, collector)
+        query.end()
+    figures["query"] = (time.perf_counter() - started) / rounds * 1e6
+    started = time.perf_counter()
+    for _ in range(rounds):
+        with query.current():
+            pass
+    figures["message"] = (time.perf_counter() - started) / rounds * 1e6
+    started = time.perf_counter()
+    for _ in range(rounds):
+        with tool_span(tool, context, overhead.ARGS) as span:
+            span.failed("timeout", "")
+    figures["tool"] = (time.perf_counter() - started) / rounds * 1e6
+    return figures
+
+
+async def cli_messages_per_query() -> int:
+    """How many CLI messages one query of the scenario reads (the query loop takes the span as
+    the current one around each)."""
+    from sf_provider import provider as provider_module
+
+    counter = overhead.Counter()
+    tool = overhead.make_function_tool(counter)
+    deadlines = provider_module._Deadlines
+    original = deadlines.next
+    seen = 0
+
+    async def counting(self: Any, messages: Any) -> Any:
+        nonlocal seen
+        seen += 1
+        return await original(self, messages)
+
+    deadlines.next = counting  # type: ignore[method-assign]
+    try:
+        async with ScriptedMessagesAPI(overhead.responder) as api:
+            provider = ClaudeAgentProvider(api.settings(warm_processes=0))
+            await provider.generate(overhead.PROMPT, tools=[tool])
+    finally:
+        deadlines.next = original  # type: ignore[method-assign]
+    return seen
+
+
+async def tracing_cost(report: Report, queries: int) -> None:
+    """overhead.py's one-tool query on a warm process, with tracing off, not configured and
+    enabled: one worker process each, alternated query by query."""
+    workers: dict[str, asyncio.subprocess.Process] = {}
+    samples: dict[str, dict[str, list[float]]] = {m: {"wall": [], "cpu": []} for m in TRACING_MODES}
+    spans: list[list[str]] = []
+    try:
+        for mode in TRACING_MODES:
+            workers[mode] = await asyncio.create_subprocess_exec(
+                sys.executable,
+                "-c",
+                TRACING_WORKER.format(bench=str(BENCH_DIR), mode=mode),
+                stdin=asyncio.subprocess.PIPE,
+                stdout=asyncio.subprocess.PIPE,
+            )
+        sessions = {m: (await _worker_answer(w, m))["session"] for m, w in workers.items()}
+        for i in range(queries):
+            shift = i % len(TRACING_MODES)  # each contender goes first in turn
+            for mode in TRACING_MODES[shift:] + TRACING_MODES[:shift]:
+                proc = workers[mode]
+                assert proc.stdin is not None
+                proc.stdin.write(b"run\n")
+                await proc.stdin.drain()
+                answer = await _worker_answer(proc, mode)
+                if not answer["ok"] or answer["session"] != sessions[mode]:
+                    raise BenchError(f"tracing bench ({mode}): wrong answer, or not warm")
+                if mode == "enabled":
+                    if not set(answer["spans"]) >= TRACING_SPANS:
+                        raise BenchError(f"tracing bench: spans of one query {answer['spans']}")
+                    spans.append(answer["spans"])
+                elif answer["spans"]:
+                    raise BenchError(f"tracing bench ({mode}): spans recorded {answer['spans']}")
+                samples[mode]["wall"].append(answer["wall"])
+                samples[mode]["cpu"].append(answer["cpu"])
+    finally:
+        for proc in workers.values():
+            if proc.stdin is not None and proc.returncode is None:
+                proc.stdin.write(b"quit\n")
+                with suppress(ConnectionError):
+                    await proc.stdin.drain()
+        for mode, proc in workers.items():
+            try:
+                code = await asyncio.wait_for(proc.wait(), 30)
+            except TimeoutError:
+                proc.kill()
+                code = await proc.wait()
+            if code != 0:
+                raise BenchError(f"tracing bench: the {mode!r} worker exited with {code}")
+    idle = await asyncio.to_thread(tracing_idle_cost, 100_000)
+    messages = await cli_messages_per_query()
+    section = "12 tracing"
+    for mode in TRACING_MODES:
+        report.dist(section, f"{mode}: warm query, one tool call", ms(samples[mode]["wall"]))
+        report.dist(section, f"{mode}: Python CPU per query", ms(samples[mode]["cpu"]),
+                    note="the worker process: query loop, SDK, bridge, scripted API")  # fmt: skip
+    base = {k: statistics.median(v) for k, v in samples["off"].items()}
+    for mode in TRACING_MODES[1:]:
+        for kind, what in (("wall", "wall"), ("cpu", "Python CPU")):
+            ratio = statistics.median(samples[mode][kind]) / base[kind]
+            report.value(section, f"ratio of medians {mode}/off ({what})", ratio, "x")
+    report.value(section, "spans per query when enabled", statistics.median(map(len, spans)),
+                 "spans", ", ".join(sorted(set(spans[0]))))  # fmt: skip
+    per_query = idle["query"] + messages * idle["message"] + idle["tool"]
+    report.value(
+        section,
+        "not configured: tracing calls per query",
+        per_query,
+        "us",
+        f"start/finish/end {idle['query']:.2f} us + {messages} CLI messages x "
+        f"{idle['message']:.3f} us + one tool call {idle['tool']:.2f} us (100,000 rounds each)",
+    )
+    share = per_query / 1e6 / base["cpu"]
+    report.targets.append(
+        (
+            f"tracing not configured: under {TRACING_IDLE_TARGET:.1%} of a warm query's CPU",
+            share < TRACING_IDLE_TARGET,
+            f"{share:.4%}",
+        )
+    )
+
+
 # --------------------------------------------------------------------------- the run
 
 
@@ -1309,6 +1523,7 @@ async def run_all(
         ("9 agent loop", lambda: agent_loop(report, runs)),
         ("10 long replies", lambda: long_replies(report, max(2, runs // 3))),
         ("11 gateway", lambda: gateway_bench(report, max(2, runs // 3))),
+        ("12 tracing", lambda: tracing_cost(report, 3 * runs)),
     ]
     for name, step in steps:
         if only and name.split()[0] not in only:

@@ -10,6 +10,7 @@ from typing import Any
 from claude_agent_sdk.types import McpSdkServerConfig
 from mcp import types
 from mcp.server import Server
+from mcp.server.context import CallNext, HandlerResult, ServerRequestContext
 
 from ._invoke import DEFAULT_MAX_RESULT_CHARS, invoke_tool
 from .errors import ToolsUnavailableError
@@ -99,7 +100,7 @@ def build_mcp_server(
     """An official low-level MCP server serving `tools` through the one invocation layer.
 
     Used for the per-query SDK bridge and for `sf-provider serve` (stdio) alike. `run_in` gives
-    the context (contextvars) each call runs in; None = the server's own.
+    the context (contextvars) each message is handled in (`_RunIn`); None = the server's own.
     """
     by_name = {tool.name: tool for tool in tools}
     listing = types.ListToolsResult(tools=[_wire_tool(t, max_result_chars) for t in tools])
@@ -124,7 +125,7 @@ def build_mcp_server(
             tool_call_id=call_id if isinstance(call_id, str) else None,
             metadata=meta,
         )
-        call = invoke_tool(
+        output = await invoke_tool(
             tool,
             params.arguments,
             default_timeout=default_timeout,
@@ -132,19 +133,42 @@ def build_mcp_server(
             context=context,
             max_result_chars=max_result_chars,
         )
-        scope = run_in() if run_in else None
-        # A task in the query's own context (asyncio only, like warm processes); cancelling
-        # this wait cancels it.
-        output = await (
-            asyncio.get_running_loop().create_task(call, context=scope.copy()) if scope else call
-        )
         return types.CallToolResult.model_validate(
             {"content": output.content, "isError": output.is_error}
         )
 
-    return Server(
+    server = Server(
         name, version=_package_version(), on_list_tools=on_list_tools, on_call_tool=on_call_tool
     )
+    if run_in is not None:
+        # Outermost, so that the mcp SDK's own OpenTelemetry span runs in that context too.
+        server.middleware.insert(0, _RunIn(run_in))
+    return server
+
+
+class _RunIn:
+    """Server middleware: each message is handled (the mcp SDK's span, the tool call) in the
+    context `run_in` gives, when it gives one: the query's, for the per-query bridge, so the
+    query's tools run as they would in a fresh process started by that query, and their spans
+    nest under its span. Messages arrive in the context of the task that started the CLI, which
+    a warm process keeps from an earlier query."""
+
+    def __init__(self, run_in: Callable[[], contextvars.Context | None]) -> None:
+        self._run_in = run_in
+
+    async def __call__(
+        self, ctx: ServerRequestContext[Any, Any], call_next: CallNext
+    ) -> HandlerResult:
+        scope = self._run_in()
+        if scope is None:
+            return await call_next(ctx)
+
+        async def handle() -> HandlerResult:
+            return await call_next(ctx)
+
+        # A task in the query's own context (asyncio only, like warm processes); cancelling
+        # this wait cancels it.
+        return await asyncio.get_running_loop().create_task(handle(), context=scope.copy())
 
 
 def _package_version() -> str:

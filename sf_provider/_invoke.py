@@ -37,6 +37,7 @@ import anyio.lowlevel
 from pydantic import BaseModel
 from pydantic_core import to_jsonable_python
 
+from ._tracing import ToolTrace, error_type, tool_span
 from .gates import CallContext, Gate, GateDecision, GateRequest
 from .tools import _CURRENT_CALL, FunctionTool, RunningCall, ToolOutput
 
@@ -166,21 +167,42 @@ async def invoke_tool(
     - an exception, `SystemExit` or a timeout becomes an error result naming the tool and the
       cause, logged on the `sf_provider.tools` logger;
     - another `BaseException` that is not a cancellation goes to `INTERRUPTS` (see the module);
-    - a result longer than `max_result_chars` is truncated with an explicit marker.
+    - a result longer than `max_result_chars` is truncated with an explicit marker;
+    - each call is one `execute_tool` span when tracing is configured (`_tracing`), failed with
+      the reason's `error.type` (`gate_denied`, `timeout`, ...) when the call failed.
     """
-    args = dict(arguments or {})
+    context = context or CallContext()
+    with tool_span(tool, context, arguments) as span:
+        output = await _invoke(
+            tool, dict(arguments or {}), span, default_timeout, gate, context, max_result_chars
+        )
+        span.done(output)
+        return output
+
+
+async def _invoke(
+    tool: FunctionTool,
+    args: dict[str, Any],
+    span: ToolTrace,
+    default_timeout: float | None,
+    gate: Gate | None,
+    context: CallContext,
+    max_result_chars: int | None,
+) -> ToolOutput:
     if tool.executor is None:
         message = f"tool {tool.name!r} has no executor in this process; the application runs it"
         logger.warning(message)
+        span.failed("no_executor", message)
         return ToolOutput.from_text(message, is_error=True)
     problems = tool.argument_errors(args)
     if problems:
         message = f"Invalid arguments for tool {tool.name!r}: " + "; ".join(problems)
         logger.warning("%s (arguments: %.500s)", message, json.dumps(args, default=repr))
+        span.failed("invalid_arguments", message)
         return ToolOutput.from_text(message, is_error=True)
-    call = RunningCall(tool, context or CallContext())
+    call = RunningCall(tool, context)
     try:
-        return await _gated_call(call, args, gate, default_timeout, max_result_chars)
+        return await _gated_call(call, args, gate, default_timeout, max_result_chars, span)
     except anyio.get_cancelled_exc_class():
         call.cancelled.set()
         raise
@@ -192,6 +214,7 @@ async def invoke_tool(
         message = f"Tool {tool.name!r} failed: {_describe(exc)}"
         logger.warning(message, exc_info=True)
         handler(exc)
+        span.failed(error_type(exc), message)
         return ToolOutput.from_text(message, is_error=True)
 
 
@@ -201,6 +224,7 @@ async def _gated_call(
     gate: Gate | None,
     default_timeout: float | None,
     max_result_chars: int | None,
+    span: ToolTrace,
 ) -> ToolOutput:
     tool = call.tool
     if gate is not None and tool.mutating:
@@ -208,6 +232,7 @@ async def _gated_call(
         if denial is not None:
             message = f"Tool {tool.name!r} was denied by the safety gate: {denial}"
             logger.warning("%s (transport: %s)", message, call.context.transport)
+            span.failed("gate_denied", message)
             return ToolOutput.from_text(message, is_error=True)
     timeout = tool.timeout if tool.timeout is not None else default_timeout
     try:
@@ -218,16 +243,19 @@ async def _gated_call(
             call.cancelled.set()
             message = f"Tool {tool.name!r} timed out after {timeout:g} s"
             logger.warning(message)
+            span.failed("timeout", message)
             return ToolOutput.from_text(message, is_error=True)
     except Exception as exc:
         message = f"Tool {tool.name!r} failed: {_describe(exc)}"
         logger.warning(message, exc_info=True)
+        span.failed(error_type(exc.exit if isinstance(exc, _ToolExit) else exc), message)
         return ToolOutput.from_text(message, is_error=True)
     try:
         return truncate_output(to_tool_output(value), max_result_chars, tool.name)
     except Exception as exc:  # a value that cannot be encoded is the executor's failure too
         message = f"Tool {tool.name!r} returned a value that cannot be sent: {exc}"
         logger.warning(message)
+        span.failed("invalid_result", message)
         return ToolOutput.from_text(message, is_error=True)
 
 

@@ -28,6 +28,7 @@ from ._history import write_transcript
 from ._mapping import PartMapper, ResultCollector
 from ._messages import Conversation, MessagesInput, convert_messages
 from ._process import CLISession, WarmPool
+from ._tracing import start_query
 from .capabilities import CapabilityReport, check_capabilities, credentials_path
 from .errors import (
     MissingExecutorError,
@@ -495,12 +496,21 @@ class ClaudeAgentProvider:
     # -- the query
 
     async def _run(self, plan: _Plan) -> AsyncGenerator[StreamPart, None]:
-        pool, session = await self._session(plan)
+        # The query's span (a no-op unless tracing is configured): current only around awaits
+        # of the CLI, where its process starts and its tools are called, never across a yield.
+        query = start_query(plan)
+        try:
+            with query.current():
+                pool, session = await self._session(plan)
+        except BaseException as exc:
+            query.end(exc)
+            raise
         # fresh: a new process; warm: a started one, emptied; continued: one that holds this
         # request's history and gets only its new turn.
         process = "fresh"
         if session.started:
             process = "continued" if plan.conversation.history else "warm"
+        query.served_by(process)
         stderr = session.stderr
         clean = False  # a process is kept only after a clean result
         single_turn = plan.mode == "single-turn"
@@ -525,7 +535,8 @@ class ClaudeAgentProvider:
                 async with aclosing(session.messages(prompt, check=check)) as messages:
                     while True:
                         try:
-                            message = await clock.next(messages)
+                            with query.current():
+                                message = await clock.next(messages)
                         except StopAsyncIteration:
                             break
                         if message is None:
@@ -556,6 +567,7 @@ class ClaudeAgentProvider:
                 if failure is None:
                     finish = _finish(mapper, result, process)
                     collector.add(finish)
+                    query.finish(finish, collector)
                     clean = not result.is_error
                     yield finish
                     return
@@ -568,11 +580,16 @@ class ClaudeAgentProvider:
                 if not isinstance(failure, PartialResultError):
                     finish = finish.model_copy(update={"finish_reason": "error"})
                 collector.add(finish)
+                query.finish(finish, collector)
                 yield finish
             if isinstance(failure, PartialResultError):
                 failure.partial = collector.result()
             raise failure
+        except BaseException as exc:  # the query's error, a cancellation, or the app left
+            query.end(exc)
+            raise
         finally:
+            query.end()
             self._models.update(session.models)
             if pool is not None:
                 await pool.give_back(session, reusable=clean)

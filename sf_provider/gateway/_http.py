@@ -27,6 +27,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from .._error_status import ErrorInfo, GatewayError, error_info, invalid_request
 from .._mapping import ResultCollector
+from .._tracing import continue_trace
 from ..errors import ProviderError
 from ..settings import ProviderSettings
 from ..types import ErrorPart, FinishPart, GenerateResult, StreamPart, StreamStartPart
@@ -305,6 +306,8 @@ class QueryResponse(Response):
     input has already raised) and answers in one API style.
 
     - Everything happens in the request's own task: a provider stream is consumed by one task.
+    - A `traceparent` header (W3C Trace Context) makes the query's span part of the caller's
+      trace, when tracing is configured (`sf_provider._tracing`).
     - A client that disconnects stops the query (and its CLI) at once.
     - An error before any content is an ordinary error response with its status (`error`);
       most failures (the API's 401/429/529, a timeout before the first token) are such.
@@ -332,21 +335,23 @@ class QueryResponse(Response):
         self.stream_error = stream_error
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        async with self.parts, anyio.create_task_group() as group:
+        # A caller's `traceparent` header: the query's span continues its trace.
+        with continue_trace(Headers(scope=scope)):
+            async with self.parts, anyio.create_task_group() as group:
 
-            async def watch() -> None:
-                while (await receive())["type"] != "http.disconnect":
-                    pass
-                group.cancel_scope.cancel()  # the client left: stop the query
+                async def watch() -> None:
+                    while (await receive())["type"] != "http.disconnect":
+                        pass
+                    group.cancel_scope.cancel()  # the client left: stop the query
 
-            group.start_soon(watch)
-            try:
-                if self.sse is None:
-                    await self._answer(scope, receive, send)
-                else:
-                    await self._stream(self.sse, scope, receive, send)
-            finally:
-                group.cancel_scope.cancel()
+                group.start_soon(watch)
+                try:
+                    if self.sse is None:
+                        await self._answer(scope, receive, send)
+                    else:
+                        await self._stream(self.sse, scope, receive, send)
+                finally:
+                    group.cancel_scope.cancel()
 
     async def _answer(self, scope: Scope, receive: Receive, send: Send) -> None:
         collector = ResultCollector()

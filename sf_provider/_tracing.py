@@ -1,0 +1,524 @@
+"""OpenTelemetry spans for queries and tool calls, after the GenAI semantic conventions.
+
+Through `opentelemetry-api` only (the `sf-provider[otel]` extra); the application configures the
+SDK and its exporters (OTLP, Logfire, ...). Spans:
+
+- one per query (`start_query`, from `ClaudeAgentProvider._run`, so every front door is traced
+  alike): kind CLIENT, named `chat <model>`, with `gen_ai.operation.name`, `gen_ai.provider.name`,
+  `gen_ai.request.model`, and when the query ends `gen_ai.response.model`,
+  `gen_ai.response.finish_reasons`, `gen_ai.usage.*` (input tokens include cache reads and
+  writes, as the conventions ask) and `sf_provider.*` (mode, cost in USD, session id, turns,
+  API calls, process: fresh, warm or continued). A failed query has status ERROR and
+  `error.type`: the `ProviderError`'s class name (`APIError`, `QueryTimeoutError`, ...), else the
+  exception's qualified name.
+- one per tool invocation (`tool_span`, from `invoke_tool`, so whichever transport ran it):
+  kind INTERNAL, named `execute_tool <tool>`, with `gen_ai.tool.name`, `gen_ai.tool.call.id`,
+  `sf_provider.transport`; status ERROR and `error.type` when the call failed: `gate_denied`,
+  `invalid_arguments`, `timeout`, `no_executor`, `invalid_result`, `tool_error` (an executor's
+  own error result) or the exception's qualified name. Through the bridge it runs in the
+  query's context, under the `mcp` SDK's `tools/call` span, under the query's span.
+- `continue_trace`: the gateway's requests continue an incoming `traceparent`.
+
+Message contents (prompt, system instructions, replies, tool arguments and results) are recorded
+only when the application opts in with the conventions' switch,
+`OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT=true` (or `SPAN_ONLY` / `SPAN_AND_EVENT`).
+
+Cost: `import sf_provider` imports nothing of OpenTelemetry from here; the API is imported when
+the first query or tool call starts, and whether it is there is learnt once. Whether a tracer
+provider is configured is checked per query and per call (an app may configure it late): without
+one, each function here returns a shared no-op object after a global read and an `isinstance`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import AbstractContextManager
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from contextvars import Token
+
+    from opentelemetry.context import Context
+    from opentelemetry.trace import Span, Tracer
+
+    from ._mapping import ResultCollector
+    from .gates import CallContext
+    from .provider import _Plan
+    from .tools import FunctionTool, ToolOutput
+    from .types import FinishPart
+
+__all__ = [
+    "CAPTURE_CONTENT_ENV",
+    "NO_QUERY",
+    "NO_TOOL",
+    "QueryTrace",
+    "ToolTrace",
+    "capture_content",
+    "continue_trace",
+    "start_query",
+    "tool_span",
+]
+
+#: The GenAI conventions' switch for recording message contents; off unless set to one of
+#: `_CAPTURE_ON` (case-insensitive).
+CAPTURE_CONTENT_ENV = "OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT"
+_CAPTURE_ON = frozenset({"true", "1", "span_only", "span_and_event"})
+
+# Attribute names of the GenAI semantic conventions (written out: the constants in
+# `opentelemetry-semantic-conventions` are incubating and deprecated there for a new package).
+OPERATION = "gen_ai.operation.name"
+PROVIDER = "gen_ai.provider.name"
+REQUEST_MODEL = "gen_ai.request.model"
+REQUEST_MAX_TOKENS = "gen_ai.request.max_tokens"
+OUTPUT_TYPE = "gen_ai.output.type"
+RESPONSE_MODEL = "gen_ai.response.model"
+FINISH_REASONS = "gen_ai.response.finish_reasons"
+INPUT_TOKENS = "gen_ai.usage.input_tokens"
+OUTPUT_TOKENS = "gen_ai.usage.output_tokens"
+CACHE_CREATION_TOKENS = "gen_ai.usage.cache_creation.input_tokens"
+CACHE_READ_TOKENS = "gen_ai.usage.cache_read.input_tokens"
+SYSTEM_INSTRUCTIONS = "gen_ai.system_instructions"
+INPUT_MESSAGES = "gen_ai.input.messages"
+OUTPUT_MESSAGES = "gen_ai.output.messages"
+TOOL_NAME = "gen_ai.tool.name"
+TOOL_TYPE = "gen_ai.tool.type"
+TOOL_DESCRIPTION = "gen_ai.tool.description"
+TOOL_CALL_ID = "gen_ai.tool.call.id"
+TOOL_CALL_ARGUMENTS = "gen_ai.tool.call.arguments"
+TOOL_CALL_RESULT = "gen_ai.tool.call.result"
+ERROR_TYPE = "error.type"
+
+#: The context manager of "nothing to attach" (reusable).
+_NOTHING: AbstractContextManager[None] = contextlib.nullcontext()
+
+#: `FinishReason` -> the conventions' finish reasons (the others are spelt alike).
+_FINISH_REASON = {"tool-calls": "tool_call", "content-filter": "content_filter"}
+
+
+# --------------------------------------------------------------------------- the API, lazily
+
+
+class _API:
+    """The parts of `opentelemetry-api` used here, imported on first use."""
+
+    def __init__(self) -> None:
+        from opentelemetry import context, propagate, trace
+
+        self.context = context
+        self.propagate = propagate
+        self.trace = trace
+        #: What `get_tracer_provider()` answers when the application configured none.
+        self.unconfigured = (trace.ProxyTracerProvider, trace.NoOpTracerProvider)
+        self.provider: object = None
+        self.tracer: Tracer | None = None
+
+
+#: Whether the API was looked for, and what was found (None: not installed). The benchmark
+#: sets both to measure the package with tracing absent.
+_looked = False
+_api: _API | None = None
+
+
+def _load() -> _API | None:
+    global _looked, _api
+    if not _looked:
+        _looked = True
+        try:
+            _api = _API()
+        except (ImportError, AttributeError):  # not installed, or too old to use
+            _api = None
+    return _api
+
+
+def _tracer() -> tuple[_API, Tracer] | None:
+    """The API and this package's tracer, or None when no tracer provider is configured."""
+    api = _api if _looked else _load()
+    if api is None:
+        return None
+    provider = api.trace.get_tracer_provider()
+    if isinstance(provider, api.unconfigured):
+        return None
+    tracer = api.tracer
+    if provider is not api.provider or tracer is None:
+        from . import __version__
+
+        tracer = provider.get_tracer("sf_provider", __version__)
+        api.provider, api.tracer = provider, tracer
+    return api, tracer
+
+
+def capture_content() -> bool:
+    """Whether the application opted in to message contents on spans (`CAPTURE_CONTENT_ENV`)."""
+    return os.environ.get(CAPTURE_CONTENT_ENV, "").strip().lower() in _CAPTURE_ON
+
+
+def error_type(exc: BaseException) -> str:
+    """`error.type` for an exception: a `ProviderError`'s class name, else the qualified name."""
+    from .errors import ProviderError
+
+    cls = type(exc)
+    if isinstance(exc, ProviderError) or cls.__module__ == "builtins":
+        return cls.__qualname__
+    return f"{cls.__module__}.{cls.__qualname__}"
+
+
+def _json(value: Any) -> str:
+    return json.dumps(value, ensure_ascii=False, default=repr)
+
+
+# --------------------------------------------------------------------------- the query span
+
+
+class QueryTrace:
+    """What a query tells its span. This base does nothing: the query when tracing is off."""
+
+    __slots__ = ()
+
+    def current(self) -> AbstractContextManager[None]:
+        """The span as the current one, around an `await` (never across a `yield`)."""
+        return _NOTHING
+
+    def served_by(self, process: str) -> None:
+        """Which process serves the query: `fresh`, `warm` or `continued`."""
+
+    def finish(self, finish: FinishPart, collector: ResultCollector) -> None:
+        """The query's finish part (model, usage, cost, ...); `collector` has every part."""
+
+    def end(self, exc: BaseException | None = None) -> None:
+        """End the span (once), failed when `exc` is given."""
+
+
+NO_QUERY = QueryTrace()
+
+
+def start_query(plan: _Plan) -> QueryTrace:
+    """The span of a query about to run `plan`, a child of the current span; `NO_QUERY` when no
+    tracer provider is configured. Named after the model the request asks for (`chat` alone
+    for the CLI's default: the answering model is `gen_ai.response.model`)."""
+    found = _tracer()
+    if found is None:
+        return NO_QUERY
+    api, tracer = found
+    model = plan.model
+    attributes: dict[str, Any] = {
+        OPERATION: "chat",
+        PROVIDER: "anthropic",
+        "sf_provider.mode": plan.mode,
+    }
+    if model:
+        attributes[REQUEST_MODEL] = model
+    if plan.max_tokens is not None:
+        attributes[REQUEST_MAX_TOKENS] = plan.max_tokens
+    if plan.options.output_schema is not None:
+        attributes[OUTPUT_TYPE] = "json"
+    span = tracer.start_span(
+        f"chat {model}" if model else "chat", kind=api.trace.SpanKind.CLIENT, attributes=attributes
+    )
+    capture = span.is_recording() and capture_content()
+    if capture:
+        conversation = plan.conversation
+        if plan.system:
+            span.set_attribute(
+                SYSTEM_INSTRUCTIONS, _json([{"type": "text", "content": s} for s in plan.system])
+            )
+        turns = [*conversation.history, {"role": "user", "content": conversation.prompt}]
+        span.set_attribute(INPUT_MESSAGES, _json(input_messages(turns)))
+    return _QuerySpan(api, span, capture)
+
+
+class _QuerySpan(QueryTrace):
+    __slots__ = ("_api", "_capture", "_context", "_ended", "_finished", "_span")
+
+    def __init__(self, api: _API, span: Span, capture: bool) -> None:
+        self._api = api
+        self._span = span
+        self._context: Context = api.trace.set_span_in_context(span)
+        self._capture = capture
+        self._finished = False
+        self._ended = False
+
+    @contextlib.contextmanager
+    def current(self) -> Iterator[None]:
+        token = self._api.context.attach(self._context)
+        try:
+            yield
+        finally:
+            self._api.context.detach(token)
+
+    def served_by(self, process: str) -> None:
+        self._span.set_attribute("sf_provider.process", process)
+
+    def finish(self, finish: FinishPart, collector: ResultCollector) -> None:
+        self._finished = True
+        span = self._span
+        if not span.is_recording():
+            return
+        span.set_attributes(finish_attributes(finish))
+        if self._capture:
+            result = collector.result()
+            messages = output_messages(result.response_messages, finish.finish_reason)
+            span.set_attribute(OUTPUT_MESSAGES, _json(messages))
+
+    def end(self, exc: BaseException | None = None) -> None:
+        if self._ended:
+            return
+        self._ended = True
+        span = self._span
+        if isinstance(exc, GeneratorExit):
+            # The application left the stream: an error only when it says so (its own span).
+            if not self._finished:
+                span.set_attribute("sf_provider.closed_early", True)
+        elif exc is not None:
+            span.set_attribute(ERROR_TYPE, error_type(exc))
+            span.record_exception(exc)
+            status = self._api.trace.StatusCode.ERROR
+            span.set_status(self._api.trace.Status(status, str(exc) or type(exc).__name__))
+        span.end()
+
+
+def finish_attributes(finish: FinishPart) -> dict[str, Any]:
+    """The span attributes of a query's finish part."""
+    usage = finish.usage
+    attributes: dict[str, Any] = {
+        FINISH_REASONS: [_FINISH_REASON.get(finish.finish_reason, finish.finish_reason)],
+        # The conventions count cache reads and writes as input; the Messages API does not.
+        INPUT_TOKENS: usage.input_tokens
+        + usage.cache_creation_input_tokens
+        + usage.cache_read_input_tokens,
+        OUTPUT_TOKENS: usage.output_tokens,
+        CACHE_CREATION_TOKENS: usage.cache_creation_input_tokens,
+        CACHE_READ_TOKENS: usage.cache_read_input_tokens,
+        "sf_provider.num_turns": finish.num_turns,
+        "sf_provider.api_calls": finish.api_calls,
+    }
+    if finish.cost_usd is not None:
+        attributes["sf_provider.cost_usd"] = finish.cost_usd
+    if finish.session_id:
+        attributes["sf_provider.session_id"] = finish.session_id
+    details = finish.provider_details
+    if isinstance(details.get("process"), str):
+        attributes["sf_provider.process"] = details["process"]
+    model = response_model(details.get("model_usage"))
+    if model:
+        attributes[RESPONSE_MODEL] = model
+    return attributes
+
+
+def response_model(model_usage: Any) -> str | None:
+    """The model that answered, from the CLI's per-model usage: the one that wrote most."""
+    if not isinstance(model_usage, Mapping) or not model_usage:
+        return None
+
+    def written(name: str) -> int:
+        entry = model_usage[name]
+        value = entry.get("outputTokens") if isinstance(entry, Mapping) else None
+        return value if isinstance(value, int) else 0
+
+    return str(max(model_usage, key=written))
+
+
+# --------------------------------------------------------------------------- contents (opt-in)
+
+
+def input_messages(turns: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """Messages API turns (the app's tool names) in the conventions' input-message shape."""
+    messages: list[dict[str, Any]] = []
+    for turn in turns:
+        content = turn.get("content")
+        blocks = [{"type": "text", "text": content}] if isinstance(content, str) else content or []
+        parts, answers = [], []
+        for block in blocks:
+            kind = block.get("type")
+            if kind == "tool_result":
+                answers.append(
+                    {"type": "tool_call_response", "id": block.get("tool_use_id"),
+                     "response": _result_text(block.get("content"))}
+                )  # fmt: skip
+            else:
+                parts.append(_part(block))
+        if answers:  # tool results are the tool's messages in the conventions
+            messages.append({"role": "tool", "parts": answers})
+        if parts:
+            messages.append({"role": turn.get("role", "user"), "parts": parts})
+    return messages
+
+
+def _part(block: Mapping[str, Any]) -> dict[str, Any]:
+    kind = block.get("type")
+    if kind == "text":
+        return {"type": "text", "content": block.get("text", "")}
+    if kind == "thinking":
+        return {"type": "reasoning", "content": block.get("thinking", "")}
+    if kind == "tool_use":
+        return {"type": "tool_call", "id": block.get("id"), "name": block.get("name"),
+                "arguments": block.get("input")}  # fmt: skip
+    if kind == "image":
+        source = block.get("source") or {}
+        return {"type": "image", "mime_type": source.get("media_type")}  # data left out
+    return {"type": str(kind)}
+
+
+def _result_text(content: Any) -> Any:
+    if isinstance(content, list):
+        texts = [b.get("text", "") for b in content if isinstance(b, Mapping)]
+        return "\n".join(str(t) for t in texts)
+    return content
+
+
+def output_messages(response: Sequence[Mapping[str, Any]], reason: str) -> list[dict[str, Any]]:
+    """The model's turns of a reply (`GenerateResult.response_messages`) as the conventions'
+    output messages: a turn that ended in calls the provider ran finished with `tool_call`."""
+    turns = [m for m in response if m.get("role") == "assistant"]
+    messages = []
+    for index, turn in enumerate(turns):
+        parts = []
+        for block in turn.get("content") or []:
+            kind = block.get("type")
+            if kind == "text":
+                parts.append({"type": "text", "content": block.get("text", "")})
+            elif kind == "reasoning":
+                parts.append({"type": "reasoning", "content": block.get("text", "")})
+            elif kind == "tool-call":
+                parts.append(
+                    {"type": "tool_call", "id": block.get("tool_call_id"),
+                     "name": block.get("tool_name"), "arguments": block.get("input")}
+                )  # fmt: skip
+        last = index == len(turns) - 1
+        finish = _FINISH_REASON.get(reason, reason) if last else "tool_call"
+        messages.append({"role": "assistant", "parts": parts, "finish_reason": finish})
+    return messages
+
+
+# --------------------------------------------------------------------------- the tool span
+
+
+class ToolTrace:
+    """What a tool invocation tells its span. This base does nothing (tracing off).
+
+    Used as `with tool_span(...) as span:`; the span is the current one inside, so what the
+    executor traces itself nests under it."""
+
+    __slots__ = ()
+
+    def __enter__(self) -> ToolTrace:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        return None
+
+    def failed(self, kind: str, message: str) -> None:
+        """The call failed (`kind` is its `error.type`); the first failure counts."""
+
+    def done(self, output: ToolOutput) -> None:
+        """The call's result (an error result without a recorded failure is `tool_error`)."""
+
+
+NO_TOOL = ToolTrace()
+
+
+def tool_span(
+    tool: FunctionTool, context: CallContext, arguments: Mapping[str, Any] | None
+) -> ToolTrace:
+    """The span of one invocation of `tool`; `NO_TOOL` when no tracer provider is configured."""
+    found = _tracer()
+    if found is None:
+        return NO_TOOL
+    api, tracer = found
+    return _ToolSpan(api, tracer, tool, context, arguments)
+
+
+class _ToolSpan(ToolTrace):
+    __slots__ = ("_api", "_arguments", "_capture", "_context", "_failed", "_span", "_token",
+                 "_tool", "_tracer")  # fmt: skip
+
+    def __init__(
+        self,
+        api: _API,
+        tracer: Tracer,
+        tool: FunctionTool,
+        context: CallContext,
+        arguments: Mapping[str, Any] | None,
+    ) -> None:
+        self._api = api
+        self._tracer = tracer
+        self._tool = tool
+        self._context = context
+        self._arguments = arguments
+        self._failed = False
+        self._capture = False
+        self._token: Token[Context] | None = None
+
+    def __enter__(self) -> ToolTrace:
+        tool, context = self._tool, self._context
+        attributes: dict[str, Any] = {
+            OPERATION: "execute_tool",
+            TOOL_NAME: tool.name,
+            TOOL_TYPE: "function",
+            "sf_provider.transport": context.transport,
+        }
+        if tool.description:
+            attributes[TOOL_DESCRIPTION] = tool.description
+        if context.tool_call_id:
+            attributes[TOOL_CALL_ID] = context.tool_call_id
+        span = self._tracer.start_span(
+            f"execute_tool {tool.name}",
+            kind=self._api.trace.SpanKind.INTERNAL,
+            attributes=attributes,
+        )
+        self._span = span
+        self._capture = span.is_recording() and capture_content()
+        if self._capture:
+            span.set_attribute(TOOL_CALL_ARGUMENTS, _json(dict(self._arguments or {})))
+        self._token = self._api.context.attach(self._api.trace.set_span_in_context(span))
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        if self._token is not None:
+            self._api.context.detach(self._token)
+        exc = exc_info[1]
+        if isinstance(exc, BaseException):
+            self.failed(error_type(exc), str(exc) or type(exc).__name__)
+        self._span.end()
+
+    def failed(self, kind: str, message: str) -> None:
+        if self._failed:
+            return
+        self._failed = True
+        span = self._span
+        span.set_attribute(ERROR_TYPE, kind)
+        span.set_status(self._api.trace.Status(self._api.trace.StatusCode.ERROR, message))
+
+    def done(self, output: ToolOutput) -> None:
+        if output.is_error:
+            self.failed("tool_error", output.text)
+        if self._capture:
+            self._span.set_attribute(TOOL_CALL_RESULT, output.text)
+
+
+# --------------------------------------------------------------------------- the gateway
+
+
+def continue_trace(headers: Mapping[str, str]) -> AbstractContextManager[None]:
+    """The trace an incoming request carries (its `traceparent`, W3C Trace Context, and whatever
+    else the configured propagators read) as the current context: the query's span becomes its
+    child. Nothing when tracing is off, the request carries none, or a span is already current
+    (an ASGI instrumentation's server span, which continued it already)."""
+    found = _tracer()
+    if found is None or "traceparent" not in headers:
+        return _NOTHING
+    api = found[0]
+    if api.trace.get_current_span().get_span_context().is_valid:
+        return _NOTHING
+    return _attached(api, api.propagate.extract(headers))
+
+
+@contextlib.contextmanager
+def _attached(api: _API, context: Context) -> Iterator[None]:
+    token = api.context.attach(context)
+    try:
+        yield
+    finally:
+        api.context.detach(token)

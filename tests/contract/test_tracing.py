@@ -1,0 +1,393 @@
+"""Tracing (OpenTelemetry GenAI conventions) through the real CLI, recorded by the OpenTelemetry
+SDK's in-memory exporter as an application would configure it: one span per query, one
+`execute_tool` span per tool run inside it, the `mcp` SDK's spans nested under the query, and
+nothing at all without a configured tracer provider."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import textwrap
+from collections.abc import AsyncIterator, Iterator
+from contextlib import asynccontextmanager
+from typing import Any
+
+import anyio
+import httpx
+import pytest
+import uvicorn
+from opentelemetry.sdk.trace import ReadableSpan
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+from opentelemetry.trace import SpanKind, StatusCode
+from tracing_support import ancestors, by_name, parent_of, recording, roots
+
+from sf_provider import (
+    APIError,
+    ClaudeAgentProvider,
+    FunctionTool,
+    GateDecision,
+    GateRequest,
+    ToolRegistry,
+)
+from sf_provider._tracing import CAPTURE_CONTENT_ENV
+from sf_provider.gateway import GatewaySettings, create_app
+from sf_provider.testing import ScriptedMessagesAPI, http_error, reply, text, tool_use
+
+pytestmark = [pytest.mark.anyio, pytest.mark.cli]
+
+MODEL = "claude-sonnet-5-5"
+ADD_SCHEMA = {
+    "type": "object",
+    "properties": {"a": {"type": "integer"}, "b": {"type": "integer"}},
+    "required": ["a", "b"],
+}
+
+
+@pytest.fixture
+def spans() -> Iterator[InMemorySpanExporter]:
+    with recording() as exporter:
+        yield exporter
+
+
+def _adder(calls: list[dict[str, Any]] | None = None) -> FunctionTool:
+    def add(arguments: dict[str, Any]) -> int:
+        if calls is not None:
+            calls.append(arguments)
+        return int(arguments["a"]) + int(arguments["b"])
+
+    return FunctionTool("add", "Add two integers.", ADD_SCHEMA, executor=add)
+
+
+def _round_trip(**usage: int) -> list[Any]:
+    return [
+        reply(text("Adding."), tool_use("add", {"a": 2, "b": 3}), **usage),
+        reply(text("It is 5."), **usage),
+    ]
+
+
+def _query_span(finished: tuple[ReadableSpan, ...]) -> ReadableSpan:
+    (query,) = [s for s in finished if s.name.startswith("chat")]
+    return query
+
+
+async def test_an_executor_query_is_one_span_with_its_tool_call_inside(
+    spans: InMemorySpanExporter,
+) -> None:
+    calls: list[dict[str, Any]] = []
+    script = _round_trip(cache_read_input_tokens=100, cache_creation_input_tokens=7)
+    async with ScriptedMessagesAPI(script) as api:
+        provider = ClaudeAgentProvider(api.settings(model=MODEL, warm_processes=0))
+        result = await provider.generate("2+3?", tools=[_adder(calls)])
+    assert calls == [{"a": 2, "b": 3}] and result.text == "It is 5."
+    finished = spans.get_finished_spans()
+    query = _query_span(finished)
+    assert roots(finished) == [query], "every span of the query is inside it"
+    assert {s.context.trace_id for s in finished} == {query.context.trace_id}
+    assert query.name == f"chat {MODEL}" and query.kind is SpanKind.CLIENT
+    assert query.status.status_code is StatusCode.UNSET
+    attributes = dict(query.attributes or {})
+    usage = result.usage
+    assert attributes == {
+        "gen_ai.operation.name": "chat",
+        "gen_ai.provider.name": "anthropic",
+        "gen_ai.request.model": MODEL,
+        "gen_ai.response.model": MODEL,  # what the scripted API answered with
+        "gen_ai.response.finish_reasons": ("stop",),
+        # Input counts cache reads and writes, as the conventions ask: 2 calls x (25 + 100 + 7).
+        "gen_ai.usage.input_tokens": 264,
+        "gen_ai.usage.output_tokens": usage.output_tokens,
+        "gen_ai.usage.cache_read.input_tokens": 200,
+        "gen_ai.usage.cache_creation.input_tokens": 14,
+        "sf_provider.mode": "executor",
+        "sf_provider.process": "fresh",
+        "sf_provider.cost_usd": result.cost_usd,
+        "sf_provider.session_id": result.session_id,
+        "sf_provider.num_turns": result.num_turns,
+        "sf_provider.api_calls": 2,
+    }
+    assert usage.input_tokens == 50 and usage.cache_read_input_tokens == 200
+    (tool,) = by_name(finished, "execute_tool add")
+    call_id = api.requests[1].tool_results()[0]["tool_use_id"]
+    assert tool.kind is SpanKind.INTERNAL and tool.status.status_code is StatusCode.UNSET
+    assert dict(tool.attributes or {}) == {
+        "gen_ai.operation.name": "execute_tool",
+        "gen_ai.tool.name": "add",
+        "gen_ai.tool.type": "function",
+        "gen_ai.tool.description": "Add two integers.",
+        "gen_ai.tool.call.id": call_id,
+        "sf_provider.transport": "sdk-bridge",
+    }
+    # The mcp SDK's own span of the call wraps the run, inside the query's span.
+    assert ancestors(tool, finished) == ["tools/call add", query.name]
+    assert (query.start_time or 0) <= (tool.start_time or 0) <= (tool.end_time or 0)
+    assert (tool.end_time or 0) <= (query.end_time or 0)
+
+
+async def test_a_warm_process_nests_its_spans_under_the_query_it_serves(
+    spans: InMemorySpanExporter,
+) -> None:
+    """A warm process's bridge was started by the first query; the second query's mcp and tool
+    spans still belong to the second query, not the first."""
+    tool = _adder()
+    async with (
+        ScriptedMessagesAPI([*_round_trip(), *_round_trip()]) as api,
+        ClaudeAgentProvider(api.settings(model=MODEL, warm_processes=1)) as provider,
+    ):
+        first = await provider.generate("2+3?", tools=[tool])
+        second = await provider.generate("2+3 again?", tools=[tool])
+    assert first.session_id == second.session_id, "the second query ran on the warm process"
+    finished = spans.get_finished_spans()
+    queries = [s for s in finished if s.name.startswith("chat")]
+    assert [dict(q.attributes or {})["sf_provider.process"] for q in queries] == ["fresh", "warm"]
+    assert roots(finished) == queries
+    for query in queries:
+        trace = [s for s in finished if s.context.trace_id == query.context.trace_id]
+        (tool_span,) = by_name(trace, "execute_tool add")
+        assert ancestors(tool_span, finished) == ["tools/call add", query.name]
+        assert all(ancestors(s, finished)[-1:] == [query.name] for s in trace if s is not query)
+
+
+async def test_a_failed_query_has_error_status_and_the_provider_error_type(
+    spans: InMemorySpanExporter,
+) -> None:
+    async with ScriptedMessagesAPI([http_error(500)]) as api:
+        provider = ClaudeAgentProvider(api.settings(model=MODEL, warm_processes=0))
+        with pytest.raises(APIError) as raised:
+            await provider.generate("2+3?", tools=[_adder()])
+    query = _query_span(spans.get_finished_spans())
+    assert query.status.status_code is StatusCode.ERROR
+    assert query.status.description == str(raised.value)
+    attributes = dict(query.attributes or {})
+    assert attributes["error.type"] == "APIError"
+    assert attributes["gen_ai.response.finish_reasons"] == ("error",)
+    (event,) = query.events
+    assert event.name == "exception"
+    assert dict(event.attributes or {})["exception.type"].endswith("APIError")
+
+
+async def test_a_call_the_gate_denied_is_an_execute_tool_span_with_error_status(
+    spans: InMemorySpanExporter,
+) -> None:
+    ran: list[dict[str, Any]] = []
+
+    def deny(request: GateRequest) -> GateDecision:
+        return GateDecision.deny(f"{request.tool.name} is off limits")
+
+    def delete(arguments: dict[str, Any]) -> str:
+        ran.append(arguments)
+        return "deleted"
+
+    schema = {"type": "object", "properties": {"path": {"type": "string"}}, "required": ["path"]}
+    registry = ToolRegistry(
+        [FunctionTool("delete_file", "Delete a file.", schema, executor=delete, mutating=True)],
+        gate=deny,
+    )
+    script = [
+        reply(tool_use("delete_file", {"path": "/tmp/x"})),
+        reply(text("It was not allowed.")),
+    ]
+    async with ScriptedMessagesAPI(script) as api:
+        provider = ClaudeAgentProvider(api.settings(warm_processes=0), registry=registry)
+        result = await provider.generate("Delete /tmp/x")
+    assert ran == [] and result.text == "It was not allowed."
+    finished = spans.get_finished_spans()
+    (tool,) = by_name(finished, "execute_tool delete_file")
+    assert tool.status.status_code is StatusCode.ERROR
+    assert tool.status.description == (
+        "Tool 'delete_file' was denied by the safety gate: delete_file is off limits"
+    )
+    assert dict(tool.attributes or {})["error.type"] == "gate_denied"
+    query = _query_span(finished)
+    assert query.status.status_code is StatusCode.UNSET, "the query itself went well"
+    assert ancestors(tool, finished)[-1] == query.name == "chat"  # no model asked: the default
+
+
+async def test_a_failing_executor_is_an_execute_tool_span_with_its_exception_type(
+    spans: InMemorySpanExporter,
+) -> None:
+    def add(arguments: dict[str, Any]) -> int:
+        raise ValueError("no numbers today")
+
+    script = [reply(tool_use("add", {"a": 2, "b": 3})), reply(text("It failed."))]
+    async with ScriptedMessagesAPI(script) as api:
+        provider = ClaudeAgentProvider(api.settings(warm_processes=0))
+        await provider.generate("2+3?", tools=[FunctionTool("add", "", ADD_SCHEMA, executor=add)])
+    (tool,) = by_name(spans.get_finished_spans(), "execute_tool add")
+    assert tool.status.status_code is StatusCode.ERROR
+    assert tool.status.description == "Tool 'add' failed: ValueError: no numbers today"
+    assert dict(tool.attributes or {})["error.type"] == "ValueError"
+
+
+async def test_single_turn_is_one_span_finishing_with_tool_call_and_runs_nothing(
+    spans: InMemorySpanExporter,
+) -> None:
+    tool = FunctionTool("add", "Add two integers.", ADD_SCHEMA)  # no executor: single-turn
+    async with ScriptedMessagesAPI([reply(tool_use("add", {"a": 2, "b": 3}))]) as api:
+        provider = ClaudeAgentProvider(api.settings(model=MODEL, warm_processes=0))
+        result = await provider.generate("2+3?", tools=[tool])
+    assert result.finish_reason == "tool-calls"
+    finished = spans.get_finished_spans()
+    query = _query_span(finished)
+    attributes = dict(query.attributes or {})
+    assert attributes["sf_provider.mode"] == "single-turn"
+    assert attributes["gen_ai.response.finish_reasons"] == ("tool_call",)
+    assert not [s for s in finished if s.name.startswith(("execute_tool", "tools/call"))]
+    assert roots(finished) == [query]
+
+
+async def test_message_contents_are_recorded_only_when_the_app_opts_in(
+    spans: InMemorySpanExporter, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    tool = _adder()
+    contents = {
+        "gen_ai.input.messages",
+        "gen_ai.output.messages",
+        "gen_ai.system_instructions",
+        "gen_ai.tool.call.arguments",
+        "gen_ai.tool.call.result",
+    }
+    async with ScriptedMessagesAPI([*_round_trip(), *_round_trip()]) as api:
+        provider = ClaudeAgentProvider(
+            api.settings(warm_processes=0, system_prompt="You add numbers.")
+        )
+        monkeypatch.delenv(CAPTURE_CONTENT_ENV, raising=False)
+        await provider.generate("What is 2+3?", tools=[tool])
+        without = spans.get_finished_spans()
+        spans.clear()
+        monkeypatch.setenv(CAPTURE_CONTENT_ENV, "true")
+        await provider.generate("What is 2+3?", tools=[tool])
+        with_contents = spans.get_finished_spans()
+    assert not [key for s in without for key in s.attributes or {} if key in contents]
+    query = dict(_query_span(with_contents).attributes or {})
+    assert json.loads(query["gen_ai.system_instructions"]) == [
+        {"type": "text", "content": "You add numbers."}
+    ]
+    assert json.loads(query["gen_ai.input.messages"]) == [
+        {"role": "user", "parts": [{"type": "text", "content": "What is 2+3?"}]}
+    ]
+    output = json.loads(query["gen_ai.output.messages"])
+    assert [m["finish_reason"] for m in output] == ["tool_call", "stop"]
+    assert output[-1]["parts"] == [{"type": "text", "content": "It is 5."}]
+    assert output[0]["parts"][-1]["name"] == "add"
+    (call,) = by_name(with_contents, "execute_tool add")
+    attributes = dict(call.attributes or {})
+    assert json.loads(attributes["gen_ai.tool.call.arguments"]) == {"a": 2, "b": 3}
+    assert attributes["gen_ai.tool.call.result"] == "5"
+
+
+@asynccontextmanager
+async def _gateway(api: ScriptedMessagesAPI) -> AsyncIterator[str]:
+    app = create_app(GatewaySettings(provider=api.settings(model=MODEL, warm_processes=0)))
+    config = uvicorn.Config(app, host="127.0.0.1", port=0, log_level="warning", lifespan="on")
+    server = uvicorn.Server(config)
+    async with anyio.create_task_group() as group:
+        group.start_soon(server.serve)
+        while not server.started:  # noqa: ASYNC110 - uvicorn offers no event to wait on
+            await anyio.sleep(0.01)
+        port = server.servers[0].sockets[0].getsockname()[1]
+        try:
+            yield f"http://127.0.0.1:{port}"
+        finally:
+            server.should_exit = True
+
+
+async def test_the_gateway_continues_an_incoming_traceparent(
+    spans: InMemorySpanExporter,
+) -> None:
+    trace_id, parent_id = "4bf92f3577b34da6a3ce929d0e0e4736", "00f067aa0ba902b7"
+    async with (
+        ScriptedMessagesAPI([reply(text("Hello."))]) as api,
+        _gateway(api) as base_url,
+        httpx.AsyncClient(timeout=60) as http,
+    ):
+        response = await http.post(
+            f"{base_url}/v1/chat/completions",
+            json={"model": MODEL, "messages": [{"role": "user", "content": "Hi"}]},
+            headers={"traceparent": f"00-{trace_id}-{parent_id}-01"},
+        )
+    assert response.status_code == 200, response.text
+    query = _query_span(spans.get_finished_spans())
+    assert f"{query.context.trace_id:032x}" == trace_id
+    assert query.parent is not None and query.parent.is_remote
+    assert f"{query.parent.span_id:016x}" == parent_id
+    assert parent_of(query, spans.get_finished_spans()) is None
+
+
+_UNCONFIGURED = textwrap.dedent(
+    """
+    import asyncio, json, sys
+
+    def otel():
+        return {m for m in sys.modules if m.startswith("opentelemetry")}
+
+    import sf_provider
+
+    bare = sorted(otel())
+    import claude_agent_sdk  # loads opentelemetry-api (through mcp)
+
+    before = otel()
+    from sf_provider import ClaudeAgentProvider, FunctionTool, _bridge, _invoke, _tracing
+    from sf_provider.gateway import _http
+
+    added = sorted(otel() - before)
+    looked_at_import = _tracing._looked
+
+    from opentelemetry import trace
+
+    from sf_provider.testing import ScriptedMessagesAPI, reply, text, tool_use
+
+    current = []
+
+    def add(arguments):
+        current.append(trace.get_current_span().get_span_context().is_valid)
+        return arguments["a"] + arguments["b"]
+
+    schema = {"type": "object", "properties": {"a": {"type": "integer"},
+              "b": {"type": "integer"}}}
+    script = [reply(tool_use("add", {"a": 2, "b": 3})), reply(text("5"))] * 2
+
+    async def main():
+        tool = FunctionTool("add", "Add.", schema, executor=add)
+        async with ScriptedMessagesAPI(script) as api:
+            provider = ClaudeAgentProvider(api.settings(warm_processes=0))
+            await provider.generate("2+3?", tools=[tool])
+            sdk_loaded = any(m.startswith("opentelemetry.sdk") for m in sys.modules)
+            from opentelemetry.sdk.trace import TracerProvider
+            from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+            from opentelemetry.sdk.trace.export.in_memory_span_exporter import (
+                InMemorySpanExporter,
+            )
+
+            exporter = InMemorySpanExporter()
+            configured = TracerProvider()
+            configured.add_span_processor(SimpleSpanProcessor(exporter))
+            trace.set_tracer_provider(configured)  # configured late: the next query sees it
+            await provider.generate("2+3?", tools=[tool])
+        return sdk_loaded, sorted(s.name for s in exporter.get_finished_spans())
+
+    sdk_loaded, names = asyncio.run(main())
+    print(json.dumps({"bare": bare, "added": added, "looked_at_import": looked_at_import,
+                      "current": current, "sdk_loaded": sdk_loaded, "names": names}))
+    """
+)
+
+
+def test_without_a_tracer_provider_nothing_is_traced_and_nothing_imported() -> None:
+    """`import sf_provider` imports nothing of OpenTelemetry, and its traced modules import
+    nothing beyond what the Agent SDK does (through mcp) nor look for it; a query without a
+    configured tracer provider makes no span (its tools see none), and one configured later is
+    used from the next query on."""
+    out = subprocess.run(
+        [sys.executable, "-c", _UNCONFIGURED],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=True,
+    ).stdout
+    probe = json.loads(out.strip().splitlines()[-1])
+    assert probe["bare"] == [] and probe["added"] == []
+    assert probe["looked_at_import"] is False
+    assert probe["current"] == [False, True]
+    assert probe["sdk_loaded"] is False
+    assert "chat" in probe["names"] and "execute_tool add" in probe["names"]
