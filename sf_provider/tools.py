@@ -138,16 +138,15 @@ def normalize_input_schema(schema: Mapping[str, Any], *, tool_name: str = "?") -
             f"tool {tool_name!r}: input_schema must be a JSON Schema object (a dict), "
             f"got {type(schema).__name__}"
         )
-    too_deep = _deeper_than(schema, SCHEMA_DEPTH_LIMIT)
-    if too_deep is not None:
+    problem = _json_problem(schema, SCHEMA_DEPTH_LIMIT)
+    if problem is not None and problem[0] == "deep":
         raise InvalidToolSchemaError(
             f"tool {tool_name!r}: input_schema nests deeper than {SCHEMA_DEPTH_LIMIT} levels "
-            f"(at {_short(too_deep)}); the limit keeps checking it within Python's recursion "
+            f"(at {_short(problem[1])}); the limit keeps checking it within Python's recursion "
             f"limit. Move repeated parts under '$defs' and point to them with '$ref'."
         )
-    bad = _first_non_json(schema, "$")
-    if bad is not None:
-        where, value = bad
+    if problem is not None:
+        _, where, value = problem
         raise InvalidToolSchemaError(
             f"tool {tool_name!r}: input_schema is not plain JSON at {where}: {_describe(value)} "
             f"cannot be sent to the model. Write the schema in JSON Schema terms, e.g. "
@@ -192,45 +191,33 @@ def normalize_input_schema(schema: Mapping[str, Any], *, tool_name: str = "?") -
     return result
 
 
-def _first_non_json(value: Any, where: str) -> tuple[str, Any] | None:
-    """The JSON path and value of the first part of `value` that JSON cannot hold, if any.
-
-    Iterative, so a deeply nested schema costs no recursion."""
-    stack: list[tuple[str, Any]] = [(where, value)]
+def _json_problem(value: Any, limit: int) -> tuple[str, str, Any] | None:
+    """The first part of `value` that cannot go to the model as JSON, in one walk:
+    `("deep", path, None)` for an object or array nested deeper than `limit`, or
+    `("value", path, value)` for what JSON cannot hold (a Python type or object, a non-finite
+    number, a non-string key). Iterative, and the depth limit ends the walk of a dict that
+    contains itself."""
+    stack: list[tuple[str, int, Any]] = [("$", 1, value)]
     while stack:
-        path, item = stack.pop()
+        path, depth, item = stack.pop()
         if item is None or isinstance(item, str | bool | int):
             continue
         if isinstance(item, float):
             if not math.isfinite(item):
-                return path, item
-        elif isinstance(item, Mapping):
-            for key in item:
-                if not isinstance(key, str):
-                    return f"{path} (a key)", key
-            stack.extend((f"{path}.{k}", v) for k, v in reversed(list(item.items())))
-        elif isinstance(item, list | tuple):
-            stack.extend((f"{path}[{i}]", v) for i, v in reversed(list(enumerate(item))))
-        else:
-            return path, item
-    return None
-
-
-def _deeper_than(value: Any, limit: int) -> str | None:
-    """The JSON path of the first object or array of `value` nested deeper than `limit`.
-
-    Iterative, so any depth (a dict that contains itself too) costs no recursion."""
-    stack: list[tuple[str, int, Any]] = [("$", 1, value)]
-    while stack:
-        path, depth, item = stack.pop()
-        if isinstance(item, Mapping):
-            children = [(f"{path}.{k}", v) for k, v in item.items()]
-        elif isinstance(item, list | tuple):
-            children = [(f"{path}[{i}]", v) for i, v in enumerate(item)]
-        else:
+                return "value", path, item
             continue
+        if isinstance(item, Mapping):
+            children = []
+            for key, child in item.items():
+                if not isinstance(key, str):
+                    return "value", f"{path} (a key)", key
+                children.append((f"{path}.{key}", child))
+        elif isinstance(item, list | tuple):
+            children = [(f"{path}[{i}]", child) for i, child in enumerate(item)]
+        else:
+            return "value", path, item
         if depth > limit:
-            return path
+            return "deep", path, None
         stack.extend((p, depth + 1, v) for p, v in reversed(children))
     return None
 
