@@ -10,7 +10,9 @@ SDK and its exporters (OTLP, Logfire, ...). Spans:
   writes, as the conventions ask) and `sf_provider.*` (mode, cost in USD, session id, turns,
   API calls, process: fresh, warm or continued). A failed query has status ERROR and
   `error.type`: the `ProviderError`'s class name (`APIError`, `QueryTimeoutError`, ...), else the
-  exception's qualified name.
+  exception's qualified name. Inside a caller's own inference span (pydantic-ai's
+  instrumentation traces each model request as `chat`, with the usage), the query span is an
+  INTERNAL `sf_provider.query` with only the `sf_provider.*` attributes, so usage is counted once.
 - one per tool invocation (`tool_span`, from `invoke_tool`, so whichever transport ran it):
   kind INTERNAL, named `execute_tool <tool>`, with `gen_ai.tool.name`, `gen_ai.tool.call.id`,
   `sf_provider.transport`; status ERROR and `error.type` when the call failed: `gate_denied`,
@@ -203,6 +205,14 @@ def start_query(plan: _Plan) -> QueryTrace:
         return NO_QUERY
     api, tracer = found
     model = plan.model
+    if _inside_inference(api.trace.get_current_span()):
+        # The caller (pydantic-ai's instrumentation, say) traces this model call already, with
+        # its usage: a second inference span would count every token twice.
+        inner: dict[str, Any] = {"sf_provider.mode": plan.mode}
+        if model:
+            inner["sf_provider.request.model"] = model
+        span = tracer.start_span(_NESTED_NAME, kind=api.trace.SpanKind.INTERNAL, attributes=inner)
+        return _QuerySpan(api, span, capture=False, nested=True)
     attributes: dict[str, Any] = {
         OPERATION: "chat",
         PROVIDER: "anthropic",
@@ -229,14 +239,29 @@ def start_query(plan: _Plan) -> QueryTrace:
     return _QuerySpan(api, span, capture)
 
 
-class _QuerySpan(QueryTrace):
-    __slots__ = ("_api", "_capture", "_context", "_ended", "_finished", "_span")
+#: The query span's name inside a caller's inference span (see `_inside_inference`).
+_NESTED_NAME = "sf_provider.query"
 
-    def __init__(self, api: _API, span: Span, capture: bool) -> None:
+#: `gen_ai.operation.name` values of a model call (inference) in the conventions.
+_INFERENCE_OPERATIONS = frozenset({"chat", "text_completion", "generate_content"})
+
+
+def _inside_inference(span: object) -> bool:
+    """Whether `span` (the caller's current one) is a GenAI inference span: one whose
+    attributes (an SDK span's, read-only) say `gen_ai.operation.name` is a model call."""
+    attributes = getattr(span, "attributes", None)
+    return isinstance(attributes, Mapping) and attributes.get(OPERATION) in _INFERENCE_OPERATIONS
+
+
+class _QuerySpan(QueryTrace):
+    __slots__ = ("_api", "_capture", "_context", "_ended", "_finished", "_nested", "_span")
+
+    def __init__(self, api: _API, span: Span, capture: bool, nested: bool = False) -> None:
         self._api = api
         self._span = span
         self._context: Context = api.trace.set_span_in_context(span)
         self._capture = capture
+        self._nested = nested
         self._finished = False
         self._ended = False
 
@@ -256,7 +281,10 @@ class _QuerySpan(QueryTrace):
         span = self._span
         if not span.is_recording():
             return
-        span.set_attributes(finish_attributes(finish))
+        attributes = finish_attributes(finish)
+        if self._nested:  # only this package's own: usage and model are the caller's span's
+            attributes = {k: v for k, v in attributes.items() if k.startswith("sf_provider.")}
+        span.set_attributes(attributes)
         if self._capture:
             result = collector.result()
             messages = output_messages(result.response_messages, finish.finish_reason)

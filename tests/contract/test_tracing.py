@@ -236,6 +236,56 @@ async def test_single_turn_is_one_span_finishing_with_tool_call_and_runs_nothing
     assert roots(finished) == [query]
 
 
+async def test_under_an_instrumented_pydantic_ai_agent_usage_is_counted_once(
+    spans: InMemorySpanExporter,
+) -> None:
+    """pydantic-ai's instrumentation makes a `chat` span with the usage for each model request;
+    the query inside it is an `sf_provider.query` span, so a backend summing `gen_ai.usage.*`
+    over inference spans counts the tokens once."""
+    from pydantic_ai import Agent
+    from pydantic_ai.capabilities import Instrumentation
+
+    from sf_provider.adapters.pydantic_ai import ClaudeAgentModel
+
+    script = [reply(text("Hello."), input_tokens=11, output_tokens=7)]
+    async with ScriptedMessagesAPI(script) as api:
+        provider = ClaudeAgentProvider(api.settings(model=MODEL, warm_processes=0))
+        agent = Agent(ClaudeAgentModel(provider), capabilities=[Instrumentation()])
+        result = await agent.run("Hi")
+    assert result.output == "Hello."
+    finished = spans.get_finished_spans()
+    counted = [s for s in finished if (s.attributes or {}).get("gen_ai.usage.input_tokens")]
+    assert [(s.name, s.attributes["gen_ai.usage.output_tokens"]) for s in counted] == [
+        (f"chat {MODEL}", 7)
+    ]
+    (ours,) = by_name(finished, "sf_provider.query")
+    assert parent_of(ours, finished) is counted[0]  # the caller's span, which has the usage
+    assert ours.kind == SpanKind.INTERNAL
+    attributes = dict(ours.attributes or {})
+    assert not [k for k in attributes if k.startswith("gen_ai.")]
+    assert attributes["sf_provider.mode"] == "single-turn"
+    assert attributes["sf_provider.api_calls"] == 1
+
+
+async def test_under_a_span_that_is_not_a_model_call_the_query_is_the_chat_span(
+    spans: InMemorySpanExporter,
+) -> None:
+    from opentelemetry import trace
+
+    tracer = trace.get_tracer("the-app")
+    async with ScriptedMessagesAPI([reply(text("Hello."))]) as api:
+        provider = ClaudeAgentProvider(api.settings(model=MODEL, warm_processes=0))
+        with tracer.start_as_current_span(
+            "invoke_agent helper", attributes={"gen_ai.operation.name": "invoke_agent"}
+        ):
+            await provider.generate("Hi")
+    finished = spans.get_finished_spans()
+    assert not by_name(finished, "sf_provider.query")
+    query = _query_span(finished)
+    assert (query.kind, query.attributes["gen_ai.operation.name"]) == (SpanKind.CLIENT, "chat")
+    assert parent_of(query, finished).name == "invoke_agent helper"
+
+
 async def test_message_contents_are_recorded_only_when_the_app_opts_in(
     spans: InMemorySpanExporter, monkeypatch: pytest.MonkeyPatch
 ) -> None:
