@@ -25,6 +25,8 @@ os.environ["CLAUDE_CONFIG_DIR"] = str(_ISOLATED / "config")
 os.environ["TMPDIR"] = str(_ISOLATED / "tmp")
 os.environ["CLAUDE_CODE_MAX_RETRIES"] = "0"
 os.environ["CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC"] = "1"
+# LiteLLM fetches its model cost map from GitHub when imported: no network in tests.
+os.environ["LITELLM_LOCAL_MODEL_COST_MAP"] = "True"
 for _key in ("ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN", "ANTHROPIC_BASE_URL"):
     os.environ.pop(_key, None)
 tempfile.tempdir = None  # re-read TMPDIR

@@ -299,6 +299,7 @@ async def test_sys_exit_in_an_executor_is_an_error_result_naming_the_exit_code(
 
 async def test_sys_exit_in_a_from_function_tool_is_an_error_result() -> None:
     def report(year: int) -> str:
+        """Report a year."""
         raise SystemExit(2)
 
     output = await FunctionTool.from_function(report).call({"year": 2026})
@@ -380,6 +381,7 @@ async def test_a_from_function_sync_tool_runs_in_a_daemon_thread() -> None:
     threads: list[threading.Thread] = []
 
     def where() -> str:
+        """Name the thread it runs on."""
         threads.append(threading.current_thread())
         return "here"
 
@@ -488,6 +490,7 @@ async def test_a_from_function_sync_tool_sees_its_call_cancelled_on_timeout(
     observed = threading.Event()
 
     def hang() -> str:
+        """Never return."""
         call = current_call()
         assert call is not None and call.tool.name == "hang"
         if call.cancelled.wait(30):

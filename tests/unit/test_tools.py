@@ -438,6 +438,7 @@ class Point(BaseModel):
 
 def test_schema_from_hints_with_defaults() -> None:
     def add(a: int, b: int = 2) -> int:
+        """Add two integers."""
         return a + b
 
     tool = FunctionTool.from_function(add)
@@ -452,6 +453,7 @@ def test_schema_from_hints_with_defaults() -> None:
 
 def test_literal_becomes_enum() -> None:
     def convert(unit: Literal["c", "f"]) -> str:
+        """Name a temperature unit."""
         return unit
 
     schema = FunctionTool.from_function(convert).input_schema
@@ -461,6 +463,7 @@ def test_literal_becomes_enum() -> None:
 
 def test_nested_model_parameter_becomes_defs_and_ref() -> None:
     def move(to: Point) -> str:
+        """Move to a point."""
         return str(to)
 
     schema = FunctionTool.from_function(move).input_schema
@@ -472,6 +475,7 @@ def test_nested_model_parameter_becomes_defs_and_ref() -> None:
 
 def test_optional_parameter_is_not_required() -> None:
     def search(query: str, limit: int | None = None) -> str:
+        """Search for a query."""
         return query
 
     schema = FunctionTool.from_function(search).input_schema
@@ -506,6 +510,7 @@ def test_explicit_name_description_and_options_win() -> None:
 
 def test_var_args_are_rejected() -> None:
     def total(*values: int) -> int:
+        """Add up the values."""
         return sum(values)
 
     with pytest.raises(InvalidToolSchemaError, match=r"\*args"):
@@ -514,6 +519,7 @@ def test_var_args_are_rejected() -> None:
 
 def test_var_kwargs_are_rejected() -> None:
     def anything(**options: int) -> int:
+        """Take any options."""
         return len(options)
 
     with pytest.raises(InvalidToolSchemaError, match=r"\*\*kwargs"):
@@ -523,6 +529,7 @@ def test_var_kwargs_are_rejected() -> None:
 @pytest.mark.anyio
 async def test_sync_function_is_called_with_its_arguments() -> None:
     def add(a: int, b: int = 2) -> int:
+        """Add two integers."""
         return a + b
 
     output = await FunctionTool.from_function(add).call({"a": 40})
@@ -533,6 +540,7 @@ async def test_sync_function_is_called_with_its_arguments() -> None:
 @pytest.mark.anyio
 async def test_async_function_is_awaited() -> None:
     async def shout(word: str) -> str:
+        """Shout a word."""
         return word.upper()
 
     output = await FunctionTool.from_function(shout).call({"word": "hi"})
@@ -545,6 +553,7 @@ async def test_nested_model_argument_arrives_as_a_model_instance() -> None:
     received: list[Any] = []
 
     def move(to: Point) -> str:
+        """Move to a point."""
         received.append(to)
         return "ok"
 
@@ -556,6 +565,7 @@ async def test_nested_model_argument_arrives_as_a_model_instance() -> None:
 @pytest.mark.anyio
 async def test_literal_argument_outside_the_enum_is_an_error_result() -> None:
     def convert(unit: Literal["c", "f"]) -> str:
+        """Name a temperature unit."""
         return unit
 
     output = await FunctionTool.from_function(convert).call({"unit": "k"})
