@@ -24,7 +24,7 @@ from claude_agent_sdk import (
 
 from ._bridge import app_tool_name
 from ._envelope import HeldText, ParsedEnvelope, parse_envelope
-from .tools import FunctionTool
+from .tools import FunctionTool, arguments_too_deep
 from .types import (
     CallWarning,
     DiscardPart,
@@ -358,7 +358,13 @@ class PartMapper:
     def _call_part(self, call_id: str, name: str, arguments: dict[str, Any]) -> ToolCallPart:
         """A tool-call part; in single-turn mode it is checked against the exposed tools."""
         self._calls.add(call_id)
-        problem = None if self._provider_executed else self._invalid_reason(name, arguments)
+        problem = arguments_too_deep(arguments)
+        if problem is not None:
+            # Not kept: a part holding them could not be serialized. The bridge refuses them
+            # too (the same check), so in executor mode the tool did not run either.
+            arguments = {}
+        elif not self._provider_executed:
+            problem = self._invalid_reason(name, arguments)
         return ToolCallPart(
             tool_call_id=call_id,
             tool_name=name,

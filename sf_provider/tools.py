@@ -99,6 +99,11 @@ _NAME_RE = re.compile(rf"^[a-zA-Z0-9_-]{{1,{API_NAME_LIMIT}}}$")
 #: check well inside Python's default recursion limit of 1000 wherever the tool is built.
 SCHEMA_DEPTH_LIMIT = 100
 
+#: How deeply a call's arguments may nest (the model's, or a caller's): deeper ones are refused
+#: before any schema check, as the envelope parser refuses deeper replies. Pydantic serializes
+#: about 250 levels, so a call part holding deeper arguments could not be dumped as JSON.
+ARGUMENT_DEPTH_LIMIT = 200
+
 
 class ToolOutput(BaseModel):
     """A tool's result as the model receives it: MCP content blocks plus an error flag.
@@ -191,31 +196,42 @@ def normalize_input_schema(schema: Mapping[str, Any], *, tool_name: str = "?") -
     return result
 
 
-def _json_problem(value: Any, limit: int) -> tuple[str, str, Any] | None:
+def arguments_too_deep(arguments: Any) -> str | None:
+    """`$.path: ...` where `arguments` nest deeper than `ARGUMENT_DEPTH_LIMIT`, else None."""
+    problem = _json_problem(arguments, ARGUMENT_DEPTH_LIMIT, values=False)
+    if problem is None:
+        return None
+    where = problem[1] if len(problem[1]) <= 40 else problem[1][:40] + "..."
+    return f"{where}: the arguments nest deeper than {ARGUMENT_DEPTH_LIMIT} levels"
+
+
+def _json_problem(value: Any, limit: int, *, values: bool = True) -> tuple[str, str, Any] | None:
     """The first part of `value` that cannot go to the model as JSON, in one walk:
-    `("deep", path, None)` for an object or array nested deeper than `limit`, or
-    `("value", path, value)` for what JSON cannot hold (a Python type or object, a non-finite
-    number, a non-string key). Iterative, and the depth limit ends the walk of a dict that
-    contains itself."""
+    `("deep", path, None)` for an object or array nested deeper than `limit`, or (unless
+    `values` is false: depth only) `("value", path, value)` for what JSON cannot hold (a Python
+    type or object, a non-finite number, a non-string key). Iterative, and the depth limit ends
+    the walk of a dict that contains itself."""
     stack: list[tuple[str, int, Any]] = [("$", 1, value)]
     while stack:
         path, depth, item = stack.pop()
         if item is None or isinstance(item, str | bool | int):
             continue
         if isinstance(item, float):
-            if not math.isfinite(item):
+            if values and not math.isfinite(item):
                 return "value", path, item
             continue
         if isinstance(item, Mapping):
             children = []
             for key, child in item.items():
-                if not isinstance(key, str):
+                if values and not isinstance(key, str):
                     return "value", f"{path} (a key)", key
                 children.append((f"{path}.{key}", child))
         elif isinstance(item, list | tuple):
             children = [(f"{path}[{i}]", child) for i, child in enumerate(item)]
-        else:
+        elif values:
             return "value", path, item
+        else:
+            continue
         if depth > limit:
             return "deep", path, None
         stack.extend((p, depth + 1, v) for p, v in reversed(children))
@@ -409,7 +425,11 @@ class FunctionTool(BaseModel):
         return validator
 
     def argument_errors(self, arguments: Mapping[str, Any]) -> list[str]:
-        """Where `arguments` violate the input schema (the first five), as `$.path: message`."""
+        """Where `arguments` violate the input schema (the first five), as `$.path: message`.
+        Arguments nested deeper than `ARGUMENT_DEPTH_LIMIT` are one error, unchecked."""
+        deep = arguments_too_deep(arguments)
+        if deep is not None:
+            return [deep]
         try:
             errors = sorted(self.args_validator.iter_errors(arguments), key=lambda e: list(e.path))
         except RecursionError:

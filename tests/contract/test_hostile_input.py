@@ -21,6 +21,7 @@ import sf_provider._mapping as mapping_module
 from sf_provider import ClaudeAgentProvider, FunctionTool, UnsupportedRequestError
 from sf_provider._envelope import MAX_DEPTH
 from sf_provider.testing import Reply, ScriptedMessagesAPI, reply, text, tool_use
+from sf_provider.tools import ARGUMENT_DEPTH_LIMIT
 
 pytestmark = [pytest.mark.anyio, pytest.mark.cli]
 
@@ -40,6 +41,55 @@ async def single_turn_text(answer: str, chunk_size: int = 8) -> tuple[Any, Scrip
         provider = ClaudeAgentProvider(api.settings())
         result = await provider.generate("Answer as JSON.", tools=[WEATHER])
     return result, api
+
+
+# -- deep arguments in a native tool call
+
+
+def nested_value(depth: int) -> Any:
+    value: Any = "x"
+    for _ in range(depth):
+        value = {"a": value}
+    return value
+
+
+@pytest.mark.parametrize("mode", ["single-turn", "executor"])
+async def test_a_tool_call_nested_deeper_than_the_limit_is_invalid_and_never_runs(
+    mode: str,
+) -> None:
+    runs: list[Any] = []
+    tool = WEATHER
+    if mode == "executor":
+        tool = WEATHER.model_copy(update={"executor": lambda arguments: runs.append(arguments)})
+    arguments = {"city": nested_value(ARGUMENT_DEPTH_LIMIT + 50)}
+    script = [reply(tool_use("get_weather", arguments)), reply(text("Sorry."))]
+    async with ScriptedMessagesAPI(script) as api:
+        provider = ClaudeAgentProvider(api.settings())
+        result = await provider.generate("Weather?", tools=[tool], mode=mode)
+
+    (call,) = result.tool_calls
+    assert (call.invalid, call.input) == (True, {})
+    where = ("$.city" + ".a" * ARGUMENT_DEPTH_LIMIT)[:40]  # the path, cut to 40 characters
+    assert call.invalid_reason == (
+        f"{where}...: the arguments nest deeper than {ARGUMENT_DEPTH_LIMIT} levels"
+    )
+    json.loads(result.model_dump_json())  # whole, where the raw arguments could not be
+    assert runs == []
+    if mode == "executor":  # the model was told, and answered
+        (sent,) = api.requests[1].results()
+        assert sent.is_error and "nest deeper than" in sent.text
+        assert result.text == "Sorry."
+
+
+async def test_a_tool_call_nested_within_the_limit_is_a_valid_call() -> None:
+    arguments = {"city": nested_value(ARGUMENT_DEPTH_LIMIT - 10)}
+    async with ScriptedMessagesAPI([reply(tool_use("get_weather", arguments))]) as api:
+        provider = ClaudeAgentProvider(api.settings())
+        result = await provider.generate("Weather?", tools=[WEATHER])
+    (call,) = result.tool_calls
+    assert (call.invalid, call.input) == (True, arguments)  # a string was asked for
+    assert call.invalid_reason.startswith("arguments violate the schema of 'get_weather'")
+    json.loads(result.model_dump_json())
 
 
 # -- deep JSON in a reply

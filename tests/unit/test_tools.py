@@ -17,6 +17,7 @@ from pydantic import BaseModel
 
 from sf_provider.errors import DuplicateToolNameError, InvalidToolNameError, InvalidToolSchemaError
 from sf_provider.tools import (
+    ARGUMENT_DEPTH_LIMIT,
     SCHEMA_DEPTH_LIMIT,
     FunctionTool,
     normalize_input_schema,
@@ -380,19 +381,42 @@ def test_arguments_are_validated_through_local_refs() -> None:
     assert tool.argument_errors({"zip": "Paris"}) == ["$.zip: 'Paris' does not match '^[0-9]{5}$'"]
 
 
-def test_arguments_nested_deeper_than_a_recursive_schema_can_check_are_an_error_not_a_crash() -> (
-    None
-):
-    tool = FunctionTool(
-        name="tree", input_schema={"type": "object", "properties": {"child": {"$ref": "#"}}}
-    )
+def _tree(levels: int) -> dict[str, Any]:
     arguments: dict[str, Any] = {}
-    for _ in range(5000):
+    for _ in range(levels - 1):
         arguments = {"child": arguments}
+    return arguments
 
-    assert tool.argument_errors(arguments) == [
-        "$: the arguments nest too deeply to be checked against the schema"
-    ]
+
+TREE = FunctionTool(
+    name="tree", input_schema={"type": "object", "properties": {"child": {"$ref": "#"}}}
+)
+
+
+def test_arguments_nested_deeper_than_the_limit_are_one_error_not_a_crash() -> None:
+    where = ("$" + ".child" * 200)[:40]
+    message = f"{where}...: the arguments nest deeper than {ARGUMENT_DEPTH_LIMIT} levels"
+
+    assert TREE.argument_errors(_tree(5000)) == [message]
+    assert TREE.argument_errors(_tree(ARGUMENT_DEPTH_LIMIT + 1)) == [message]
+
+
+def test_arguments_at_the_limit_are_checked_against_a_recursive_schema() -> None:
+    assert TREE.argument_errors(_tree(ARGUMENT_DEPTH_LIMIT)) == []
+    deep_wrong = _tree(ARGUMENT_DEPTH_LIMIT - 1)
+    deep_wrong["child"] = 7
+    assert TREE.argument_errors(deep_wrong) == ["$.child: 7 is not of type 'object'"]
+
+
+@pytest.mark.anyio
+async def test_a_direct_call_with_arguments_nested_too_deeply_is_an_error_result() -> None:
+    runs: list[Any] = []
+    tool = TREE.model_copy(update={"executor": runs.append})
+
+    output = await tool.call(_tree(ARGUMENT_DEPTH_LIMIT + 1))
+
+    assert output.is_error and runs == []
+    assert f"nest deeper than {ARGUMENT_DEPTH_LIMIT} levels" in output.text
 
 
 # -- validate_tool_set
