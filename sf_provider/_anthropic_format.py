@@ -35,9 +35,9 @@ refused with a 400 naming it, unless the API's spec lets a server ignore it.
 
 Parameters sent as `null` count as absent. In `messages`: `user` content `text`, `image`
 (`base64` and `url` sources) and `tool_result` (content a string or text blocks, `is_error`);
-`assistant` content `text`, `thinking` (replayed natively when signed) and `tool_use`; `system`
-messages before the first turn (joined into the system prompt). Anything else (`document`,
-`search_result`, `redacted_thinking`, server tool blocks, images in tool results, citations,
+`assistant` content `text`, `thinking` (replayed natively when signed), `redacted_thinking` and
+`tool_use`; `system` messages before the first turn (joined into the system prompt). Anything
+else (`document`, `search_result`, server tool blocks, images in tool results, citations,
 a `system` message mid-conversation, a final `assistant` message to continue) is a 400 naming
 it. The response's `usage` comes in `message_delta` (the totals of the query); `message_start`
 carries zeros, since the CLI reports usage when the query ends.
@@ -558,10 +558,11 @@ def _assistant(content: Any, where: str) -> JSON:
                  "input": dict(arguments)}
             )  # fmt: skip
         elif kind == "redacted_thinking":
-            raise _refuse(
-                here,
-                "redacted_thinking cannot be replayed through the CLI's history; drop the block",
-            )
+            _check_keys(block, here, {"type", "data"}, {"cache_control"})
+            data = block.get("data")
+            if not isinstance(data, str) or not data:
+                raise InvalidMessagesError(f"{here}: a redacted_thinking block needs its 'data'")
+            blocks.append({"type": "reasoning", "text": "", "redacted": data})
         else:
             raise _refuse(
                 f"{here}.type",
@@ -633,7 +634,9 @@ def message(result: GenerateResult, *, message_id: str, model: str, structured: 
             continue  # results of provider-run calls: none here, the client runs its tools
         for block in turn["content"]:
             kind = block["type"]
-            if kind == "reasoning":
+            if kind == "reasoning" and block.get("redacted"):
+                content.append({"type": "redacted_thinking", "data": block["redacted"]})
+            elif kind == "reasoning":
                 content.append(
                     {"type": "thinking", "thinking": block["text"],
                      "signature": block["signature"]}
@@ -656,6 +659,7 @@ def message(result: GenerateResult, *, message_id: str, model: str, structured: 
 _EMPTY: dict[str, JSON] = {
     "text": {"text": ""},
     "thinking": {"thinking": "", "signature": ""},
+    "redacted_thinking": {},
     "tool_use": {"input": {}},
 }
 
@@ -716,11 +720,16 @@ class EventMapper:
             case TextEndPart():
                 return self._stop(part.id) if part.id in self._index else []
             case ReasoningStartPart():
-                return self._open(part.id, {"type": "thinking"})
+                return []  # opened by its first delta or its end: it may be redacted
             case ReasoningDeltaPart():
-                return self._delta(part.id, {"type": "thinking_delta", "thinking": part.delta})
+                events = [] if part.id in self._index else self._open(part.id, {"type": "thinking"})
+                delta = {"type": "thinking_delta", "thinking": part.delta}
+                return events + self._delta(part.id, delta)
             case ReasoningEndPart():
-                events = []
+                if part.redacted:  # whole in its start event, as the API sends it
+                    block = {"type": "redacted_thinking", "data": part.redacted}
+                    return self._open(part.id, block) + self._stop(part.id)
+                events = [] if part.id in self._index else self._open(part.id, {"type": "thinking"})
                 if part.signature:
                     delta = {"type": "signature_delta", "signature": part.signature}
                     events += self._delta(part.id, delta)

@@ -22,6 +22,7 @@ from typing import Any
 from claude_agent_sdk import (
     AssistantMessage,
     ConversationResetMessage,
+    StreamEvent,
     SystemMessage,
     TextBlock,
     ThinkingBlock,
@@ -119,6 +120,9 @@ class TurnRecorder:
         self._bridge = bridge
         self.turns: list[dict[str, Any]] = []
         self.complete = True
+        # Redacted thinking blocks seen in the stream, not yet recorded: the SDK drops them
+        # from the AssistantMessage, which then arrives with no content.
+        self._redacted: list[str] = []
 
     def add(self, message: object) -> None:
         """Take one SDK message into account (messages that add no turn are ignored).
@@ -130,9 +134,21 @@ class TurnRecorder:
             isinstance(message, SystemMessage) and message.subtype == "compact_boundary"
         ):
             self.complete = False
+        elif isinstance(message, StreamEvent) and message.parent_tool_use_id is None:
+            block = message.event.get("content_block")
+            if (
+                message.event.get("type") == "content_block_start"
+                and isinstance(block, dict)
+                and block.get("type") == "redacted_thinking"
+            ):
+                self._redacted.append(str(block.get("data", "")))
         elif isinstance(message, AssistantMessage) and message.parent_tool_use_id is None:
             if message.error is not None or message.model == "<synthetic>":
                 self.complete = False  # an API failure: the query fails anyway
+                return
+            if not message.content and self._redacted:
+                block = {"type": "redacted_thinking", "data": self._redacted.pop(0)}
+                self._append("assistant", [block])
                 return
             self._append("assistant", [self._assistant_block(b) for b in message.content])
         elif isinstance(message, UserMessage) and message.parent_tool_use_id is None:

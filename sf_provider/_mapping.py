@@ -150,6 +150,7 @@ class PartMapper:
         self._message_id: str | None = None
         self._open: dict[int, tuple[str, str]] = {}  # block index -> (kind, part id)
         self._signatures: dict[str, str] = {}
+        self._redacted: dict[str, str] = {}  # open redacted thinking blocks -> their data
         self._tool_names: dict[str, str] = {}
         self._hidden: set[str] = set()  # calls of the CLI's StructuredOutput tool
         self._message_index = -1  # which model turn of the query the current blocks are from
@@ -236,10 +237,12 @@ class PartMapper:
                 self._held[part_id] = HeldText()
                 return []
             return [TextStartPart(id=part_id, message_index=self._message_index)]
-        if block_type == "thinking":
+        if block_type in ("thinking", "redacted_thinking"):
             part_id = self._next_id("reasoning")
             self._open[index] = ("reasoning", part_id)
             self._attempt.append(part_id)
+            if block_type == "redacted_thinking":  # whole at its start, and never in the
+                self._redacted[part_id] = str(block.get("data", ""))  # SDK's AssistantMessage
             return [ReasoningStartPart(id=part_id)]
         if block_type == "tool_use":
             call_id = str(block.get("id"))
@@ -274,7 +277,9 @@ class PartMapper:
         if kind == "text":
             return self._text_end(part_id)
         if kind == "reasoning":
-            return [ReasoningEndPart(id=part_id, signature=self._signatures.pop(part_id, None))]
+            signature = self._signatures.pop(part_id, None)
+            redacted = self._redacted.pop(part_id, None)
+            return [ReasoningEndPart(id=part_id, signature=signature, redacted=redacted)]
         if kind == "tool":
             return [ToolInputEndPart(id=part_id)]
         return []
@@ -527,6 +532,7 @@ class ResultCollector:
         self._last_message = -1
         self._reasoning: dict[str, list[str]] = {}
         self._signatures: dict[str, str] = {}
+        self._redacted: dict[str, str] = {}
         self._calls: dict[str, ToolCallRecord] = {}
         # What the model wrote and the provider ran, in order: ("reasoning" | "text" | "call" |
         # "result", id): the turns of `response_messages`.
@@ -560,6 +566,8 @@ class ResultCollector:
             case ReasoningEndPart():
                 if part.signature:
                     self._signatures[part.id] = part.signature
+                if part.redacted:
+                    self._redacted[part.id] = part.redacted
             case DiscardPart():
                 for part_id in part.ids:
                     self._texts.pop(part_id, None)
@@ -609,7 +617,9 @@ class ResultCollector:
                           default=-1)  # fmt: skip
         return [
             ReasoningRecord(
-                text="".join(self._reasoning[part_id]), signature=self._signatures.get(part_id)
+                text="".join(self._reasoning[part_id]),
+                signature=self._signatures.get(part_id),
+                redacted=self._redacted.get(part_id),
             )
             for kind, part_id in self._order[last_result + 1 :]
             if kind == "reasoning" and part_id in self._reasoning
@@ -634,7 +644,10 @@ class ResultCollector:
                 messages += [{"role": "assistant", "content": blocks},
                              {"role": "tool", "content": results}]  # fmt: skip
                 blocks, results = [], []
-            if kind == "reasoning" and part_id in self._signatures:
+            if kind == "reasoning" and part_id in self._redacted:
+                data = self._redacted[part_id]
+                blocks.append({"type": "reasoning", "text": "", "redacted": data})
+            elif kind == "reasoning" and part_id in self._signatures:
                 text = "".join(self._reasoning.get(part_id, []))
                 blocks.append(
                     {"type": "reasoning", "text": text, "signature": self._signatures[part_id]}

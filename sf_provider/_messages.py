@@ -7,8 +7,9 @@ Input format (a list of dicts; a plain string is one user turn):
   `{"type": "image", "data": <base64>, "media_type": "image/png"}` or
   `{"type": "image", "url": "data:image/png;base64,..." | "https://..."}`.
 - `{"role": "assistant", "content": str | [blocks]}` with blocks `{"type": "text", "text"}`,
-  `{"type": "reasoning", "text", "signature"}` and
-  `{"type": "tool-call", "tool_call_id", "tool_name", "input"}`.
+  `{"type": "reasoning", "text", "signature"}`, a redacted thinking block
+  `{"type": "reasoning", "text": "", "redacted": <data>}` (sent back as the API's
+  `redacted_thinking`) and `{"type": "tool-call", "tool_call_id", "tool_name", "input"}`.
 - `{"role": "tool", "content": [{"type": "tool-result", "tool_call_id", "output", "is_error"}]}`:
   results the application produced; `output` is text, or any JSON value (sent as JSON).
 
@@ -161,6 +162,11 @@ class _Builder:
         self.add("assistant", blocks)
 
     def _reasoning(self, block: Mapping[str, Any], where: str) -> dict[str, Any]:
+        redacted = block.get("redacted")
+        if redacted is not None:  # a redacted thinking block: its data goes back as it came
+            if not isinstance(redacted, str) or not redacted:
+                raise _fail(where, "a redacted reasoning block needs its data as a string")
+            return {"type": "redacted_thinking", "data": redacted}
         text = block.get("text")
         if not isinstance(text, str):
             raise _fail(where, "a reasoning block needs a string 'text'")

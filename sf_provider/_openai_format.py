@@ -12,8 +12,9 @@ ignore it (metadata and caching hints). A parameter at the value that asks for n
 (`n: 1`, `temperature: 1`, `logprobs: false`, `null`) is accepted.
 
 Signed thinking has no field in the OpenAI format; like LiteLLM, an answer carries it in the
-message's `thinking_blocks` (and its text in `reasoning_content`), and an assistant message
-sent back with `thinking_blocks` replays it natively.
+message's `thinking_blocks` (and its text in `reasoning_content`), redacted thinking as
+`{"type": "redacted_thinking", "data"}` there too, and an assistant message sent back with
+`thinking_blocks` replays them natively.
 """
 
 from __future__ import annotations
@@ -407,12 +408,20 @@ def _assistant_content(message: Mapping[str, Any], where: str) -> list[dict[str,
             f"{where}: legacy 'function_call' cannot be sent; use 'tool_calls'"
         )
     blocks: list[dict[str, Any]] = []
-    for block in message.get("thinking_blocks") or []:
-        if isinstance(block, Mapping) and block.get("type") == "thinking":
+    for i, block in enumerate(message.get("thinking_blocks") or []):
+        kind = block.get("type") if isinstance(block, Mapping) else None
+        if kind == "thinking":
             blocks.append(
                 {"type": "reasoning", "text": str(block.get("thinking", "")),
                  "signature": block.get("signature")}
             )  # fmt: skip
+        elif kind == "redacted_thinking":
+            blocks.append({"type": "reasoning", "text": "", "redacted": block.get("data")})
+        else:
+            raise InvalidMessagesError(
+                f"{where}.thinking_blocks[{i}]: a thinking block must be of type 'thinking' or "
+                f"'redacted_thinking', not {kind!r}"
+            )
     for part in _parts(message.get("content"), where):
         kind = part.get("type")
         text = part.get("text") if kind == "text" else part.get("refusal")
@@ -506,12 +515,20 @@ def message(result: GenerateResult, *, structured: bool = False) -> dict[str, An
         ]  # fmt: skip
     if result.reasoning:
         answer["reasoning_content"] = result.reasoning
-    signed = [r for r in result.final_reasoning if r.signature]
-    if signed:
-        answer["thinking_blocks"] = [
-            {"type": "thinking", "thinking": r.text, "signature": r.signature} for r in signed
-        ]
+    blocks = [_thinking_block(r.text, r.signature, r.redacted) for r in result.final_reasoning]
+    if any(blocks):
+        answer["thinking_blocks"] = [block for block in blocks if block]
     return answer
+
+
+def _thinking_block(text: str, signature: str | None, redacted: str | None) -> dict[str, Any]:
+    """A LiteLLM-style thinking block to replay: signed thinking or redacted thinking ({} for
+    unsigned reasoning, which cannot be replayed)."""
+    if redacted:
+        return {"type": "redacted_thinking", "data": redacted}
+    if signature:
+        return {"type": "thinking", "thinking": text, "signature": signature}
+    return {}
 
 
 def completion(
@@ -577,10 +594,8 @@ class ChunkMapper:
                 return [_choice({"reasoning_content": part.delta})]
             case ReasoningEndPart():
                 text = "".join(self._reasoning.pop(part.id, []))
-                if not part.signature:
-                    return []
-                block = {"type": "thinking", "thinking": text, "signature": part.signature}
-                return [_choice({"thinking_blocks": [block]})]
+                block = _thinking_block(text, part.signature, part.redacted)
+                return [_choice({"thinking_blocks": [block]})] if block else []
             case ToolInputStartPart():
                 return [self._open_call(part.id, part.tool_name, "")]
             case ToolInputDeltaPart():

@@ -66,6 +66,7 @@ __all__ = [
     "fault",
     "http_error",
     "offline_env",
+    "redacted_thinking",
     "reply",
     "result_text",
     "text",
@@ -199,6 +200,11 @@ def text(value: str) -> dict[str, Any]:
 def thinking(value: str, signature: str = "scripted-signature") -> dict[str, Any]:
     """A thinking content block."""
     return {"type": "thinking", "thinking": value, "signature": signature}
+
+
+def redacted_thinking(data: str = "scripted-redacted-data") -> dict[str, Any]:
+    """A redacted thinking content block (the API's encrypted reasoning: opaque data, no text)."""
+    return {"type": "redacted_thinking", "data": data}
 
 
 def tool_use(

@@ -125,11 +125,17 @@ class ReasoningDeltaPart(_Model):
 
 
 class ReasoningEndPart(_Model):
-    """The reasoning block `id` is complete; `signature` is the API's opaque signature."""
+    """The reasoning block `id` is complete; `signature` is the API's opaque signature.
+
+    `redacted` is set for a redacted thinking block (the API's `redacted_thinking`: the
+    reasoning was encrypted, the block has no text): its opaque data, to be sent back as it is
+    (a history's `{"type": "reasoning", "text": "", "redacted": data}`).
+    """
 
     type: Literal["reasoning-end"] = "reasoning-end"
     id: str
     signature: str | None = None
+    redacted: str | None = None
 
 
 class ToolInputStartPart(_Model):
@@ -251,10 +257,12 @@ StreamPart = Annotated[
 
 
 class ReasoningRecord(_Model):
-    """One reasoning (thinking) block of a model turn, with the API's signature when it has one."""
+    """One reasoning (thinking) block of a model turn, with the API's signature when it has one;
+    `redacted` holds the opaque data of a redacted block (its `text` is empty)."""
 
     text: str
     signature: str | None = None
+    redacted: str | None = None
 
 
 class ToolCallRecord(_Model):

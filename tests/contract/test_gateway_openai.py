@@ -28,6 +28,7 @@ from sf_provider.testing import (
     ScriptedMessagesAPI,
     http_error,
     offline_env,
+    redacted_thinking,
     reply,
     result_text,
     text,
@@ -287,6 +288,47 @@ async def test_signed_thinking_goes_out_and_comes_back_natively() -> None:
     assistant = next(m for m in api.requests[-1].messages if m["role"] == "assistant")
     assert [b["type"] for b in assistant["content"]] == ["thinking", "tool_use"]
     assert assistant["content"][0]["signature"] == "scripted-signature"
+
+
+@pytest.mark.parametrize("stream", [False, True], ids=["whole", "streamed"])
+async def test_redacted_thinking_goes_out_and_comes_back_natively(stream: bool) -> None:
+    script = [
+        reply(redacted_thinking("opaque"), tool_use("get_weather", {"city": "Paris"})),
+        reply(text("Sunny.")),
+    ]
+    async with ScriptedMessagesAPI(script) as api, gateway(api.settings()) as (_, client):
+        if stream:
+            chunks = await client.chat.completions.create(
+                model=MODEL, messages=QUESTION, tools=[WEATHER_TOOL], stream=True
+            )
+            deltas = [c.choices[0].delta.model_dump(exclude_none=True) async for c in chunks
+                      if c.choices]  # fmt: skip
+            blocks = [b for d in deltas for b in d.get("thinking_blocks", [])]
+            calls = [c for d in deltas for c in d.get("tool_calls", [])]
+            call_id = calls[0]["id"]
+            function = {"name": "get_weather", "arguments": '{"city": "Paris"}'}
+            call = {"id": call_id, "type": "function", "function": function}
+            message = {"role": "assistant", "thinking_blocks": blocks, "tool_calls": [call]}
+        else:
+            first = await client.chat.completions.create(
+                model=MODEL, messages=QUESTION, tools=[WEATHER_TOOL]
+            )
+            message = first.choices[0].message.model_dump(exclude_none=True)
+            blocks = message["thinking_blocks"]
+            call_id = message["tool_calls"][0]["id"]
+        assert blocks == [{"type": "redacted_thinking", "data": "opaque"}]
+        await client.chat.completions.create(
+            model=MODEL,
+            messages=[
+                *QUESTION,
+                message,
+                {"role": "tool", "tool_call_id": call_id, "content": "ok"},
+            ],
+            tools=[WEATHER_TOOL],
+        )
+    assistant = next(m for m in api.requests[-1].messages if m["role"] == "assistant")
+    assert assistant["content"][0] == {"type": "redacted_thinking", "data": "opaque"}
+    assert [b["type"] for b in assistant["content"]] == ["redacted_thinking", "tool_use"]
 
 
 async def test_an_openai_agents_sdk_agent_runs_its_function_tool_through_the_gateway() -> None:

@@ -372,17 +372,6 @@ REFUSED: dict[str, tuple[dict[str, Any], type[ProviderError], str]] = {
         UnsupportedRequestError,
         "messages[2].content[0].content[0]",
     ),
-    "redacted-thinking": (
-        {
-            "messages": [
-                {"role": "user", "content": "x"},
-                {"role": "assistant", "content": [{"type": "redacted_thinking", "data": "zz"}]},
-                {"role": "user", "content": "y"},
-            ]
-        },
-        UnsupportedRequestError,
-        "messages[1].content[0]: redacted_thinking",
-    ),
     "citations": (
         {
             "messages": [
@@ -591,3 +580,54 @@ def test_structured_output_is_one_json_text_block_in_both_forms() -> None:
 )
 def test_stop_reasons(finish_reason: Any, raw: str, calls: bool, expected: str) -> None:
     assert stop_reason(finish_reason, raw, calls=calls) == expected
+
+
+# -- redacted thinking: opaque data, no text; back to the model as it came
+
+REDACTED_TURN: list[StreamPart] = [
+    StreamStartPart(mode="single-turn"),
+    ReasoningStartPart(id="r1"),
+    ReasoningEndPart(id="r1", redacted="opaque"),
+    ToolInputStartPart(id="toolu_1", tool_name="get_weather"),
+    ToolInputDeltaPart(id="toolu_1", delta='{"city": "Paris"}'),
+    ToolInputEndPart(id="toolu_1"),
+    ToolCallPart(tool_call_id="toolu_1", tool_name="get_weather", input={"city": "Paris"}),
+    FINISH,
+]
+
+
+def test_a_redacted_block_streams_whole_in_its_start_event() -> None:
+    events = events_for(REDACTED_TURN)
+    starts = [e["content_block"] for e in events if e["type"] == "content_block_start"]
+    assert starts[0] == {"type": "redacted_thinking", "data": "opaque"}
+    assert [(e["type"], e.get("index")) for e in events[1:3]] == [
+        ("content_block_start", 0), ("content_block_stop", 0)
+    ]  # fmt: skip
+
+
+def test_a_redacted_block_is_in_the_non_streaming_message_and_parses_back() -> None:
+    answer = message(folded(REDACTED_TURN), message_id="m", model="m", structured=False)
+    assert answer["content"][0] == {"type": "redacted_thinking", "data": "opaque"}
+
+    call = parse_request(
+        request(messages=[
+            {"role": "user", "content": "Weather?"},
+            {"role": "assistant", "content": answer["content"]},
+            {"role": "user", "content": [
+                {"type": "tool_result", "tool_use_id": "toolu_1", "content": "sunny"}]},
+        ])
+    )  # fmt: skip
+    assert call.messages[1]["content"][0] == {"type": "reasoning", "text": "", "redacted": "opaque"}
+    history = convert_messages(call.messages).history
+    assert history[1]["content"][0] == {"type": "redacted_thinking", "data": "opaque"}
+
+
+def test_a_redacted_block_without_data_is_refused() -> None:
+    with pytest.raises(InvalidMessagesError, match=r"messages\[1\].content\[0\]: .*'data'"):
+        parse_request(
+            request(messages=[
+                {"role": "user", "content": "x"},
+                {"role": "assistant", "content": [{"type": "redacted_thinking", "data": ""}]},
+                {"role": "user", "content": "y"},
+            ])
+        )  # fmt: skip

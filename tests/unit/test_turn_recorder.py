@@ -6,6 +6,7 @@ from __future__ import annotations
 from claude_agent_sdk import (
     AssistantMessage,
     ConversationResetMessage,
+    StreamEvent,
     SystemMessage,
     TextBlock,
     ThinkingBlock,
@@ -67,3 +68,27 @@ def test_what_the_app_history_cannot_hold_makes_the_record_incomplete() -> None:
     assert not record(reset).complete
     synthetic = AssistantMessage(content=[TextBlock("API Error")], model="<synthetic>")
     assert not record(synthetic).complete
+
+
+def test_a_redacted_thinking_block_is_recorded_from_the_stream() -> None:
+    # The SDK drops the block from its AssistantMessage, which arrives empty; the stream has it.
+    start = {"type": "content_block_start", "index": 0,
+             "content_block": {"type": "redacted_thinking", "data": "opaque"}}  # fmt: skip
+    recorder = record(
+        StreamEvent(uuid="u", session_id="s", event=start),
+        assistant(),
+        assistant(ToolUseBlock("t1", "mcp__sf__add", {"a": 1})),
+    )
+    assert recorder.complete
+    history = convert_messages(
+        [
+            {"role": "user", "content": "add"},
+            {"role": "assistant", "content": [
+                {"type": "reasoning", "text": "", "redacted": "opaque"},
+                {"type": "tool-call", "tool_call_id": "t1", "tool_name": "add", "input": {"a": 1}},
+            ]},
+            {"role": "tool", "content": [
+                {"type": "tool-result", "tool_call_id": "t1", "output": "2"}]},
+        ]
+    ).history  # fmt: skip
+    assert recorder.turns == history[1:2]
