@@ -760,7 +760,8 @@ class _Deadlines:
         if self._which == "timeout":
             return QueryTimeoutError(
                 f"the query did not finish within timeout={self._timeout:g} s; the CLI was "
-                f"stopped. Raise ProviderSettings.timeout for long tasks",
+                f"stopped. Raise the timeout for long tasks (the call's timeout, which frameworks "
+                f"set from their own timeout setting, else ProviderSettings.timeout)",
                 kind="timeout",
                 seconds=float(self._timeout or 0),
             )
