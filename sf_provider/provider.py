@@ -632,7 +632,8 @@ class ClaudeAgentProvider:
         model = plan.model
         if (model or "default") in self._models or (model or "").startswith("claude-"):
             return  # known, or a full model name
-        if not any(b.get("type") == "thinking" for t in history for b in t["content"]):
+        thinking = ("thinking", "redacted_thinking")
+        if not any(b.get("type") in thinking for t in history for b in t["content"]):
             return
         empty = replace(plan, conversation=replace(plan.conversation, history=[]))
         pool = self._warm_pool() if self.settings.warm_processes else None

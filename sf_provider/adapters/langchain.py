@@ -4,7 +4,9 @@ LangChain runs its own tools, so every call is a **single-turn** query: the tool
 `bind_tools` are offered to the model without executors, and the calls come back as
 `AIMessage.tool_calls` for the application (or an agent loop) to run. History reaches the model
 natively: `AIMessage.tool_calls` become `tool_use` blocks and `ToolMessage`s `tool_result`
-blocks, with the same ids.
+blocks, with the same ids. A reply with signed thinking or tool calls comes back as
+`ChatAnthropic` gives it (Anthropic content blocks, streamed with an `index`), so that the
+thinking is replayed with the calls; a text reply is a plain string.
 
 Example::
 
@@ -43,12 +45,15 @@ except ImportError as exc:  # pragma: no cover - exercised only without the extr
 import json
 from collections.abc import AsyncIterator, Callable, Iterator, Mapping, Sequence
 from contextlib import aclosing
-from typing import Any, TypeVar
+from functools import partial
+from operator import itemgetter
+from typing import Any, Literal, TypeVar
 
 from langchain_core.callbacks import (
     AsyncCallbackManagerForLLMRun,
     CallbackManagerForLLMRun,
 )
+from langchain_core.exceptions import OutputParserException
 from langchain_core.language_models import BaseChatModel, LanguageModelInput
 from langchain_core.messages import (
     AIMessage,
@@ -62,14 +67,14 @@ from langchain_core.messages import (
 from langchain_core.messages.ai import InputTokenDetails, UsageMetadata
 from langchain_core.messages.tool import ToolCall, tool_call_chunk
 from langchain_core.outputs import ChatGeneration, ChatGenerationChunk, ChatResult
-from langchain_core.runnables import Runnable
+from langchain_core.runnables import Runnable, RunnableLambda, RunnableMap, RunnablePassthrough
 from langchain_core.tools import BaseTool
-from langchain_core.utils.function_calling import convert_to_openai_tool
-from pydantic import ConfigDict, Field, model_validator
+from langchain_core.utils.function_calling import convert_to_json_schema, convert_to_openai_tool
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from .._sync import iterate_in_thread, run_sync
 from ..errors import InvalidMessagesError, ProviderError, UnsupportedRequestError
-from ..provider import ClaudeAgentProvider, NamedToolChoice, ToolChoice
+from ..provider import CallOptions, ClaudeAgentProvider, NamedToolChoice, ToolChoice
 from ..settings import Effort, ProviderSettings, Thinking
 from ..tools import FunctionTool
 from ..types import (
@@ -116,13 +121,16 @@ class ChatClaudeAgent(BaseChatModel):
     """Claude through the Claude Code CLI as a LangChain chat model; LangChain runs the tools.
 
     Give it a `provider` (a `ClaudeAgentProvider`) or `settings` (a `ProviderSettings`; the
-    provider is built from them). `model`, `max_tokens`, `timeout`, `max_retries`, `thinking`
-    and `effort` are taken the way `ChatAnthropic` takes them and apply to every call (over the
-    provider's settings); any other constructor argument (`temperature`, `top_p`, ...) is
-    refused: the Claude Code CLI has no switch for it. Keyword arguments of `invoke`/`stream`
-    (and of `bind`) that are not `tools`/`tool_choice` are passed on as the provider's call
-    options (`model`, `system_prompt`, `max_tokens`, ...); an unknown one raises
-    `UnsupportedRequestError`.
+    provider is built from them), not both. `model`, `max_tokens`, `timeout`, `max_retries`,
+    `thinking` and `effort` are taken the way `ChatAnthropic` takes them and apply to every call
+    (over the provider's settings); `thinking` also takes ChatAnthropic's dicts
+    (`{"type": "enabled", "budget_tokens": N}`, `{"type": "disabled"}`, `{"type": "adaptive"}`).
+    Any other constructor argument (`temperature`, `top_p`, ...) is refused: the Claude Code
+    CLI has no switch for it. Keyword arguments of `invoke`/`stream` (and of `bind`) that are
+    not `tools`/`tool_choice` are passed on as the provider's call options (`model`,
+    `system_prompt`, `max_tokens`, ...); one the CLI cannot honour (`temperature`,
+    `extra_headers`, ...) or an unknown one raises `UnsupportedRequestError` before anything
+    starts.
     """
 
     model_config = ConfigDict(arbitrary_types_allowed=True, extra="forbid")
@@ -138,9 +146,19 @@ class ChatClaudeAgent(BaseChatModel):
     thinking: Thinking | None = Field(default=None, description="Extended thinking (`Thinking`).")
     effort: Effort | None = Field(default=None, description="Effort level (`Effort`).")
 
+    @field_validator("thinking", mode="before")
+    @classmethod
+    def _thinking_dict(cls, value: Any) -> Any:
+        return _thinking(value)
+
     @model_validator(mode="after")
     def _provider_from_settings(self) -> ChatClaudeAgent:
-        if self.settings is not None and "provider" not in self.model_fields_set:
+        if self.settings is not None:
+            if "provider" in self.model_fields_set:
+                raise ValueError(
+                    "give ChatClaudeAgent a provider or settings, not both: a provider keeps "
+                    "the settings it was built with, so these settings would be ignored"
+                )
             self.provider = ClaudeAgentProvider(self.settings)
         return self
 
@@ -151,6 +169,10 @@ class ChatClaudeAgent(BaseChatModel):
     @property
     def _identifying_params(self) -> dict[str, Any]:
         return {"model": self.model or self.provider.settings.model}
+
+    def _requested_model(self, options: Mapping[str, Any]) -> str | None:
+        model = options.get("model") or self.provider.settings.model
+        return str(model) if model else None
 
     def _call_options(self, kwargs: dict[str, Any]) -> dict[str, Any]:
         """The model's own settings (those set), under the call's keyword arguments."""
@@ -163,22 +185,86 @@ class ChatClaudeAgent(BaseChatModel):
         tools: Sequence[ToolLike],
         *,
         tool_choice: str | dict[str, Any] | bool | None = None,
+        strict: bool | None = None,
+        parallel_tool_calls: bool | None = None,
         **kwargs: Any,
     ) -> Runnable[LanguageModelInput, AIMessage]:
         """Offer these tools to the model; LangChain (or the application) runs the calls.
 
-        `tools`: `BaseTool`s, functions, pydantic models or tool dicts (anything
-        `convert_to_openai_tool` takes). `tool_choice`: `"auto"` / `None`, `"none"`, `"any"` /
-        `"required"` / `True` (some call), a tool name, or `{"type": "tool", "name": ...}` /
-        `{"type": "function", "function": {"name": ...}}`.
+        `tools`: `BaseTool`s, functions, pydantic models or function tool dicts (anything
+        `convert_to_openai_tool` takes; Anthropic server tools such as web search are refused).
+        `tool_choice`: `"auto"` / `None`, `"none"`, `"any"` / `"required"` / `True` (some call),
+        a tool name, or `{"type": "tool", "name": ...}` / `{"type": "function", "function":
+        {"name": ...}}` / `{"type": "auto" | "any" | "none"}`. `strict=True` and
+        `parallel_tool_calls=False` are refused: the CLI has neither switch.
         """
+        if strict:
+            raise UnsupportedRequestError(_NO_STRICT_TOOLS)
         definitions = [tool_definition(t) for t in tools]
         for definition in definitions:
             _function_tool(definition)  # a bad name or schema fails here, not at the first call
         choice = _tool_choice(tool_choice, [d["name"] for d in definitions])
+        options = _options({"parallel_tool_calls": parallel_tool_calls, **kwargs})
         # Plain data in the binding: LangChain serialises bound kwargs (tracing, caching).
         plain = choice if isinstance(choice, str) else choice.model_dump()
-        return self.bind(tools=definitions, tool_choice=plain, **kwargs)
+        return self.bind(tools=definitions, tool_choice=plain, **options)
+
+    def with_structured_output(
+        self,
+        schema: dict[str, Any] | type,
+        *,
+        include_raw: bool = False,
+        method: Literal["function_calling", "json_schema"] = "function_calling",
+        strict: bool | None = None,
+        **kwargs: Any,
+    ) -> Runnable[LanguageModelInput, dict[str, Any] | BaseModel]:
+        """Answers as `schema` (a pydantic model, TypedDict or JSON Schema dict).
+
+        `method="function_calling"` (the default) asks for a call of a tool shaped like the
+        schema, as `bind_tools` does; `strict=True` is refused there (arguments are checked
+        after the fact, not constrained). `method="json_schema"` uses the provider's structured
+        output (the `output_schema` option: the CLI's `StructuredOutput` tool, whose object is
+        checked against the schema, and asked for again when it does not match); `strict=True`
+        is accepted there. `include_raw=True` returns `{"raw", "parsed", "parsing_error"}`.
+
+        Example::
+
+            answer = await model.with_structured_output(Answer, method="json_schema").ainvoke(q)
+        """
+        if method == "function_calling":
+            if strict:
+                raise UnsupportedRequestError(
+                    "with_structured_output(strict=True) needs method='json_schema': with "
+                    "'function_calling' the arguments are checked against the schema after the "
+                    "call (a mismatch comes back as an invalid tool call), not constrained"
+                )
+            return super().with_structured_output(schema, include_raw=include_raw, **kwargs)
+        if method != "json_schema":
+            raise UnsupportedRequestError(
+                f"with_structured_output(method={method!r}) is not supported: use "
+                f"'function_calling' (a tool call, the default) or 'json_schema' (the CLI's "
+                f"structured output); the CLI has no JSON mode"
+            )
+        if kwargs:
+            raise UnsupportedRequestError(
+                f"with_structured_output got unsupported arguments {sorted(kwargs)}"
+            )
+        llm = self.bind(
+            output_schema=convert_to_json_schema(schema),
+            ls_structured_output_format={
+                "kwargs": {"method": "json_schema", "strict": strict},
+                "schema": schema,
+            },
+        )
+        parser = RunnableLambda(partial(_structured_output, schema))
+        if not include_raw:
+            return llm | parser
+        parsed = RunnablePassthrough.assign(
+            parsed=itemgetter("raw") | parser, parsing_error=lambda _: None
+        ).with_fallbacks(
+            [RunnablePassthrough.assign(parsed=lambda _: None)], exception_key="parsing_error"
+        )
+        return RunnableMap(raw=llm) | parsed
 
     # -- async: the real path
 
@@ -191,7 +277,8 @@ class ChatClaudeAgent(BaseChatModel):
     ) -> ChatResult:
         provider_messages, tools, options = _request(messages, stop, self._call_options(kwargs))
         result = await self.provider.generate(provider_messages, tools=tools, **options)
-        return ChatResult(generations=[ChatGeneration(message=ai_message(result))])
+        message = ai_message(result, self._requested_model(options))
+        return ChatResult(generations=[ChatGeneration(message=message)])
 
     async def _astream(
         self,
@@ -201,7 +288,7 @@ class ChatClaudeAgent(BaseChatModel):
         **kwargs: Any,
     ) -> AsyncIterator[ChatGenerationChunk]:
         provider_messages, tools, options = _request(messages, stop, self._call_options(kwargs))
-        chunks = _ChunkMapper()
+        chunks = _ChunkMapper(self._requested_model(options), blocks=bool(tools))
         async with aclosing(self.provider.stream(provider_messages, tools=tools, **options)) as s:
             async for part in s:
                 chunk = chunks.chunk(part)
@@ -239,8 +326,24 @@ class ChatClaudeAgent(BaseChatModel):
 
 
 def tool_definition(tool: ToolLike) -> dict[str, Any]:
-    """A LangChain tool as a JSON-schema tool definition: `{name, description, input_schema}`."""
-    function = convert_to_openai_tool(tool)["function"]
+    """A LangChain tool as a JSON-schema tool definition: `{name, description, input_schema}`.
+
+    Only function tools can be offered: a tool dict of another `type` (an Anthropic server or
+    built-in tool such as `web_search_20250305` or `bash_20250124`) raises
+    `UnsupportedRequestError`, and so does an OpenAI tool with `"strict": true`. A tool's
+    `cache_control` is ignored: the CLI places its own cache breakpoints.
+    """
+    kind = tool.get("type") if isinstance(tool, Mapping) else None
+    if isinstance(tool, Mapping) and kind not in (None, "function", "custom"):
+        raise UnsupportedRequestError(
+            f"tool {tool.get('name', kind)!r} of type {kind!r} is a server or built-in tool, "
+            f"which this adapter cannot offer: the model would only see an empty client tool. "
+            f"Bind function tools (a BaseTool, function, pydantic model or function tool dict)"
+        )
+    converted = convert_to_openai_tool(tool)
+    function = converted["function"]
+    if converted.get("strict") or function.get("strict"):
+        raise UnsupportedRequestError(f"tool {function['name']!r}: {_NO_STRICT_TOOLS}")
     return {
         "name": function["name"],
         "description": function.get("description", ""),
@@ -259,12 +362,17 @@ def _function_tool(definition: Mapping[str, Any]) -> FunctionTool:
 
 def _tool_choice(choice: str | dict[str, Any] | bool | None, names: list[str]) -> ToolChoice:
     name: Any
+    if isinstance(choice, Mapping) and choice.get("disable_parallel_tool_use"):
+        raise UnsupportedRequestError(
+            "tool_choice with disable_parallel_tool_use is not supported: the Claude Code CLI "
+            "has no switch to turn parallel tool calls off"
+        )
     match choice:
-        case None | "auto" | False:
+        case None | "auto" | False | {"type": "auto"}:
             return "auto"
-        case "none":
+        case "none" | {"type": "none"}:
             return "none"
-        case "any" | "required" | True:
+        case "any" | "required" | True | {"type": "any"}:
             return "required"
         case str():
             name = choice
@@ -284,6 +392,79 @@ def _tool_choice(choice: str | dict[str, Any] | bool | None, names: list[str]) -
     return NamedToolChoice(name=name)
 
 
+_NO_STRICT_TOOLS = (
+    "strict tool schemas are not supported: the Claude Code CLI has no constrained decoding; "
+    "arguments are checked against the schema after the call, and a call that does not match "
+    "comes back in invalid_tool_calls. Leave strict off"
+)
+
+#: Keyword arguments other chat models take that the CLI cannot honour, and why.
+_NO_SWITCH = {
+    **dict.fromkeys(
+        ("temperature", "top_p", "top_k", "seed", "presence_penalty", "frequency_penalty",
+         "logit_bias", "service_tier", "stop_sequences", "logprobs", "n"),
+        "the Claude Code CLI has no switch for it",
+    ),
+    **dict.fromkeys(
+        ("extra_headers", "extra_body", "extra_query", "betas", "mcp_servers"),
+        "the Claude Code CLI makes the API request itself and takes no extra request fields",
+    ),
+    "response_format": "use with_structured_output(schema, method='json_schema') instead",
+}  # fmt: skip
+
+#: Keyword arguments LangChain itself passes and takes back before the model is called.
+_LANGCHAIN_OWN = {"ls_structured_output_format"}
+
+
+def _options(kwargs: Mapping[str, Any]) -> dict[str, Any]:
+    """Keyword arguments of `invoke`/`bind` as the provider's call options; one the CLI cannot
+    honour, or an unknown one, raises `UnsupportedRequestError` before anything starts."""
+    options: dict[str, Any] = {}
+    for name, value in kwargs.items():
+        if name == "parallel_tool_calls":
+            if value is False:
+                raise UnsupportedRequestError(
+                    "parallel_tool_calls=False is not supported: the Claude Code CLI has no "
+                    "switch to turn parallel tool calls off"
+                )
+            continue  # True or None: the model may call tools in parallel, as it does
+        if name in _NO_SWITCH:
+            raise UnsupportedRequestError(f"{name} is not supported: {_NO_SWITCH[name]}")
+        if name not in CallOptions.model_fields and name not in ("tools", *_LANGCHAIN_OWN):
+            raise UnsupportedRequestError(
+                f"unknown option {name!r}; ChatClaudeAgent calls take "
+                f"{sorted(CallOptions.model_fields)} (and tools)"
+            )
+        options[name] = _thinking(value) if name == "thinking" else value
+    return options
+
+
+def _thinking(value: Any) -> Any:
+    """ChatAnthropic's `thinking` dicts as the provider's `Thinking`; other values as given."""
+    if not isinstance(value, Mapping):
+        return value
+    match dict(value):
+        case {"type": "enabled", "budget_tokens": int() as budget} if len(value) == 2:
+            return budget
+        case {"type": "disabled" | "adaptive" as kind} if len(value) == 1:
+            return kind
+    raise UnsupportedRequestError(
+        f"thinking={dict(value)!r} is not understood: use {{'type': 'enabled', "
+        f"'budget_tokens': N}}, {{'type': 'disabled'}}, {{'type': 'adaptive'}}, a budget, "
+        f"'disabled' or 'adaptive'"
+    )
+
+
+def _structured_output(schema: dict[str, Any] | type, message: BaseMessage) -> Any:
+    """The object of a `method="json_schema"` reply, as `schema` (a pydantic model) or a dict."""
+    value = message.response_metadata.get("structured_output")
+    if value is None:
+        raise OutputParserException("the reply carries no structured output")
+    if isinstance(schema, type) and issubclass(schema, BaseModel):
+        return schema.model_validate(value)
+    return value
+
+
 # --------------------------------------------------------------------------- messages in
 
 
@@ -294,8 +475,9 @@ def _request(
         raise UnsupportedRequestError(
             "stop sequences are not supported: the Claude Code CLI has no stop-sequence option"
         )
-    options = dict(kwargs)
-    tools = [_function_tool(d) for d in options.pop("tools", None) or []]
+    options = _options(kwargs)
+    # `bind(tools=...)` and `invoke(..., tools=...)` take what bind_tools takes.
+    tools = [_function_tool(tool_definition(t)) for t in options.pop("tools", None) or []]
     if "tool_choice" in options:
         options["tool_choice"] = _tool_choice(options["tool_choice"], [t.name for t in tools])
     return provider_messages(messages), tools, options
@@ -308,6 +490,12 @@ def provider_messages(messages: Sequence[BaseMessage]) -> list[dict[str, Any]]:
         where = f"message {i} ({type(message).__name__})"
         role = message.role if isinstance(message, ChatMessage) else message.type
         if isinstance(message, SystemMessage) or role == "system":
+            if converted and converted[-1]["role"] != "system":
+                raise InvalidMessagesError(
+                    f"{where}: system messages must come first (consecutive, at the start): "
+                    f"the request has one system prompt, so this one would move; put it at "
+                    f"the start or send it as a HumanMessage"
+                )
             converted.append({"role": "system", "content": _text_of(message.content, where)})
         elif isinstance(message, HumanMessage) or role == "user":
             converted.append({"role": "user", "content": _user_content(message.content, where)})
@@ -319,7 +507,7 @@ def provider_messages(messages: Sequence[BaseMessage]) -> list[dict[str, Any]]:
             result = {
                 "type": "tool-result",
                 "tool_call_id": message.tool_call_id,
-                "output": _tool_output(message.content),
+                "output": _tool_output(message.content, where),
                 "is_error": message.status == "error",
             }
             converted.append({"role": "tool", "content": [result]})
@@ -355,19 +543,29 @@ def _user_content(content: str | list[str | dict[str, Any]], where: str) -> list
             image = block.get("image_url")
             url = image.get("url") if isinstance(image, Mapping) else image
             blocks.append({"type": "image", "url": url})
+        elif kind == "image" and (block.get("file_id") or _source(block).get("type") == "file"):
+            raise InvalidMessagesError(
+                f"{where}: images by file id (the Files API) are not supported: the CLI "
+                f"cannot fetch uploaded files; send the image as base64 or a URL"
+            )
         elif kind == "image" and isinstance(block.get("base64"), str):  # LangChain v1 block
             media = block.get("mime_type")
             blocks.append({"type": "image", "data": block["base64"], "media_type": media})
         elif kind == "image" and isinstance(block.get("url"), str):
             blocks.append({"type": "image", "url": block["url"]})
-        elif kind == "image" and isinstance(block.get("source"), Mapping):  # Anthropic style
-            source = block["source"]
+        elif kind == "image" and _source(block):  # Anthropic style
+            source = _source(block)
             if source.get("type") == "base64":
                 blocks.append(
                     {"type": "image", "data": source["data"], "media_type": source["media_type"]}
                 )
             else:
                 blocks.append({"type": "image", "url": source.get("url")})
+        elif kind == "image":
+            raise InvalidMessagesError(
+                f"{where}: an image block needs base64 + mime_type, a url, or an Anthropic "
+                f"source (base64 or url)"
+            )
         else:
             raise InvalidMessagesError(
                 f"{where}: a user block must be text or an image (image_url, or an image with "
@@ -376,8 +574,17 @@ def _user_content(content: str | list[str | dict[str, Any]], where: str) -> list
     return blocks
 
 
+def _source(block: Mapping[str, Any]) -> Mapping[str, Any]:
+    source = block.get("source")
+    return source if isinstance(source, Mapping) else {}
+
+
 def _assistant_content(message: BaseMessage, where: str) -> list[dict[str, Any]]:
     blocks: list[dict[str, Any]] = []
+    calls: list[Mapping[str, Any]] = (
+        list(message.tool_calls) if isinstance(message, AIMessage) else []
+    )
+    known = {call.get("id") for call in calls}
     for block in _content_blocks(message.content):
         kind = block.get("type")
         if kind == "text":
@@ -388,19 +595,31 @@ def _assistant_content(message: BaseMessage, where: str) -> list[dict[str, Any]]
                 {"type": "reasoning", "text": block.get("thinking", ""),
                  "signature": block.get("signature")}
             )  # fmt: skip
+        elif kind == "redacted_thinking" or (
+            kind == "non_standard" and (block.get("value") or {}).get("type") == "redacted_thinking"
+        ):  # Anthropic style (v1 output wraps it as non_standard): the data goes back as is
+            data = (block if kind == "redacted_thinking" else block["value"]).get("data")
+            blocks.append({"type": "reasoning", "text": "", "redacted": data})
         elif kind == "reasoning":  # LangChain v1 standard block
             extras = block.get("extras") or {}
             blocks.append(
                 {"type": "reasoning", "text": block.get("reasoning", ""),
                  "signature": block.get("signature") or extras.get("signature")}
             )  # fmt: skip
-        elif kind in ("tool_use", "tool_call", "tool_call_chunk"):
-            pass  # the calls are taken from `tool_calls`, which carries the ids
+        elif kind in ("tool_use", "tool_call"):
+            # `tool_calls` carries the calls; a call only in the content (an Anthropic-style
+            # message built by hand) is taken from there.
+            if block.get("id") not in known:
+                arguments = block.get("input" if kind == "tool_use" else "args")
+                calls.append({"name": block.get("name"), "args": arguments, "id": block.get("id")})
+                known.add(block.get("id"))
+        elif kind == "tool_call_chunk":
+            pass  # a streamed piece of a call in `tool_calls`
         else:
             raise InvalidMessagesError(
                 f"{where}: an assistant block must be text, reasoning or a tool call, not {kind!r}"
             )
-    for call in message.tool_calls if isinstance(message, AIMessage) else []:
+    for call in calls:
         if not call.get("id"):
             raise InvalidMessagesError(
                 f"{where}: tool call {call['name']!r} has no id; the tool message answering it "
@@ -413,10 +632,22 @@ def _assistant_content(message: BaseMessage, where: str) -> list[dict[str, Any]]
     return blocks
 
 
-def _tool_output(content: str | list[str | dict[str, Any]]) -> Any:
+#: Tool message blocks the provider's tool results cannot carry (they hold text or JSON).
+_MEDIA = {"image", "image_url", "file", "audio", "video", "document", "input_audio"}
+
+
+def _tool_output(content: str | list[str | dict[str, Any]], where: str) -> Any:
     if isinstance(content, str):
         return content
     blocks = _content_blocks(content)
+    media = sorted({str(b.get("type")) for b in blocks if b.get("type") in _MEDIA})
+    if media:
+        raise InvalidMessagesError(
+            f"{where}: a tool result with {', '.join(media)} blocks cannot be sent: the "
+            f"provider's tool results carry text or JSON only, so the image would reach the "
+            f"model as base64 text. Return text from the tool, or put the image in a "
+            f"HumanMessage after the tool messages"
+        )
     if all(b.get("type") == "text" for b in blocks):
         return "".join(str(b.get("text", "")) for b in blocks)
     return blocks  # sent as JSON
@@ -442,9 +673,15 @@ def usage_metadata(usage: Usage) -> UsageMetadata:
 
 
 def _response_metadata(
-    finish: FinishPart | GenerateResult, warnings: list[CallWarning], invalid: dict[str, str]
+    finish: FinishPart | GenerateResult,
+    warnings: list[CallWarning],
+    invalid: dict[str, str],
+    requested_model: str | None,
 ) -> dict[str, Any]:
     metadata: dict[str, Any] = {
+        # As ChatAnthropic's: `.content_blocks` reads the content as Anthropic's, and
+        # `get_usage_metadata_callback` counts usage per model name.
+        "model_provider": "anthropic",
         "finish_reason": finish.finish_reason,
         "stop_reason": finish.raw_stop_reason,
         "cost_usd": finish.cost_usd,
@@ -454,6 +691,9 @@ def _response_metadata(
         # Which CLI process served the query: fresh, warm, or continued (its conversation).
         "process": finish.provider_details.get("process"),
     }
+    model = _answering_model(finish.provider_details) or requested_model
+    if model:
+        metadata["model_name"] = model
     structured = getattr(finish, "structured_output", None)  # with the `output_schema` option
     if structured is not None:
         metadata["structured_output"] = structured
@@ -464,29 +704,49 @@ def _response_metadata(
     return metadata
 
 
-def ai_message(result: GenerateResult) -> AIMessage:
-    """A `GenerateResult` of a single-turn query as an `AIMessage`."""
+def _answering_model(details: Mapping[str, Any]) -> str | None:
+    """The model that wrote most of the output, from the CLI's per-model usage."""
+    usage = details.get("model_usage")
+    if not isinstance(usage, Mapping) or not usage:
+        return None
+    return str(max(usage, key=lambda name: (usage[name] or {}).get("outputTokens", 0)))
+
+
+def ai_message(result: GenerateResult, requested_model: str | None = None) -> AIMessage:
+    """A `GenerateResult` of a single-turn query as an `AIMessage`.
+
+    Its content is the text, or, when the reply has signed or redacted thinking or tool calls,
+    Anthropic content blocks as `ChatAnthropic` gives them (`thinking` with its signature,
+    `redacted_thinking`, `text`, `tool_use`): the next request replays the thinking, which the
+    API wants back with the calls.
+    `requested_model` is the `model_name` when the CLI does not report which model answered.
+    """
     calls: list[ToolCall] = []
     for call in result.tool_calls:
         _app_call(call.provider_executed, call.tool_name)
         calls.append(ToolCall(name=call.tool_name, args=call.input, id=call.tool_call_id))
     invalid = {c.tool_call_id: c.invalid_reason or "" for c in result.tool_calls if c.invalid}
     additional = {"reasoning_content": result.reasoning} if result.reasoning else {}
-    # Signed thinking goes into the content as Anthropic-style blocks (as ChatAnthropic does), so
-    # that the next request replays it: the API wants it back with the calls.
     content: str | list[str | dict[str, Any]] = result.text
-    signed = [r for r in result.final_reasoning if r.signature]
-    if signed:
+    signed = [r for r in result.final_reasoning if r.signature or r.redacted]
+    if signed or calls:
         content = [
-            {"type": "thinking", "thinking": r.text, "signature": r.signature} for r in signed
+            {"type": "redacted_thinking", "data": r.redacted}
+            if r.redacted
+            else {"type": "thinking", "thinking": r.text, "signature": r.signature}
+            for r in signed
         ]
         if result.text:
             content.append({"type": "text", "text": result.text})
+        content += [
+            {"type": "tool_use", "id": c["id"], "name": c["name"], "input": c["args"]}
+            for c in calls
+        ]
     return AIMessage(
         content=content,
         tool_calls=calls,
         usage_metadata=usage_metadata(result.usage),
-        response_metadata=_response_metadata(result, result.warnings, invalid),
+        response_metadata=_response_metadata(result, result.warnings, invalid, requested_model),
         additional_kwargs=additional,
     )
 
@@ -501,13 +761,28 @@ def _app_call(provider_executed: bool, name: str) -> None:
 
 
 class _ChunkMapper:
-    """Stream parts -> `ChatGenerationChunk`s; the finish part becomes the last chunk."""
+    """Stream parts -> `ChatGenerationChunk`s; the finish part becomes the last chunk.
 
-    def __init__(self) -> None:
+    With tools bound (`blocks`), everything streams as Anthropic content blocks with an
+    `index`, as `ChatAnthropic` streams it, so that the chunks add up to a message that replays
+    (thinking with its signature, then the calls) and whose `.content_blocks` keep text written
+    before a call. Without tools, text streams as plain strings until a thinking block has been
+    streamed, and as blocks after it.
+    """
+
+    def __init__(self, requested_model: str | None, *, blocks: bool = False) -> None:
+        self.requested_model = requested_model
+        self.blocks = blocks
         self.warnings: list[CallWarning] = []
         self.invalid: dict[str, str] = {}
         self.streamed: set[str] = set()  # part and call ids already handed to LangChain
-        self.calls = 0
+        self.index: dict[str, int | None] = {}  # part id -> its content block (None: a string)
+
+    def _index(self, part_id: str, *, block: bool) -> int | None:
+        if part_id not in self.index:
+            blocks = self.blocks or any(i is not None for i in self.index.values())
+            self.index[part_id] = len(self.index) if block or blocks else None
+        return self.index[part_id]
 
     def chunk(self, part: StreamPart) -> ChatGenerationChunk | None:
         match part:
@@ -515,24 +790,41 @@ class _ChunkMapper:
                 self.warnings.extend(part.warnings)
             case TextDeltaPart():
                 self.streamed.add(part.id)
-                return _chunk(AIMessageChunk(content=part.delta))
+                index = self._index(part.id, block=False)
+                if index is None:
+                    return _chunk(AIMessageChunk(content=part.delta))
+                return _chunk(AIMessageChunk(content=[
+                    {"type": "text", "text": part.delta, "index": index}]))  # fmt: skip
             case ReasoningDeltaPart():
                 self.streamed.add(part.id)
-                return _chunk(AIMessageChunk(content="", additional_kwargs={
+                block = {"type": "thinking", "thinking": part.delta,
+                         "index": self._index(part.id, block=True)}  # fmt: skip
+                return _chunk(AIMessageChunk(content=[block], additional_kwargs={
                     "reasoning_content": part.delta}))  # fmt: skip
+            case ReasoningEndPart() if part.redacted:  # whole, as ChatAnthropic streams it
+                self.streamed.add(part.id)
+                block = {"type": "redacted_thinking", "data": part.redacted,
+                         "index": self._index(part.id, block=True)}  # fmt: skip
+                return _chunk(AIMessageChunk(content=[block]))
+            case ReasoningEndPart() if part.signature and part.id in self.index:
+                block = {"type": "thinking", "thinking": "", "signature": part.signature,
+                         "index": self.index[part.id]}  # fmt: skip
+                return _chunk(AIMessageChunk(content=[block]))
             case ToolCallPart():
                 _app_call(part.provider_executed, part.tool_name)
                 self.streamed.add(part.tool_call_id)
                 if part.invalid:
                     self.invalid[part.tool_call_id] = part.invalid_reason or ""
+                index = self._index(part.tool_call_id, block=True)
+                use = {"type": "tool_use", "id": part.tool_call_id, "name": part.tool_name,
+                       "input": part.input, "index": index}  # fmt: skip
                 call = tool_call_chunk(
                     name=part.tool_name,
                     args=json.dumps(part.input),
                     id=part.tool_call_id,
-                    index=self.calls,
+                    index=index,
                 )
-                self.calls += 1
-                return _chunk(AIMessageChunk(content="", tool_call_chunks=[call]))
+                return _chunk(AIMessageChunk(content=[use], tool_call_chunks=[call]))
             case ToolResultPart():
                 _app_call(part.provider_executed, part.tool_name)
             case DiscardPart():
@@ -544,11 +836,16 @@ class _ChunkMapper:
                         f"invoke/ainvoke, which fold the redo correctly"
                     )
             case FinishPart():
+                metadata = _response_metadata(
+                    part, self.warnings, self.invalid, self.requested_model
+                )
+                # Empty content of the stream's own kind (a string would become a text block).
+                blocks = self.blocks or any(i is not None for i in self.index.values())
                 return _chunk(
                     AIMessageChunk(
-                        content="",
+                        content=[] if blocks else "",
                         usage_metadata=usage_metadata(part.usage),
-                        response_metadata=_response_metadata(part, self.warnings, self.invalid),
+                        response_metadata=metadata,
                         chunk_position="last",
                     )
                 )
@@ -557,7 +854,7 @@ class _ChunkMapper:
                 | TextStartPart()
                 | TextEndPart()
                 | ReasoningStartPart()
-                | ReasoningEndPart()
+                | ReasoningEndPart()  # unsigned, or with no text streamed
                 | ToolInputStartPart()
                 | ToolInputDeltaPart()  # the call is streamed whole, as its tool-call part
                 | ToolInputEndPart()
@@ -567,4 +864,6 @@ class _ChunkMapper:
 
 
 def _chunk(message: AIMessageChunk) -> ChatGenerationChunk:
+    # On every chunk, as ChatAnthropic does: `output_version="v1"` translates chunk by chunk.
+    message.response_metadata["model_provider"] = "anthropic"
     return ChatGenerationChunk(message=message)

@@ -130,7 +130,12 @@ async def test_an_agent_loop_runs_langchain_tools_and_replays_them_natively() ->
     assert api.requests[0].tool_names == ["mcp__sf__add", "mcp__sf__multiply"]
     assert_native_replay(api, messages)
     first = messages[2]
-    assert isinstance(first, AIMessage) and first.content == "Adding first."
+    assert isinstance(first, AIMessage) and first.text == "Adding first."
+    assert first.content == [  # as ChatAnthropic gives a reply with calls
+        {"type": "text", "text": "Adding first."},
+        {"type": "tool_use", "id": first.tool_calls[0]["id"], "name": "add",
+         "input": {"a": 2, "b": 3}},
+    ]  # fmt: skip
     assert first.response_metadata["finish_reason"] == "tool-calls"
     assert answer.response_metadata["finish_reason"] == "stop"
     assert answer.response_metadata["session_id"]
@@ -156,7 +161,9 @@ async def test_the_same_loop_through_astream() -> None:
                 break
             messages += run_tools(full)
     assert "".join(texts) == ANSWER and len([t for t in texts if t]) > 1, "text streams"
-    assert full.content == ANSWER
+    # With tools bound, content streams as indexed blocks, as ChatAnthropic's does.
+    assert full.text == ANSWER
+    assert [(b["type"], b.get("text")) for b in full.content_blocks] == [("text", ANSWER)]
     assert runs == {"add": 1, "multiply": 1}
     calls = [c for m in messages if isinstance(m, AIMessage) for c in m.tool_calls]
     assert [(c["name"], c["args"]) for c in calls] == [

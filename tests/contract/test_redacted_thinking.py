@@ -77,3 +77,23 @@ async def test_a_redacted_block_goes_back_before_its_calls(warm_processes: int) 
     assistant = [m for m in api.requests[1].messages if m["role"] == "assistant"]
     assert [b["type"] for b in assistant[-1]["content"]] == ["redacted_thinking", "tool_use"]
     assert assistant[-1]["content"][0]["data"] == "opaque-1"
+
+
+async def test_a_history_with_only_redacted_thinking_is_replayed_for_the_default_model() -> None:
+    # The CLI replays thinking only from turns of the model it runs: with its default model
+    # (an alias), the provider learns which model that is before it writes the transcript.
+    history = [
+        {"role": "user", "content": "Weather in Paris?"},
+        {"role": "assistant", "content": [
+            {"type": "reasoning", "text": "", "redacted": "opaque-2"},
+            {"type": "tool-call", "tool_call_id": "toolu_1", "tool_name": "get_weather",
+             "input": {"city": "Paris"}},
+        ]},
+        {"role": "tool", "content": [
+            {"type": "tool-result", "tool_call_id": "toolu_1", "output": "sunny"}]},
+    ]  # fmt: skip
+    async with ScriptedMessagesAPI([reply(text("Sunny."))]) as api:
+        provider = ClaudeAgentProvider(api.settings(warm_processes=0))  # no model: the default
+        await provider.generate(history, tools=[WEATHER])
+    assistant = [m for m in api.requests[0].messages if m["role"] == "assistant"]
+    assert [b["type"] for b in assistant[-1]["content"]] == ["redacted_thinking", "tool_use"]

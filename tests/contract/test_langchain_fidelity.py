@@ -1,0 +1,412 @@
+"""The LangChain adapter: what a LangChain user passes takes effect in the request or fails loudly.
+
+Each test names one argument, option or message part and proves it from the scripted API's
+request log, or from the named error raised before any request.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from langchain_core.callbacks import get_usage_metadata_callback
+from langchain_core.messages import (
+    AIMessage,
+    AIMessageChunk,
+    BaseMessage,
+    HumanMessage,
+    SystemMessage,
+    ToolMessage,
+)
+from pydantic import BaseModel, ValidationError
+
+from sf_provider import ClaudeAgentProvider, InvalidMessagesError, UnsupportedRequestError
+from sf_provider.adapters.langchain import ChatClaudeAgent, provider_messages
+from sf_provider.testing import (
+    ScriptedMessagesAPI,
+    redacted_thinking,
+    reply,
+    text,
+    thinking,
+    tool_use,
+)
+
+pytestmark = [pytest.mark.cli]
+
+PNG = (
+    "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFQ5HAAAADUlEQVR42mNk+M9QDwADhgGAWjR9awAAAABJRU5ErkJggg"
+)
+
+
+class Answer(BaseModel):
+    """An answer."""
+
+    answer: str
+
+
+class Weather(BaseModel):
+    """Get the weather of a city."""
+
+    city: str
+
+
+WEATHER_OPENAI = {
+    "type": "function",
+    "function": {
+        "name": "Weather",
+        "description": "Get the weather of a city.",
+        "parameters": {"type": "object", "properties": {"city": {"type": "string"}}},
+    },
+}
+
+
+def assistant_blocks(body: dict[str, Any]) -> list[tuple[str, str | None]]:
+    """(type, signature) of every assistant block the request replayed."""
+    return [
+        (block["type"], block.get("signature"))
+        for message in body["messages"]
+        if message["role"] == "assistant"
+        for block in message["content"]
+    ]
+
+
+async def replay(message: AIMessage, **model: Any) -> tuple[ScriptedMessagesAPI, AIMessage]:
+    """Send `message` back with a result for its call, as an agent loop does."""
+    history: list[BaseMessage] = [
+        HumanMessage("Weather in Paris?"),
+        message,
+        ToolMessage("sunny", tool_call_id=message.tool_calls[0]["id"]),
+    ]
+    async with ScriptedMessagesAPI([reply(text("Sunny."))]) as api:
+        chat = ChatClaudeAgent(settings=api.settings(), **model).bind_tools([Weather])
+        answer = await chat.ainvoke(history)
+    return api, answer
+
+
+# -- with_structured_output
+
+
+@pytest.mark.anyio
+async def test_structured_output_json_schema_uses_the_providers_output_schema() -> None:
+    script = [reply(tool_use("StructuredOutput", {"answer": "Paris"}))]
+    async with ScriptedMessagesAPI(script) as api:
+        chat = ChatClaudeAgent(settings=api.settings())
+        structured = chat.with_structured_output(Answer, method="json_schema", strict=True)
+        answer = await structured.ainvoke("Capital of France?")
+    assert answer == Answer(answer="Paris")
+    (request,) = api.requests
+    assert request.tool_names == ["StructuredOutput"], "the CLI's tool, not a client tool"
+    (tool,) = request.tools
+    assert tool["input_schema"]["properties"] == {"answer": {"type": "string"}}
+
+
+@pytest.mark.anyio
+async def test_structured_output_json_schema_with_include_raw() -> None:
+    script = [reply(tool_use("StructuredOutput", {"answer": "Paris"}))]
+    async with ScriptedMessagesAPI(script) as api:
+        chat = ChatClaudeAgent(settings=api.settings())
+        schema = Answer.model_json_schema()
+        structured = chat.with_structured_output(schema, method="json_schema", include_raw=True)
+        result: Any = await structured.ainvoke("Capital of France?")
+    assert result["parsed"] == {"answer": "Paris"} and result["parsing_error"] is None
+    assert isinstance(result["raw"], AIMessage)
+    assert api.requests[0].tool_names == ["StructuredOutput"]
+
+
+@pytest.mark.anyio
+async def test_structured_output_function_calling_stays_a_tool_call_with_include_raw() -> None:
+    async with ScriptedMessagesAPI([reply(tool_use("Answer", {"answer": "Paris"}))]) as api:
+        chat = ChatClaudeAgent(settings=api.settings())
+        structured = chat.with_structured_output(Answer, include_raw=True)
+        result: Any = await structured.ainvoke("Capital of France?")
+    assert result["parsed"] == Answer(answer="Paris")
+    assert api.requests[0].tool_names == ["mcp__sf__Answer"]
+
+
+@pytest.mark.parametrize(
+    ("arguments", "problem"),
+    [
+        ({"method": "json_mode"}, "'function_calling'.*'json_schema'"),
+        ({"method": "no-such-method"}, "'function_calling'.*'json_schema'"),
+        ({"strict": True}, "strict=True.*method='json_schema'"),
+        ({"method": "function_calling", "strict": True}, "strict=True.*method='json_schema'"),
+    ],
+)
+def test_structured_output_refuses_what_it_cannot_do(
+    arguments: dict[str, Any], problem: str
+) -> None:
+    with pytest.raises(UnsupportedRequestError, match=problem):
+        ChatClaudeAgent().with_structured_output(Answer, **arguments)
+
+
+# -- tools and tool_choice
+
+
+@pytest.mark.parametrize(
+    "tool_choice",
+    [
+        {"type": "tool", "name": "Weather", "disable_parallel_tool_use": True},
+        {"type": "any", "disable_parallel_tool_use": True},
+    ],
+)
+def test_tool_choice_disabling_parallel_calls_is_refused(tool_choice: dict[str, Any]) -> None:
+    with pytest.raises(UnsupportedRequestError, match="parallel tool calls off"):
+        ChatClaudeAgent().bind_tools([Weather], tool_choice=tool_choice)
+
+
+def test_anthropic_tool_choice_dicts_map_to_the_providers() -> None:
+    model = ChatClaudeAgent()
+    for given, expected in [({"type": "auto"}, "auto"), ({"type": "any"}, "required"),
+                            ({"type": "none"}, "none")]:  # fmt: skip
+        bound: Any = model.bind_tools([Weather], tool_choice=given)
+        assert bound.kwargs["tool_choice"] == expected
+
+
+def test_parallel_tool_calls_false_is_refused_and_true_accepted() -> None:
+    with pytest.raises(UnsupportedRequestError, match="parallel_tool_calls=False"):
+        ChatClaudeAgent().bind_tools([Weather], parallel_tool_calls=False)
+    bound: Any = ChatClaudeAgent().bind_tools([Weather], parallel_tool_calls=True)
+    assert "parallel_tool_calls" not in bound.kwargs
+
+
+@pytest.mark.parametrize(
+    "server_tool",
+    [
+        {"type": "web_search_20250305", "name": "web_search", "max_uses": 3},
+        {"type": "bash_20250124", "name": "bash"},
+        {"type": "code_execution_20250522", "name": "code_execution"},
+    ],
+)
+def test_server_and_built_in_tools_are_refused(server_tool: dict[str, Any]) -> None:
+    with pytest.raises(UnsupportedRequestError, match="server or built-in tool"):
+        ChatClaudeAgent().bind_tools([Weather, server_tool])
+
+
+def test_strict_tool_definitions_are_refused() -> None:
+    strict_tool = {**WEATHER_OPENAI, "function": {**WEATHER_OPENAI["function"], "strict": True}}
+    with pytest.raises(UnsupportedRequestError, match="'Weather': strict tool schemas"):
+        ChatClaudeAgent().bind_tools([strict_tool])
+    with pytest.raises(UnsupportedRequestError, match="strict tool schemas"):
+        ChatClaudeAgent().bind_tools([Weather], strict=True)
+
+
+@pytest.mark.anyio
+async def test_tools_given_to_invoke_or_bind_are_converted_like_bind_tools() -> None:
+    script = [reply(text("ok")), reply(text("ok"))]
+    async with ScriptedMessagesAPI(script) as api:
+        chat = ChatClaudeAgent(settings=api.settings())
+        await chat.ainvoke("Weather?", tools=[Weather])
+        await chat.bind(tools=[WEATHER_OPENAI]).ainvoke("Weather?")
+    for request in api.requests:
+        assert request.tool_names == ["mcp__sf__Weather"]
+        assert request.tools[0]["input_schema"]["properties"] == {"city": {"type": "string"}}
+
+
+# -- call options
+
+
+@pytest.mark.parametrize(
+    ("option", "problem"),
+    [
+        ("temperature", "temperature is not supported: the Claude Code CLI has no switch"),
+        ("top_p", "top_p is not supported: the Claude Code CLI has no switch"),
+        ("extra_headers", "extra_headers is not supported: the Claude Code CLI makes the API"),
+        ("frobnicate", "unknown option 'frobnicate'; ChatClaudeAgent calls take"),
+    ],
+)
+@pytest.mark.anyio
+async def test_invoke_options_the_cli_cannot_honour_fail_before_any_request(
+    option: str, problem: str
+) -> None:
+    async with ScriptedMessagesAPI([reply(text("ok"))]) as api:
+        chat = ChatClaudeAgent(settings=api.settings())
+        with pytest.raises(UnsupportedRequestError, match=problem):
+            await chat.ainvoke("hi", **{option: 0.5})
+    assert api.requests == []
+
+
+@pytest.mark.anyio
+async def test_chat_anthropic_thinking_dicts_reach_the_request() -> None:
+    script = [reply(text("ok")), reply(text("ok"))]
+    async with ScriptedMessagesAPI(script) as api:
+        budget = ChatClaudeAgent(
+            settings=api.settings(warm_processes=0),
+            model="claude-sonnet-4-5",
+            thinking={"type": "enabled", "budget_tokens": 2048},
+        )
+        assert budget.thinking == 2048
+        await budget.ainvoke("hi")
+        chat = ChatClaudeAgent(settings=api.settings(warm_processes=0))
+        await chat.ainvoke("hi", thinking={"type": "adaptive"})
+    sent_budget = api.requests[0].body["thinking"]
+    assert (sent_budget["type"], sent_budget["budget_tokens"]) == ("enabled", 2048)
+    assert api.requests[1].body["thinking"]["type"] == "adaptive"
+    assert ChatClaudeAgent(thinking={"type": "disabled"}).thinking == "disabled"
+    with pytest.raises(ValidationError, match="not understood"):
+        ChatClaudeAgent(thinking={"type": "enabled"})
+
+
+def test_a_provider_and_settings_together_are_refused() -> None:
+    with pytest.raises(ValidationError, match="a provider or settings, not both"):
+        ChatClaudeAgent(provider=ClaudeAgentProvider(), settings=ClaudeAgentProvider().settings)
+
+
+# -- messages in
+
+
+def test_a_system_message_after_the_start_is_refused() -> None:
+    assert provider_messages([SystemMessage("A"), SystemMessage("B"), HumanMessage("q")])[:2] == [
+        {"role": "system", "content": "A"},
+        {"role": "system", "content": "B"},
+    ]
+    history = [SystemMessage("A"), HumanMessage("q1"), AIMessage("a1"), SystemMessage("French")]
+    with pytest.raises(InvalidMessagesError, match=r"message 3 .*system messages must come first"):
+        provider_messages([*history, HumanMessage("q2")])
+
+
+def test_an_image_in_a_tool_message_is_refused() -> None:
+    call = {"name": "chart", "args": {}, "id": "toolu_01"}
+    image = {"type": "image", "base64": PNG, "mime_type": "image/png"}
+    history = [
+        HumanMessage("Draw."),
+        AIMessage("", tool_calls=[call]),
+        ToolMessage([{"type": "text", "text": "chart:"}, image], tool_call_id="toolu_01"),
+    ]
+    with pytest.raises(InvalidMessagesError, match=r"message 2 .*image blocks cannot be sent"):
+        provider_messages(history)
+
+
+@pytest.mark.parametrize(
+    "image",
+    [
+        {"type": "image", "file_id": "file_01"},
+        {"type": "image", "source": {"type": "file", "file_id": "file_01"}},
+    ],
+)
+def test_an_image_by_file_id_is_refused_clearly(image: dict[str, Any]) -> None:
+    with pytest.raises(InvalidMessagesError, match="images by file id"):
+        provider_messages([HumanMessage([{"type": "text", "text": "Look:"}, image])])
+
+
+@pytest.mark.anyio
+async def test_tool_use_blocks_without_tool_calls_are_replayed_as_calls() -> None:
+    handmade = AIMessage(
+        [{"type": "tool_use", "id": "toolu_07", "name": "Weather", "input": {"city": "Paris"}}]
+    )
+    assert handmade.tool_calls == []
+    history: list[BaseMessage] = [
+        HumanMessage("Weather in Paris?"),
+        handmade,
+        ToolMessage("sunny", tool_call_id="toolu_07"),
+    ]
+    async with ScriptedMessagesAPI([reply(text("Sunny."))]) as api:
+        await ChatClaudeAgent(settings=api.settings()).bind_tools([Weather]).ainvoke(history)
+    (use,) = api.requests[0].tool_uses()
+    assert (use["id"], use["input"]) == ("toolu_07", {"city": "Paris"})
+    assert [r["tool_use_id"] for r in api.requests[0].tool_results()] == ["toolu_07"]
+
+
+# -- results out, and back in
+
+
+SIGNED_CALL = [
+    reply(thinking("Paris, then.", signature="SIG-1"), tool_use("Weather", {"city": "Paris"}))
+]
+
+
+@pytest.mark.anyio
+async def test_a_streamed_reply_replays_its_signed_thinking() -> None:
+    async with ScriptedMessagesAPI(SIGNED_CALL) as api:
+        chat = ChatClaudeAgent(settings=api.settings()).bind_tools([Weather])
+        full: AIMessageChunk | None = None
+        async for chunk in chat.astream("Weather in Paris?"):
+            assert isinstance(chunk, AIMessageChunk)
+            full = chunk if full is None else full + chunk
+    assert full is not None and [c["args"] for c in full.tool_calls] == [{"city": "Paris"}]
+    api, answer = await replay(full)
+    assert assistant_blocks(api.requests[0].body) == [("thinking", "SIG-1"), ("tool_use", None)]
+    assert "warnings" not in answer.response_metadata, "nothing was flattened"
+
+
+@pytest.mark.parametrize("output_version", ["v0", "v1"])
+@pytest.mark.anyio
+async def test_a_reply_replays_with_its_signed_thinking_in_either_output_version(
+    output_version: str,
+) -> None:
+    async with ScriptedMessagesAPI(SIGNED_CALL) as api:
+        chat = ChatClaudeAgent(settings=api.settings(), output_version=output_version)
+        message = await chat.bind_tools([Weather]).ainvoke("Weather in Paris?")
+    api, _ = await replay(message, output_version=output_version)
+    assert assistant_blocks(api.requests[0].body) == [("thinking", "SIG-1"), ("tool_use", None)]
+
+
+@pytest.mark.anyio
+async def test_usage_reaches_the_usage_callback_and_content_blocks_show_reasoning_once() -> None:
+    script = [reply(thinking("Deep thought."), text("42"))]
+    async with ScriptedMessagesAPI(script) as api:
+        with get_usage_metadata_callback() as callback:
+            answer = await ChatClaudeAgent(settings=api.settings()).ainvoke("The answer?")
+    model = api.requests[0].body["model"]
+    assert answer.response_metadata["model_name"] == model
+    assert answer.response_metadata["model_provider"] == "anthropic"
+    assert callback.usage_metadata == {model: answer.usage_metadata}
+    assert [b["type"] for b in answer.content_blocks] == ["reasoning", "text"]
+
+
+@pytest.mark.anyio
+async def test_a_streamed_text_reply_streams_plain_strings_and_names_its_model() -> None:
+    async with ScriptedMessagesAPI([reply(text("A fairly long streamed answer."))]) as api:
+        chat = ChatClaudeAgent(settings=api.settings())
+        chunks = [chunk async for chunk in chat.astream("Say something.")]
+    assert all(isinstance(c.content, str) for c in chunks)
+    assert "".join(str(c.content) for c in chunks) == "A fairly long streamed answer."
+    assert chunks[-1].response_metadata["model_name"] == api.requests[0].body["model"]
+
+
+@pytest.mark.anyio
+async def test_with_tools_bound_text_before_a_call_is_kept_in_the_streamed_message() -> None:
+    script = [reply(text("Let me check."), tool_use("Weather", {"city": "Paris"}))]
+    async with ScriptedMessagesAPI(script) as api:
+        chat = ChatClaudeAgent(settings=api.settings()).bind_tools([WEATHER_OPENAI])
+        chunks = [chunk async for chunk in chat.astream("Weather in Paris?")]
+    full = chunks[0]
+    for chunk in chunks[1:]:
+        full = full + chunk
+    # Blocks from the first chunk, as ChatAnthropic streams with tools bound: a plain string
+    # before a block would be left out of `.content_blocks`.
+    assert [b["type"] for b in full.content_blocks] == ["text", "tool_call"]
+    assert full.content_blocks[0]["text"] == "Let me check."
+    assert [c["name"] for c in full.tool_calls] == ["Weather"]
+
+
+REDACTED_CALL = [reply(redacted_thinking("OPAQUE-1"), tool_use("Weather", {"city": "Paris"}))]
+
+
+@pytest.mark.parametrize(
+    ("how", "output_version"),
+    [("ainvoke", "v0"), ("ainvoke", "v1"), ("astream", "v0")],
+)
+@pytest.mark.anyio
+async def test_redacted_thinking_comes_back_and_replays_before_the_call(
+    how: str, output_version: str
+) -> None:
+    async with ScriptedMessagesAPI(REDACTED_CALL) as api:
+        chat = ChatClaudeAgent(settings=api.settings(), output_version=output_version)
+        bound = chat.bind_tools([Weather])
+        if how == "ainvoke":
+            message: AIMessage = await bound.ainvoke("Weather in Paris?")
+        else:
+            full: AIMessageChunk | None = None
+            async for chunk in bound.astream("Weather in Paris?"):
+                full = chunk if full is None else full + chunk
+            assert full is not None
+            message = full
+    if output_version == "v0":
+        assert message.content[0] == {"type": "redacted_thinking", "data": "OPAQUE-1"} | (
+            {"index": 0} if how == "astream" else {}
+        )
+    api, answer = await replay(message, output_version=output_version)
+    assistant = [m for m in api.requests[0].messages if m["role"] == "assistant"][-1]
+    assert assistant["content"][0] == {"type": "redacted_thinking", "data": "OPAQUE-1"}
+    assert [b["type"] for b in assistant["content"]] == ["redacted_thinking", "tool_use"]
+    assert "warnings" not in answer.response_metadata
