@@ -18,14 +18,18 @@ Example::
     result = await agent.run("Weather in Paris?")
 
 **Single-turn mode** (the default). Each `request` is one provider query in single-turn mode: the
-Agent's function tools and output tools are offered to the model as `FunctionTool`s *without*
+tools pydantic-ai declares for the request (function tools, less those it holds back until tool
+search reveals them, and output tools) are offered to the model as `FunctionTool`s *without*
 executors, the model's calls come back as `ToolCallPart`s with the model's own ids, and the Agent
 runs its tools itself. The whole pydantic-ai history is replayed natively (system prompts and
-instructions -> system; user prompts -> user text and images; `TextPart` / `ThinkingPart` (its
-signature when it came from Claude) / `ToolCallPart` -> assistant blocks with the same ids;
-`ToolReturnPart` -> tool results, `is_error` for failed and retried outcomes; a retry with a
-tool name -> an error tool result, without one -> user text). When the Agent needs structured
-output (`allow_text_output` false) the request uses `tool_choice="required"`.
+instructions -> system; user prompts -> user text and images, an `ImageUrl` with
+`force_download` downloaded; `TextPart` / `ThinkingPart` (its signature when it came from Claude)
+/ `ToolCallPart` -> assistant blocks with the same ids; `ToolReturnPart` -> tool results,
+`is_error` for failed and retried outcomes; a retry with a tool name -> an error tool result,
+without one -> user text). Another provider's native tool call and result are replayed as text,
+with a `history-flattened` warning. The `tool_choice` setting picks the tools offered and the
+provider's `tool_choice` (`required` and a named tool: an instruction, checked on the reply); when
+the Agent needs structured output (`allow_text_output` false) the request requires a tool call.
 
 **Executor mode** (``mode="executor"``). pydantic-ai keeps its tools' functions inside the Agent,
 out of reach of a `Model`, so executor mode runs only the `FunctionTool`s with executors given to
@@ -38,11 +42,14 @@ text.
 Request and streamed request share one path: `request` drains the same `StreamedResponse` that
 `request_stream` yields, built on `ClaudeAgentProvider.stream` (on which `generate` is built too).
 Usage -> `RequestUsage` (input tokens include cache reads and writes, as pydantic-ai counts them);
-cost, session id, turns, mode, warnings and the raw stop reason -> `provider_details`.
+cost, session id, turns, mode, warnings and the raw stop reason -> `provider_details`; the
+warnings are Python `UserWarning`s too.
 
-Not supported: model settings other than `thinking` / `cache` / `tool_choice` resolved by
-pydantic-ai itself (they are declared in `unsupported_settings`, so pydantic-ai warns when a
-guaranteeing one is set), native (provider built-in) tools, file parts and non-image files.
+Not supported: model settings the CLI has no switch for (an `UnsupportedSettingWarning` names
+each), `strict=True` on tools (warned the same way), native (provider built-in) tools (a
+`UserError`), file parts and non-image files (a `UserError`). `cache` and `CachePoint` are ignored
+without a word, as by pydantic-ai's models without cache settings: the CLI places its own cache
+breakpoints.
 """
 
 from __future__ import annotations
@@ -88,14 +95,14 @@ from pydantic_ai.messages import (
     ToolReturnPart,
     UserPromptPart,
 )
-from pydantic_ai.models import Model, ModelRequestParameters, StreamedResponse
+from pydantic_ai.models import Model, ModelRequestParameters, StreamedResponse, download_item
 from pydantic_ai.profiles import ModelProfile
-from pydantic_ai.settings import ModelSettingName, ModelSettings, ThinkingLevel
+from pydantic_ai.settings import ModelSettingName, ModelSettings, ThinkingLevel, ToolOrOutput
 from pydantic_ai.tools import ToolDefinition
 from pydantic_ai.usage import RequestUsage
 
 from .. import types as sf
-from ..provider import ClaudeAgentProvider
+from ..provider import ClaudeAgentProvider, NamedToolChoice, ToolChoice
 from ..settings import Effort, ProviderSettings
 from ..tools import FunctionTool
 
@@ -105,6 +112,9 @@ __all__ = ["ClaudeAgentModel"]
 SYSTEM = "claude-agent-sdk"
 #: Thinking signatures from these providers are Claude's own and can be replayed.
 _SIGNATURE_PROVIDERS = frozenset({SYSTEM, "anthropic"})
+#: The `ThinkingPart.id` of redacted thinking (its `signature` holds the opaque data), as
+#: pydantic-ai's Anthropic model names it.
+REDACTED_THINKING_ID = "redacted_thinking"
 
 _FINISH_REASONS: dict[sf.FinishReason, FinishReason | None] = {
     "stop": "stop",
@@ -228,7 +238,7 @@ class ClaudeAgentModel(Model):
         if params.native_tools:
             names = ", ".join(type(t).__name__ for t in params.native_tools)
             raise UserError(f"ClaudeAgentModel does not support native (built-in) tools: {names}")
-        tools, options = self._tools_and_options(params)
+        tools, options = self._tools_and_options(model_settings, params)
         options.update(_model_options(model_settings, params.thinking))
         # The instructions pydantic-ai sends: `instruction_parts` in an Agent run (and through
         # pydantic_ai.direct); for a bare `Model.request()`, the newest ones the history records.
@@ -244,11 +254,15 @@ class ClaudeAgentModel(Model):
                 None,
             )
         )
-        history = to_provider_messages(messages, instructions)
+        flattened: list[sf.CallWarning] = []
+        history = await to_provider_messages(messages, instructions, flattened)
         # Bad input raises here, before a CLI process starts.
         parts = self.claude_provider.stream(history, tools=tools, **options)
         stream = ClaudeStreamedResponse(
-            model_request_parameters=params, _model_name=self.model_name, _parts=parts
+            model_request_parameters=params,
+            _model_name=self.model_name,
+            _parts=parts,
+            _replay_warnings=flattened,
         )
         try:
             yield stream
@@ -258,27 +272,102 @@ class ClaudeAgentModel(Model):
                 await parts.aclose()
 
     def _tools_and_options(
-        self, params: ModelRequestParameters
+        self, model_settings: ModelSettings | None, params: ModelRequestParameters
     ) -> tuple[list[FunctionTool], dict[str, Any]]:
-        agent_tools = [*params.function_tools, *params.output_tools]
         if self.mode == "executor":
+            agent_tools = [*params.function_tools, *params.output_tools]
             if agent_tools:
                 names = ", ".join(t.name for t in agent_tools)
                 raise UserError(
                     f"mode='executor' runs only the tools given to ClaudeAgentModel(tools=...); "
                     f"the Agent's own tools and output tools ({names}) need mode='single-turn'"
                 )
+            if (model_settings or {}).get("tool_choice") not in (None, "auto"):
+                raise UserError(
+                    "`tool_choice` chooses among the Agent's tools; mode='executor' runs the "
+                    "tools given to ClaudeAgentModel(tools=...), whose choice is the model's"
+                )
             return self.tools, {"mode": "executor"}
-        tools = [_function_tool(t) for t in agent_tools]
-        options: dict[str, Any] = {"mode": "single-turn"}
-        if tools and not params.allow_text_output:
-            options["tool_choice"] = "required"
-        return tools, options
+        definitions, choice = _offered_tools(model_settings, params)
+        strict = [t.name for t in definitions if t.strict]
+        if strict:
+            _warn_unsupported(
+                f"`strict=True` (on {', '.join(strict)}) is not supported by ClaudeAgentModel: the "
+                f"Claude Code CLI has no strict tool use, so the model's arguments are not "
+                f"constrained to the schema (pydantic-ai still validates them and sends invalid "
+                f"ones back to the model as retries)"
+            )
+        options: dict[str, Any] = {"mode": "single-turn", "tool_choice": choice}
+        return [_function_tool(t) for t in definitions], options
+
+
+def _offered_tools(
+    model_settings: ModelSettings | None, params: ModelRequestParameters
+) -> tuple[list[ToolDefinition], ToolChoice]:
+    """The Agent tools to offer and the provider's `tool_choice`, from pydantic-ai's `tool_choice`.
+
+    Only the tools pydantic-ai declares are offered (a `defer_loading` tool is not, until tool
+    search reveals it). pydantic-ai leaves `tool_choice` to each model (its own resolver is
+    private), so this follows the setting's documented meaning the way its Anthropic model maps
+    it: a restriction to named tools offers only those, and one required tool is named.
+    """
+    declared = params.declared_tool_defs
+    functions = [t.name for t in params.declared_function_tools]
+    outputs = [t.name for t in params.output_tools]
+    setting = (model_settings or {}).get("tool_choice")
+    required = not (params.allow_text_output or params.allow_image_output)
+    names = list(declared)
+    if setting == "none" or setting == []:
+        names = outputs
+    elif setting == "required":
+        if not functions:
+            raise UserError(
+                "`tool_choice` is 'required', but this request offers no function tools; define "
+                "some or use tool_choice='auto' or 'none'"
+            )
+        required = True
+    elif isinstance(setting, list):
+        names, required = _chosen(setting, declared, "tools"), True
+    elif isinstance(setting, ToolOrOutput):
+        chosen = setting.function_tools
+        names = [*(_chosen(chosen, functions, "function tools") if chosen else []), *outputs]
+    if not names:
+        return [], "auto"  # nothing offered, so nothing to choose
+    choice: ToolChoice = "required" if required else "auto"
+    if required and len(names) == 1 and len(names) < len(declared):
+        choice = NamedToolChoice(name=names[0])
+    return [declared[n] for n in names], choice
+
+
+def _chosen(names: Sequence[str], offered: Iterable[str], kind: str) -> list[str]:
+    """The offered tools among `names`; pydantic-ai's rule: none offered raises, some warns."""
+    offered = list(offered)
+    unknown = sorted(set(names) - set(offered))
+    if unknown and len(unknown) == len(set(names)):
+        raise UserError(
+            f"No tool named in `tool_choice` is offered in this request: {unknown}; offered "
+            f"{kind}: {offered or 'none'}"
+        )
+    if unknown:
+        warnings.warn(
+            f"Some tools in `tool_choice` are not offered in this request and are ignored: "
+            f"{unknown}; offered {kind}: {offered}",
+            UserWarning,
+            stacklevel=6,
+        )
+    return [n for n in offered if n in names]
+
+
+def _warn_unsupported(message: str) -> None:
+    """pydantic-ai's convention for what a model ignores that the request relies on."""
+    warnings.warn(f"{message}.", UnsupportedSettingWarning, stacklevel=5)
 
 
 #: pydantic-ai settings it applies itself, for every model, or warns about itself when they
 #: are in `unsupported_settings` (`parallel_tool_calls` only when False with tools: parallel
-#: calls are what the CLI does anyway).
+#: calls are what the CLI does anyway); `tool_choice` is read by `_offered_tools`, and `cache`
+#: is ignored without a word like pydantic-ai's other models without cache settings do (the
+#: CLI places its own cache breakpoints).
 _HANDLED_BY_PYDANTIC_AI = frozenset(
     {
         "request_timeout",
@@ -320,7 +409,6 @@ def _model_options(
     elif thinking in _EFFORTS:
         options["effort"] = _EFFORTS[thinking]
     # thinking=True: thinking at the model's default effort, which is what the CLI does.
-    ignored: list[str] = []
     for name, value in (model_settings or {}).items():
         if name == "max_tokens":
             options["max_tokens"] = value
@@ -328,15 +416,16 @@ def _model_options(
             options["max_retries"] = value
         elif name == "timeout" and isinstance(value, int | float):
             options["timeout"] = float(value)
+        elif name == "timeout":
+            _warn_unsupported(
+                f"ClaudeAgentModel takes the `timeout` setting as a number of seconds (a deadline "
+                f"for the whole call), not a {type(value).__name__}; it will be ignored"
+            )
         elif name not in _HANDLED_BY_PYDANTIC_AI:
-            ignored.append(name)
-    for name in ignored:
-        warnings.warn(
-            f"The `{name}` setting is not supported by ClaudeAgentModel (the Claude Code CLI has "
-            f"no switch for it) and will be ignored.",
-            UnsupportedSettingWarning,
-            stacklevel=4,
-        )
+            _warn_unsupported(
+                f"The `{name}` setting is not supported by ClaudeAgentModel (the Claude Code CLI "
+                f"has no switch for it) and will be ignored"
+            )
     return options
 
 
@@ -352,22 +441,29 @@ def _function_tool(definition: ToolDefinition) -> FunctionTool:
 # --------------------------------------------------------------------------- history
 
 
-def to_provider_messages(
-    messages: Iterable[ModelMessage], instructions: str | None = None
+async def to_provider_messages(
+    messages: Iterable[ModelMessage],
+    instructions: str | None = None,
+    flattened: list[sf.CallWarning] | None = None,
 ) -> list[dict[str, Any]]:
-    """pydantic-ai history -> the provider's role/content messages (see `sf_provider._messages`)."""
+    """pydantic-ai history -> the provider's role/content messages (see `sf_provider._messages`).
+
+    Async because an `ImageUrl(force_download=...)` is downloaded here. A part replayed as text
+    (another provider's native tool call or result) adds a `history-flattened` warning to
+    `flattened`.
+    """
     out: list[dict[str, Any]] = []
     if instructions:
         out.append({"role": "system", "content": instructions})
     for message in messages:
         if isinstance(message, ModelRequest):
-            out += _request_messages(message)
+            out += await _request_messages(message)
         else:
-            out += _response_messages(message)
+            out += _response_messages(message, [] if flattened is None else flattened)
     return out
 
 
-def _request_messages(message: ModelRequest) -> list[dict[str, Any]]:
+async def _request_messages(message: ModelRequest) -> list[dict[str, Any]]:
     # Tool results answer the previous turn and must come first in the user turn.
     results: list[dict[str, Any]] = []
     others: list[dict[str, Any]] = []
@@ -394,7 +490,7 @@ def _request_messages(message: ModelRequest) -> list[dict[str, Any]]:
         elif isinstance(part, SystemPromptPart):
             others.append({"role": "system", "content": part.content})
         elif isinstance(part, UserPromptPart):
-            others.append({"role": "user", "content": _user_blocks(part)})
+            others.append({"role": "user", "content": await _user_blocks(part)})
         else:
             raise UserError(
                 f"ClaudeAgentModel cannot send a {type(part).__name__} (run it through an Agent, "
@@ -408,7 +504,7 @@ def _tool_result(call_id: str, output: str, is_error: bool) -> dict[str, Any]:
     return {"type": "tool-result", "tool_call_id": call_id, "output": output, "is_error": is_error}
 
 
-def _user_blocks(part: UserPromptPart) -> list[dict[str, Any]]:
+async def _user_blocks(part: UserPromptPart) -> list[dict[str, Any]]:
     if isinstance(part.content, str):
         return [{"type": "text", "text": part.content}]
     blocks: list[dict[str, Any]] = []
@@ -419,25 +515,45 @@ def _user_blocks(part: UserPromptPart) -> list[dict[str, Any]]:
             blocks.append({"type": "text", "text": item.content})
         elif isinstance(item, BinaryContent) and item.is_image:
             blocks.append({"type": "image", "data": item.base64, "media_type": item.media_type})
+        elif isinstance(item, ImageUrl) and item.force_download:
+            image = await download_item(item, data_format="base64")  # pydantic-ai's contract
+            data, media_type = image["data"], image["data_type"]
+            blocks.append({"type": "image", "data": data, "media_type": media_type})
         elif isinstance(item, ImageUrl):
             blocks.append({"type": "image", "url": item.url})
         elif isinstance(item, CachePoint):
-            continue  # a caching hint; the CLI places its own cache breakpoints
+            # Filtered out, as pydantic-ai's models without cache points do; the CLI places its
+            # own cache breakpoints.
+            continue
         else:
-            raise UserError(
-                f"ClaudeAgentModel sends text and images in user prompts, not {type(item).__name__}"
-            )
+            what = type(item).__name__
+            if isinstance(item, BinaryContent):
+                what += f" of media type {item.media_type!r}"
+            raise UserError(f"ClaudeAgentModel sends text and images in user prompts, not {what}")
     return blocks
 
 
-def _response_messages(message: ModelResponse) -> list[dict[str, Any]]:
+def _response_messages(
+    message: ModelResponse, flattened: list[sf.CallWarning]
+) -> list[dict[str, Any]]:
     out: list[dict[str, Any]] = []
     blocks: list[dict[str, Any]] = []
     for part in message.parts:
-        if isinstance(part, TextPart):
+        if isinstance(part, NativeToolCallPart | NativeToolReturnPart) and (
+            part.provider_name != SYSTEM
+        ):
+            # Another provider's built-in tool (e.g. Anthropic's web_search): Claude here has no
+            # such tool, so the call and its result are told as text, the way foreign reasoning is.
+            text, warning = _flattened(part)
+            blocks.append({"type": "text", "text": text})
+            flattened.append(warning)
+        elif isinstance(part, TextPart):
             blocks.append({"type": "text", "text": part.content})
         elif isinstance(part, ThinkingPart):
             signed = part.signature and part.provider_name in _SIGNATURE_PROVIDERS
+            if signed and part.id == REDACTED_THINKING_ID:  # pydantic-ai's redacted thinking
+                blocks.append({"type": "reasoning", "text": "", "redacted": part.signature})
+                continue
             signature = part.signature if signed else None
             blocks.append({"type": "reasoning", "text": part.content, "signature": signature})
         elif isinstance(part, ToolCallPart | NativeToolCallPart):
@@ -466,6 +582,21 @@ def _response_messages(message: ModelResponse) -> list[dict[str, Any]]:
     return out
 
 
+def _flattened(part: NativeToolCallPart | NativeToolReturnPart) -> tuple[str, sf.CallWarning]:
+    """Another provider's native tool call or result as text, and the warning that says so."""
+    if isinstance(part, NativeToolCallPart):
+        kind, body = "call", part.args_as_json_str()
+    else:
+        kind, body = "result", part.model_response_str(wrap_if_error=False)
+    tag, provider = f"native-tool-{kind}", part.provider_name
+    warning = sf.CallWarning(
+        code="history-flattened",
+        message=f"{provider}'s native tool {kind} {part.tool_name!r} ({part.tool_call_id}) was "
+        f"replayed as text",
+    )
+    return f'<{tag} provider="{provider}" name="{part.tool_name}">{body}</{tag}>', warning
+
+
 # --------------------------------------------------------------------------- responses
 
 
@@ -479,6 +610,8 @@ class ClaudeStreamedResponse(StreamedResponse):
     _index_of: dict[str, list[int]] = field(default_factory=dict)
     _discarded: set[int] = field(default_factory=set)
     _executor: bool = False
+    #: Warnings of the adapter's own history conversion, reported with the provider's.
+    _replay_warnings: list[sf.CallWarning] = field(default_factory=list)
 
     async def _get_event_iterator(self) -> AsyncIterator[ModelResponseStreamEvent]:
         async for part in self._parts:
@@ -493,13 +626,20 @@ class ClaudeStreamedResponse(StreamedResponse):
             case sf.StreamStartPart():
                 self._executor = part.mode == "executor"
                 self._details()["mode"] = part.mode
-                if part.warnings:
-                    self._details()["warnings"] = [w.model_dump() for w in part.warnings]
+                self._warn([*self._replay_warnings, *part.warnings])
             case sf.TextDeltaPart():
                 yield from manager.handle_text_delta(vendor_part_id=part.id, content=part.delta)
             case sf.ReasoningDeltaPart():
                 yield from manager.handle_thinking_delta(
                     vendor_part_id=part.id, content=part.delta, provider_name=SYSTEM
+                )
+            case sf.ReasoningEndPart() if part.redacted:
+                # As pydantic-ai's Anthropic model gives it: no text, the data as its signature.
+                yield from manager.handle_thinking_delta(
+                    vendor_part_id=part.id,
+                    id=REDACTED_THINKING_ID,
+                    signature=part.redacted,
+                    provider_name=SYSTEM,
                 )
             case sf.ReasoningEndPart() if part.signature:
                 yield from manager.handle_thinking_delta(
@@ -556,6 +696,15 @@ class ClaudeStreamedResponse(StreamedResponse):
                 pass
             case _:
                 assert_never(part)
+
+    def _warn(self, call_warnings: list[sf.CallWarning]) -> None:
+        """Report what was not honoured as asked: in `provider_details["warnings"]` and as a
+        Python `UserWarning` (e.g. `history-flattened`), so it is seen without looking."""
+        if not call_warnings:
+            return
+        self._details()["warnings"] = [w.model_dump() for w in call_warnings]
+        for w in call_warnings:
+            warnings.warn(f"ClaudeAgentModel: {w.message} ({w.code})", UserWarning, stacklevel=2)
 
     def _details(self) -> dict[str, Any]:
         if self.provider_details is None:

@@ -167,7 +167,7 @@ def test_the_example_runs_offline() -> None:
 
 
 @pytest.mark.filterwarnings("ignore:`RetryPromptPart` is deprecated")
-def test_history_converts_faithfully_to_provider_messages() -> None:
+async def test_history_converts_faithfully_to_provider_messages() -> None:
     from pydantic_ai.messages import (
         ModelRequest,
         RetryPromptPart,
@@ -201,7 +201,7 @@ def test_history_converts_faithfully_to_provider_messages() -> None:
             ]
         ),
     ]
-    messages = to_provider_messages(history, instructions="Use tools.")
+    messages = await to_provider_messages(history, instructions="Use tools.")
     assert messages[:3] == [
         {"role": "system", "content": "Use tools."},
         {"role": "system", "content": "Be brief."},

@@ -1,0 +1,418 @@
+"""The pydantic-ai adapter honours what the Agent asks for, or says loudly that it cannot.
+
+Every tool, setting and message part either shows in the request the scripted API received, or
+raises / warns by pydantic-ai's own convention (`UserError`, `UnsupportedSettingWarning`).
+"""
+
+from __future__ import annotations
+
+import base64
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+import httpx
+import pytest
+from pydantic import BaseModel
+from pydantic_ai import Agent, ToolOutput
+from pydantic_ai.direct import model_request
+from pydantic_ai.exceptions import UnsupportedSettingWarning, UserError
+from pydantic_ai.messages import (
+    BinaryContent,
+    ImageUrl,
+    ModelMessage,
+    ModelRequest,
+    ModelResponse,
+    NativeToolCallPart,
+    NativeToolReturnPart,
+    TextPart,
+    ThinkingPart,
+    ToolCallPart,
+    ToolReturnPart,
+    UserPromptPart,
+)
+from pydantic_ai.models import ModelRequestParameters
+from pydantic_ai.settings import ModelSettings, ToolOrOutput
+from pydantic_ai.tools import ToolDefinition
+
+from sf_provider import ClaudeAgentProvider
+from sf_provider.adapters.pydantic_ai import ClaudeAgentModel
+from sf_provider.testing import (
+    RecordedRequest,
+    Reply,
+    ScriptedMessagesAPI,
+    redacted_thinking,
+    reply,
+    text,
+    tool_use,
+)
+
+pytestmark = [pytest.mark.anyio, pytest.mark.cli]
+
+# A 1x1 PNG.
+PNG = bytes.fromhex(
+    "89504e470d0a1a0a0000000d4948445200000001000000010806000000"
+    "1f15c4890000000d49444154789c6360000002000154a24f5d0000000049454e44ae426082"
+)
+SCHEMA = {"type": "object", "properties": {"x": {"type": "integer"}}, "required": ["x"]}
+
+
+def model_for(api: ScriptedMessagesAPI) -> ClaudeAgentModel:
+    return ClaudeAgentModel(ClaudeAgentProvider(api.settings()))
+
+
+def system_text(request: RecordedRequest) -> str:
+    system = request.body.get("system")
+    if isinstance(system, list):
+        return "\n".join(str(b.get("text", "")) for b in system)
+    return str(system or "")
+
+
+def offered(request: RecordedRequest) -> list[str]:
+    return sorted(name.removeprefix("mcp__sf__") for name in request.tool_names)
+
+
+# -- tool_choice
+
+
+def tools_model(request: RecordedRequest) -> Reply:
+    """Calls the first tool it is offered (the output tool if there is one), else answers."""
+    names = offered(request)
+    if "final_result" in names:
+        return reply(tool_use("final_result", {"name": "Paris"}))
+    if names and not request.tool_results():
+        return reply(tool_use(names[0], {"x": 1}))
+    return reply(text("ok"))
+
+
+def parameters(*, output: bool) -> ModelRequestParameters:
+    """Two function tools, and an output tool that stands for the Agent's output (no text)."""
+    tools = [ToolDefinition(name=n, parameters_json_schema=SCHEMA) for n in ("tool_a", "tool_b")]
+    if not output:
+        return ModelRequestParameters(function_tools=tools)
+    final = ToolDefinition(name="final_result", parameters_json_schema=SCHEMA, kind="output")
+    return ModelRequestParameters(
+        function_tools=tools, output_mode="tool", output_tools=[final], allow_text_output=False
+    )
+
+
+@pytest.mark.parametrize(
+    ("tool_choice", "output", "tools", "instruction"),
+    [
+        ("auto", False, ["tool_a", "tool_b"], None),
+        ("none", False, [], None),
+        ("none", True, ["final_result"], "the tool 'final_result'"),
+        ("required", False, ["tool_a", "tool_b"], "at least one of the tools"),
+        (["tool_a"], False, ["tool_a"], "the tool 'tool_a'"),
+        (["tool_a", "final_result"], True, ["final_result", "tool_a"], "at least one of the"),
+        (ToolOrOutput(function_tools=["tool_a"]), False, ["tool_a"], None),
+        (ToolOrOutput(function_tools=["tool_b"]), True, ["final_result", "tool_b"], "at least"),
+    ],
+    ids=["auto", "none", "none+output", "required", "one", "list+output", "tool-or-text",
+         "tool-or-output"],
+)  # fmt: skip
+async def test_tool_choice_offers_exactly_the_chosen_tools_and_requires_a_call_when_asked(
+    tool_choice: Any, output: bool, tools: list[str], instruction: str | None
+) -> None:
+    async with ScriptedMessagesAPI(tools_model) as api:
+        await model_request(
+            model_for(api),
+            [ModelRequest.user_text_prompt("hi")],
+            model_settings={"tool_choice": tool_choice},
+            model_request_parameters=parameters(output=output),
+        )
+    assert offered(api.requests[0]) == tools
+    system = system_text(api.requests[0])
+    if instruction is None:
+        assert "must answer by calling" not in system
+    else:
+        assert f"You must answer by calling {instruction}" in system
+
+
+async def test_tool_choice_none_in_an_agent_run_offers_no_tool() -> None:
+    runs: list[int] = []
+    async with ScriptedMessagesAPI(tools_model) as api:
+        agent = Agent(model_for(api))
+
+        @agent.tool_plain
+        def tool_a(x: int) -> int:
+            runs.append(x)
+            return x
+
+        result = await agent.run("hi", model_settings={"tool_choice": "none"})
+    assert result.output == "ok" and runs == []
+    assert api.requests[0].tool_names == []
+
+
+@pytest.mark.parametrize(
+    ("tool_choice", "error"),
+    [
+        (["tool_c"], "No tool named in `tool_choice` is offered"),
+        (ToolOrOutput(function_tools=["tool_c"]), "No tool named in `tool_choice` is offered"),
+    ],
+    ids=["list", "tool-or-output"],
+)
+async def test_tool_choice_naming_no_offered_tool_is_a_user_error(
+    tool_choice: Any, error: str
+) -> None:
+    async with ScriptedMessagesAPI([reply(text("ok"))]) as api:
+        with pytest.raises(UserError, match=error):
+            await model_request(
+                model_for(api),
+                [ModelRequest.user_text_prompt("hi")],
+                model_settings={"tool_choice": tool_choice},
+                model_request_parameters=parameters(output=False),
+            )
+    assert api.requests == []
+
+
+async def test_tool_choice_required_without_function_tools_is_a_user_error() -> None:
+    async with ScriptedMessagesAPI([reply(text("ok"))]) as api:
+        with pytest.raises(UserError, match="no function tools"):
+            await model_request(
+                model_for(api),
+                [ModelRequest.user_text_prompt("hi")],
+                model_settings={"tool_choice": "required"},
+            )
+    assert api.requests == []
+
+
+async def test_tool_choice_in_executor_mode_is_a_user_error() -> None:
+    from sf_provider import FunctionTool
+
+    tool = FunctionTool(name="t", input_schema=SCHEMA, executor=lambda arguments: "1")
+    async with ScriptedMessagesAPI([reply(text("ok"))]) as api:
+        model = ClaudeAgentModel(ClaudeAgentProvider(api.settings()), mode="executor", tools=[tool])
+        with pytest.raises(UserError, match="mode='executor'"):
+            await Agent(model).run("hi", model_settings={"tool_choice": "none"})
+    assert api.requests == []
+
+
+# -- deferred loading
+
+
+async def test_a_deferred_tool_is_offered_only_once_tool_search_reveals_it() -> None:
+    runs: list[int] = []
+
+    def model(request: RecordedRequest) -> Reply:
+        done = len(request.tool_results())
+        if done == 0:
+            return reply(tool_use("search_tools", {"queries": ["rare"]}))
+        if done == 1:
+            return reply(tool_use("rare_tool", {"x": 3}))
+        return reply(text("done"))
+
+    async with ScriptedMessagesAPI(model) as api:
+        agent = Agent(model_for(api))
+
+        @agent.tool_plain(defer_loading=True)
+        def rare_tool(x: int) -> int:
+            """A rarely needed tool."""
+            runs.append(x)
+            return x
+
+        @agent.tool_plain
+        def common_tool(x: int) -> int:
+            return x
+
+        result = await agent.run("hi")
+    assert result.output == "done" and runs == [3]
+    assert offered(api.requests[0]) == ["common_tool", "search_tools"], "held back: not offered"
+    assert offered(api.requests[1]) == ["common_tool", "rare_tool", "search_tools"]
+
+
+# -- strict tools
+
+
+class City(BaseModel):
+    name: str
+
+
+async def test_a_strict_tool_warns_that_the_cli_has_no_strict_tool_use() -> None:
+    async with ScriptedMessagesAPI(tools_model) as api:
+        agent = Agent(model_for(api), output_type=ToolOutput(City, strict=True))
+
+        @agent.tool_plain(strict=True)
+        def tool_a(x: int) -> int:
+            return x
+
+        with pytest.warns(UnsupportedSettingWarning, match=r"`strict=True` \(on tool_a, final"):
+            result = await agent.run("hi")
+    assert result.output == City(name="Paris")
+    assert offered(api.requests[0]) == ["final_result", "tool_a"]
+    assert all("strict" not in t for t in api.requests[0].tools)
+
+
+# -- user prompt parts
+
+
+@contextmanager
+def serving(body: bytes, content_type: str) -> Iterator[str]:
+    """A local HTTP server answering every GET with `body`; yields its base URL."""
+
+    class Handler(BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            self.send_response(200)
+            self.send_header("Content-Type", content_type)
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *args: Any) -> None:
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}"
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+async def test_an_image_url_with_force_download_is_sent_as_the_downloaded_bytes() -> None:
+    with serving(PNG, "image/png") as base:
+        async with ScriptedMessagesAPI([reply(text("a pixel"))]) as api:
+            image = ImageUrl(f"{base}/pixel.png", force_download="allow-local")
+            result = await Agent(model_for(api)).run(["What is this?", image])
+    assert result.output == "a pixel"
+    [sent] = api.requests[0].blocks("image")
+    assert sent["source"] == {
+        "type": "base64",
+        "media_type": "image/png",
+        "data": base64.b64encode(PNG).decode(),
+    }
+
+
+async def test_a_file_it_cannot_send_is_a_user_error_naming_its_media_type() -> None:
+    async with ScriptedMessagesAPI([reply(text("ok"))]) as api:
+        pdf = BinaryContent(b"%PDF-1.4", media_type="application/pdf")
+        with pytest.raises(UserError, match="BinaryContent of media type 'application/pdf'"):
+            await Agent(model_for(api)).run(["Summarise this", pdf])
+    assert api.requests == []
+
+
+# -- history from another provider
+
+
+async def test_another_providers_native_tool_is_replayed_as_text_with_a_warning() -> None:
+    history: list[ModelMessage] = [
+        ModelRequest(parts=[UserPromptPart("Search the web for A.")]),
+        ModelResponse(
+            parts=[
+                NativeToolCallPart(
+                    "web_search",
+                    {"query": "A"},
+                    tool_call_id="srvtoolu_1",
+                    provider_name="anthropic",
+                ),
+                NativeToolReturnPart(
+                    "web_search",
+                    [{"url": "https://a.example", "title": "A"}],
+                    tool_call_id="srvtoolu_1",
+                    provider_name="anthropic",
+                ),
+                TextPart("Found A."),
+            ],
+            provider_name="anthropic",
+        ),
+    ]
+    async with ScriptedMessagesAPI([reply(text("ok"))]) as api:
+        with pytest.warns(UserWarning, match="history-flattened") as seen:
+            result = await Agent(model_for(api)).run("More?", message_history=history)
+    assert [str(w.message) for w in seen if "history-flattened" in str(w.message)] == [
+        f"ClaudeAgentModel: anthropic's native tool {kind} 'web_search' (srvtoolu_1) was "
+        f"replayed as text (history-flattened)"
+        for kind in ("call", "result")
+    ]
+    request = api.requests[0]
+    assert request.tool_uses() == [] and request.tool_results() == []
+    assert [b["text"] for b in request.blocks("text") if "native-tool" in b["text"]] == [
+        '<native-tool-call provider="anthropic" name="web_search">{"query":"A"}</native-tool-call>',
+        '<native-tool-result provider="anthropic" name="web_search">'
+        '[{"url":"https://a.example","title":"A"}]</native-tool-result>',
+    ]
+    response = result.all_messages()[-1]
+    assert isinstance(response, ModelResponse) and response.provider_details is not None
+    assert [w["code"] for w in response.provider_details["warnings"]] == ["history-flattened"] * 2
+
+
+async def test_flattened_foreign_reasoning_is_a_python_warning_too() -> None:
+    history: list[ModelMessage] = [
+        ModelRequest(parts=[UserPromptPart("q1")]),
+        ModelResponse(
+            parts=[ThinkingPart("hmm", signature="enc", provider_name="openai"), TextPart("a1")],
+            provider_name="openai",
+        ),
+    ]
+    async with ScriptedMessagesAPI([reply(text("ok"))]) as api:
+        with pytest.warns(UserWarning, match="reasoning without a signature.*history-flattened"):
+            await Agent(model_for(api)).run("q2", message_history=history)
+    assert "<reasoning>hmm</reasoning>" in [b["text"] for b in api.requests[0].blocks("text")]
+
+
+# -- settings
+
+
+async def test_a_timeout_that_is_not_a_number_warns_that_seconds_are_needed() -> None:
+    settings: ModelSettings = {"timeout": httpx.Timeout(30)}
+    async with ScriptedMessagesAPI([reply(text("ok"))]) as api:
+        with pytest.warns(UnsupportedSettingWarning, match="as a number of seconds"):
+            result = await Agent(model_for(api)).run("hi", model_settings=settings)
+    assert result.output == "ok"
+
+
+# -- redacted thinking
+
+
+@pytest.mark.parametrize("warm_processes", [0, 1], ids=["fresh", "continued"])
+async def test_redacted_thinking_comes_back_as_pydantic_ai_names_it_and_goes_back(
+    warm_processes: int,
+) -> None:
+    script = [
+        reply(redacted_thinking("OPAQUE-1"), tool_use("get_city", {})),
+        reply(text("Paris.")),
+    ]
+    async with ScriptedMessagesAPI(script) as api:
+        provider = ClaudeAgentProvider(api.settings(warm_processes=warm_processes))
+        agent = Agent(ClaudeAgentModel(provider))
+
+        @agent.tool_plain
+        def get_city() -> str:
+            """The user's city."""
+            return "Paris"
+
+        result = await agent.run("Where am I?")
+        await provider.aclose()
+    thinking = [p for m in result.all_messages() for p in getattr(m, "parts", [])
+                if isinstance(p, ThinkingPart)]  # fmt: skip
+    assert [(p.id, p.content, p.signature) for p in thinking] == [
+        ("redacted_thinking", "", "OPAQUE-1")
+    ]
+    assistant = [m for m in api.requests[1].messages if m["role"] == "assistant"][-1]
+    assert [b["type"] for b in assistant["content"]] == ["redacted_thinking", "tool_use"]
+    assert assistant["content"][0]["data"] == "OPAQUE-1"
+
+
+async def test_anthropic_models_redacted_thinking_in_history_is_replayed_as_redacted() -> None:
+    history: list[Any] = [
+        ModelRequest(parts=[UserPromptPart("Where am I?")]),
+        ModelResponse(
+            parts=[
+                ThinkingPart(
+                    content="", id="redacted_thinking", signature="ENC==", provider_name="anthropic"
+                ),
+                ToolCallPart("get_city", {}, tool_call_id="toolu_1"),
+            ],
+            provider_name="anthropic",
+        ),
+        ModelRequest(parts=[ToolReturnPart("get_city", "Paris", tool_call_id="toolu_1")]),
+    ]
+    async with ScriptedMessagesAPI([reply(text("Paris."))]) as api:
+        model = ClaudeAgentModel(ClaudeAgentProvider(api.settings(warm_processes=0)))
+        await model_request(model, history)
+    assistant = [m for m in api.requests[0].messages if m["role"] == "assistant"][-1]
+    assert assistant["content"][0] == {"type": "redacted_thinking", "data": "ENC=="}
