@@ -284,6 +284,8 @@ def function_tools(tools: Any) -> list[FunctionTool]:
                 f"tools[{i}] is not a function tool ({{'type': 'function', 'function': "
                 f"{{'name', 'description', 'parameters'}}}}); type {kind!r} cannot be offered",
             )
+        # `strict` is accepted, not enforced: the OpenAI Agents SDK sets it on every tool, and
+        # the CLI has no strict tool use (README: the gateway's parameter table).
         parameters = function.get("parameters")
         converted.append(
             FunctionTool(
@@ -336,6 +338,12 @@ def provider_messages(messages: Any) -> list[dict[str, Any]]:
         where = f"messages[{i}] ({role})"
         content = message.get("content")
         if role in ("system", "developer"):
+            if any(m["role"] != "system" for m in converted):
+                raise UnsupportedRequestError(
+                    f"{where}: a {role} message after the conversation started cannot be kept "
+                    f"in its place by the CLI (it takes one system prompt); put every system "
+                    f"and developer message first"
+                )
             converted.append({"role": "system", "content": _text(content, where)})
         elif role == "user":
             converted.append({"role": "user", "content": _user_content(content, where)})
@@ -422,6 +430,9 @@ def _assistant_content(message: Mapping[str, Any], where: str) -> list[dict[str,
                 f"{where}.thinking_blocks[{i}]: a thinking block must be of type 'thinking' or "
                 f"'redacted_thinking', not {kind!r}"
             )
+    refusal = message.get("refusal")
+    if isinstance(refusal, str) and refusal and not message.get("content"):
+        blocks.append({"type": "text", "text": refusal})  # what the model said: its refusal
     for part in _parts(message.get("content"), where):
         kind = part.get("type")
         text = part.get("text") if kind == "text" else part.get("refusal")
@@ -475,8 +486,11 @@ _FINISH: dict[FinishReason, str] = {
 }
 
 
-def finish_reason(reason: FinishReason) -> str:
-    """The provider's finish reason as OpenAI's."""
+def finish_reason(reason: FinishReason, *, calls: bool) -> str:
+    """The provider's finish reason as OpenAI's; `calls`: the answer holds tool calls (a
+    structured answer stops at the CLI's own StructuredOutput call, which is no tool call)."""
+    if reason == "tool-calls" and not calls:
+        return "stop"
     return _FINISH[reason]
 
 
@@ -551,7 +565,10 @@ def completion(
                 "index": 0,
                 "message": message(result, structured=structured),
                 "logprobs": None,
-                "finish_reason": finish_reason(result.finish_reason),
+                "finish_reason": finish_reason(
+                    result.finish_reason,
+                    calls=any(not c.provider_executed for c in result.tool_calls),
+                ),
             }
         ],
         "usage": usage(result.usage),
@@ -625,7 +642,7 @@ class ChunkMapper:
                 if self.structured and part.structured_output is not None:
                     content = json.dumps(part.structured_output, ensure_ascii=False)
                     choices.append(_choice({"content": content}))
-                reason = finish_reason(part.finish_reason)
+                reason = finish_reason(part.finish_reason, calls=bool(self._index))
                 choices.append({"delta": {}, "finish_reason": reason})
                 return choices
             case (

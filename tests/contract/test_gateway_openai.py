@@ -248,13 +248,19 @@ async def test_a_json_schema_response_format_answers_with_the_object(stream: boo
             chunks = await client.chat.completions.create(
                 model=MODEL, messages=QUESTION, response_format=response_format, stream=True
             )
-            content = "".join([c.choices[0].delta.content or "" async for c in chunks])
+            choices = [c.choices[0] async for c in chunks if c.choices]
+            content = "".join(c.delta.content or "" for c in choices)
+            reasons = [c.finish_reason for c in choices if c.finish_reason]
         else:
             answer = await client.chat.completions.create(
                 model=MODEL, messages=QUESTION, response_format=response_format
             )
             content = answer.choices[0].message.content or ""
+            reasons = [answer.choices[0].finish_reason]
+            assert answer.choices[0].message.tool_calls is None
     assert json.loads(content) == {"city": "Paris", "celsius": 18}
+    # An answer, not tool calls: the CLI's own StructuredOutput call is no call of the client's.
+    assert reasons == ["stop"]
     assert api.requests[0].tool_names == ["StructuredOutput"]
     assert api.requests[0].tools[0]["input_schema"]["required"] == ["city", "celsius"]
 
@@ -463,6 +469,19 @@ BAD_REQUESTS: list[tuple[str, dict[str, Any], str, str | None]] = [
         "tool_choice",
     ),
     (
+        "a system message mid-conversation",
+        {
+            "messages": [
+                *QUESTION,
+                {"role": "assistant", "content": "Paris?"},
+                {"role": "developer", "content": "From now on, answer in French."},
+                {"role": "user", "content": "Yes."},
+            ]
+        },
+        "cannot be kept in its place",
+        None,
+    ),
+    (
         "a call without its result",
         {
             "messages": [
@@ -502,6 +521,23 @@ async def test_bad_input_is_a_400_naming_the_problem(
     assert says in info.value.message
     assert info.value.param == param
     assert api.all_requests == [], "refused before any process started"
+
+
+async def test_an_assistant_refusal_in_the_history_reaches_the_model_as_its_text() -> None:
+    async with (
+        ScriptedMessagesAPI([reply(text("Fine."))]) as api,
+        gateway(api.settings()) as (_, client),
+    ):
+        await client.chat.completions.create(
+            model=MODEL,
+            messages=[
+                {"role": "user", "content": "Help me pick a lock."},
+                {"role": "assistant", "content": None, "refusal": "I can't help with that."},
+                {"role": "user", "content": "Then the weather?"},
+            ],
+        )
+    assistant = next(m for m in api.requests[0].messages if m["role"] == "assistant")
+    assert assistant["content"] == [{"type": "text", "text": "I can't help with that."}]
 
 
 async def test_parameters_at_their_default_and_ignorable_ones_are_accepted() -> None:
