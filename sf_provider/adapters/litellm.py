@@ -20,8 +20,11 @@ Requests are read like the gateway's `/v1/chat/completions` (`sf_provider._opena
 tools go out with the request and come back as `tool_calls` (single-turn: the application runs
 them and sends `tool` messages), `tool_choice`, `response_format` (json_schema / json_object:
 the content is the structured output), `max_tokens`, `reasoning_effort`, `stream`; a parameter
-that cannot be honoured (`temperature` other than 1, `stop`, `n` > 1, ...) raises
-`litellm.BadRequestError` naming it. Errors are LiteLLM's exception types, by the same status
+that cannot be honoured (`temperature` other than 1, `stop`, `n` > 1, anything in `extra_body`
+the gateway would refuse, ...) raises `litellm.BadRequestError` naming it. LiteLLM's own list of
+what a custom provider takes lacks `reasoning_effort` and `thinking`: pass
+`allowed_openai_params=["reasoning_effort"]` to send it (LiteLLM refuses it otherwise, and with
+`drop_params=True` drops it before this provider sees it). Errors are LiteLLM's exception types, by the same status
 mapping as the gateway (`RateLimitError`, `ServiceUnavailableError`, `Timeout`, ...), with the
 provider's error as `__cause__`. LiteLLM's `timeout` is the query's `timeout`.
 
@@ -62,7 +65,8 @@ __all__ = ["PROVIDER_NAME", "ClaudeAgentLLM", "register"]
 #: The provider prefix of model names: `claude-agent/<model>`.
 PROVIDER_NAME = "claude-agent"
 
-#: Keys LiteLLM itself may put among the optional params of a custom provider's call.
+#: Keys LiteLLM itself may put among the optional params of a custom provider's call
+#: (`extra_body` is read as request parameters: what it holds is honoured or refused by name).
 _LITELLM_KEYS = frozenset({"extra_body", "max_retries"})
 
 
@@ -133,7 +137,8 @@ class ClaudeAgentLLM(CustomLLM):
         optional = {
             k: v for k, v in (kwargs.get("optional_params") or {}).items() if k not in _LITELLM_KEYS
         }
-        body = {**optional, "messages": _plain(kwargs.get("messages") or [])}
+        extra = (kwargs.get("optional_params") or {}).get("extra_body") or {}
+        body = {**optional, **extra, "messages": _plain(kwargs.get("messages") or [])}
         if model != "default":
             body["model"] = model
         try:

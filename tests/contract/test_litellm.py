@@ -222,7 +222,21 @@ async def test_a_parameter_that_cannot_be_honoured_is_a_bad_request_naming_it() 
             await litellm.acompletion(model=MODEL, messages=QUESTION, temperature=0.2)
         with pytest.raises(litellm_errors.BadRequestError, match="unknown role"):
             await litellm.acompletion(model=MODEL, messages=[{"role": "robot", "content": "x"}])
+        with pytest.raises(litellm_errors.BadRequestError, match="top_k"):  # was dropped
+            await litellm.acompletion(model=MODEL, messages=QUESTION, extra_body={"top_k": 5})
     assert api.all_requests == []
+
+
+async def test_reasoning_effort_reaches_the_request_when_litellm_lets_it_through() -> None:
+    # LiteLLM's list for custom providers lacks reasoning_effort: it is let through by name.
+    async with ScriptedMessagesAPI([reply(text("Sunny."))]) as api, registered(api):
+        await litellm.acompletion(
+            model=MODEL,
+            messages=QUESTION,
+            reasoning_effort="low",
+            allowed_openai_params=["reasoning_effort"],
+        )
+    assert api.requests[0].body["output_config"]["effort"] == "low"
 
 
 async def test_api_errors_are_litellm_exceptions_by_status() -> None:
