@@ -24,9 +24,10 @@ that cannot be honoured (`temperature` other than 1, `stop`, `n` > 1, anything i
 the gateway would refuse, ...) raises `litellm.BadRequestError` naming it. LiteLLM's own list of
 what a custom provider takes lacks `reasoning_effort` and `thinking`: pass
 `allowed_openai_params=["reasoning_effort"]` to send it (LiteLLM refuses it otherwise, and with
-`drop_params=True` drops it before this provider sees it). Errors are LiteLLM's exception types, by the same status
-mapping as the gateway (`RateLimitError`, `ServiceUnavailableError`, `Timeout`, ...), with the
-provider's error as `__cause__`. LiteLLM's `timeout` is the query's `timeout`.
+`drop_params=True` drops it before this provider sees it). Errors are LiteLLM's exception
+types, by the same status mapping as the gateway (`RateLimitError`, `ServiceUnavailableError`,
+`Timeout`, ...), with the provider's error as `__cause__`. LiteLLM's `timeout` is the query's
+`timeout`.
 
 LiteLLM fetches its model cost map from the network when imported, unless
 `LITELLM_LOCAL_MODEL_COST_MAP=True` is set first.
