@@ -210,7 +210,7 @@ def parse_request(body: Any) -> MessagesCall:
 
     options: JSON = {"model": model, "max_tokens": max_tokens}
     structured = _output_config(body.get("output_config"), options)
-    thinking = _thinking(body.get("thinking"))
+    thinking = thinking_option(body.get("thinking"))
     if thinking is not None:
         options["thinking"] = thinking
     tools = _tools(body.get("tools"))
@@ -258,7 +258,9 @@ def _output_config(config: Any, options: JSON) -> bool:
     return True
 
 
-def _thinking(config: Any) -> str | int | None:
+def thinking_option(config: Any) -> str | int | None:
+    """The Messages API's `thinking` object (what `ChatAnthropic` takes too) as the provider's
+    `thinking` option: a budget, `"adaptive"` or `"disabled"`; refused naming the field."""
     if config is None:
         return None
     if not isinstance(config, Mapping):

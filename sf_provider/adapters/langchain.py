@@ -72,6 +72,7 @@ from langchain_core.tools import BaseTool
 from langchain_core.utils.function_calling import convert_to_json_schema, convert_to_openai_tool
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from .._anthropic_format import thinking_option
 from .._sync import iterate_in_thread, run_sync
 from ..errors import InvalidMessagesError, ProviderError, UnsupportedRequestError
 from ..provider import CallOptions, ClaudeAgentProvider, NamedToolChoice, ToolChoice
@@ -441,18 +442,7 @@ def _options(kwargs: Mapping[str, Any]) -> dict[str, Any]:
 
 def _thinking(value: Any) -> Any:
     """ChatAnthropic's `thinking` dicts as the provider's `Thinking`; other values as given."""
-    if not isinstance(value, Mapping):
-        return value
-    match dict(value):
-        case {"type": "enabled", "budget_tokens": int() as budget} if len(value) == 2:
-            return budget
-        case {"type": "disabled" | "adaptive" as kind} if len(value) == 1:
-            return kind
-    raise UnsupportedRequestError(
-        f"thinking={dict(value)!r} is not understood: use {{'type': 'enabled', "
-        f"'budget_tokens': N}}, {{'type': 'disabled'}}, {{'type': 'adaptive'}}, a budget, "
-        f"'disabled' or 'adaptive'"
-    )
+    return thinking_option(value) if isinstance(value, Mapping) else value
 
 
 def _structured_output(schema: dict[str, Any] | type, message: BaseMessage) -> Any:
