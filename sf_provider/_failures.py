@@ -43,6 +43,8 @@ class ResultRules:
     wants_object: bool
     budget_usd: float | None
     max_turns: int
+    #: tool_choice "none" with the tools still defined (the conversation holds tool calls).
+    forbid_calls: bool = False
 
 
 def process_died(exit_code: int | None, stderr: Iterable[str]) -> ProcessDiedError:
@@ -94,6 +96,12 @@ def result_failure(
     # rules as a complete one.
     answered = not result.is_error or mapper.output_limit_reached
     if answered or result.subtype == "error_max_turns":
+        if rules.forbid_calls and calls:
+            return ToolChoiceViolationError(
+                f"tool_choice='none' forbade tool calls, but the model made {calls} (the tools "
+                f"stay defined because the conversation holds tool calls, which the Messages API "
+                f"refuses without them); retry, or leave tool_choice at 'auto'"
+            )
         if rules.required_call is not None and not calls:
             return ToolChoiceViolationError(
                 f"tool_choice required a call of {rules.required_call}, but the model answered "

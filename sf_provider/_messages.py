@@ -52,6 +52,16 @@ class Conversation:
     warnings: list[CallWarning] = field(default_factory=list)
 
     @property
+    def has_tool_blocks(self) -> bool:
+        """Whether any turn holds a tool call or a tool result (the Messages API then refuses a
+        request that defines no tools)."""
+        return any(
+            block.get("type") in ("tool_use", "tool_result")
+            for turn in [*self.history, {"content": self.prompt}]
+            for block in turn["content"]
+        )
+
+    @property
     def prompt_text(self) -> str | None:
         """The prompt as plain text when it is exactly one text block, else None."""
         if len(self.prompt) == 1 and self.prompt[0].get("type") == "text":

@@ -80,6 +80,7 @@ ToolChoice = Literal["auto", "none", "required"] | NamedToolChoice
 _MODEL_NAMES: dict[str, dict[str, str]] = {}
 
 _REQUIRED_INSTRUCTION = "You must answer by calling {what}; do not answer with text alone."
+_FORBIDDEN_INSTRUCTION = "Do not call any tool in this reply; answer with text only."
 
 
 class CallOptions(BaseModel):
@@ -89,7 +90,10 @@ class CallOptions(BaseModel):
       mode otherwise; `executor` / `single-turn` force one.
     - `tool_choice`: see `ToolChoice`. `required` and a named tool are honoured by an instruction
       in the system prompt (the CLI has no tool_choice switch) and checked on the reply: a reply
-      without a tool call raises `ToolChoiceViolationError`.
+      without a tool call raises `ToolChoiceViolationError`. `none` exposes no tool; when the
+      messages hold tool calls or results (the Messages API refuses those without tool
+      definitions) the tools stay defined, the query runs single-turn, the system prompt forbids
+      calls, and a reply with a call raises `ToolChoiceViolationError`.
     """
 
     model_config = ConfigDict(extra="forbid", frozen=True, defer_build=True)
@@ -335,7 +339,11 @@ class ClaudeAgentProvider:
             )
         checked = validate_tool_set(tools or (), bridge_name=self.settings.bridge_name)
         choice = options.tool_choice
-        if choice == "none":
+        # tool_choice "none": no tool is exposed, unless the conversation holds tool calls or
+        # results. The Messages API refuses those without tool definitions, so then the tools
+        # stay defined, the query runs single-turn (nothing executes) and a call is refused.
+        forbid_calls = choice == "none" and bool(checked) and conversation.has_tool_blocks
+        if choice == "none" and not forbid_calls:
             checked = []
         elif isinstance(choice, NamedToolChoice):
             checked = [t for t in checked if t.name == choice.name]
@@ -367,9 +375,9 @@ class ClaudeAgentProvider:
         if report.problems:
             raise ProviderCompatibilityError(report.problems, report=report)
         mode: Mode = "executor"
-        if options.mode == "single-turn" or missing:
+        if options.mode == "single-turn" or missing or forbid_calls:
             mode = "single-turn"
-        if missing and len(missing) < len(checked):
+        if missing and len(missing) < len(checked) and not forbid_calls:
             warnings.append(
                 CallWarning(
                     code="tool-executors-partial",
@@ -388,9 +396,12 @@ class ClaudeAgentProvider:
         system = [options.system_prompt or settings.system_prompt, *conversation.system]
         if instruction is not None:
             system.append(_REQUIRED_INSTRUCTION.format(what=instruction))
+        if forbid_calls:
+            system.append(_FORBIDDEN_INSTRUCTION)
         rules = ResultRules(
             mode=mode,
             required_call=required,
+            forbid_calls=forbid_calls,
             wants_object=options.output_schema is not None,
             budget_usd=options.max_budget_usd or settings.max_budget_usd,
             max_turns=options.max_turns or settings.max_turns,

@@ -403,7 +403,9 @@ class ScriptedMessagesAPI:
     `script` is either a list of `Reply` / `HTTPErrorReply` / `FaultReply` items, answered in order
     one per `POST /v1/messages`, or a function (sync or async) of the `RecordedRequest` returning
     one. Every request is recorded in `.requests` (other paths get a 404 and are recorded too).
-    When a list script runs out, the server answers HTTP 500 and notes it in `.errors`.
+    When a list script runs out, the server answers HTTP 500 and notes it in `.errors`. A request
+    whose messages hold `tool_use` / `tool_result` blocks but that defines no tools is answered
+    HTTP 400, as the Messages API answers it, without spending a scripted item.
 
     Use it as an async context manager (`async with`: served on the running event loop) or as
     a plain one (`with`: served on an event loop in a thread of its own, for sync code and for
@@ -586,6 +588,10 @@ class ScriptedMessagesAPI:
             await _write_json(writer, 404, _error_body("not_found_error", f"no route {path}"))
             return True
         recorded.index = len(self.requests) - 1
+        if not recorded.body.get("tools") and _has_tool_blocks(recorded.body):
+            # As the Messages API answers it, before any scripted reply is spent.
+            await _write_json(writer, 400, _error_body("invalid_request_error", _TOOLS_NEEDED))
+            return True
         item = await self._next_item(recorded)
         if item is None:
             problem = f"ScriptedMessagesAPI: no scripted reply left for request #{recorded.index}"
@@ -682,6 +688,19 @@ class ScriptedMessagesAPI:
             "stop_sequence": None,
             "usage": usage,
         }
+
+
+_TOOLS_NEEDED = "Requests which include `tool_use` or `tool_result` blocks must define tools."
+
+
+def _has_tool_blocks(body: Mapping[str, Any]) -> bool:
+    messages = body.get("messages")
+    return isinstance(messages, list) and any(
+        isinstance(block, dict) and block.get("type") in ("tool_use", "tool_result")
+        for message in messages
+        if isinstance(message, dict) and isinstance(message.get("content"), list)
+        for block in message["content"]
+    )
 
 
 def _is_model_turn(method: str, path: str) -> bool:

@@ -317,6 +317,10 @@ def _offered_tools(
     setting = (model_settings or {}).get("tool_choice")
     required = not (params.allow_text_output or params.allow_image_output)
     names = list(declared)
+    if (setting == "none" or setting == []) and not outputs:
+        # The provider's "none": no tool exposed, or, when the history holds tool calls (the
+        # Messages API needs their tools defined), defined with calls forbidden.
+        return [declared[n] for n in functions], "none"
     if setting == "none" or setting == []:
         names = outputs
     elif setting == "required":

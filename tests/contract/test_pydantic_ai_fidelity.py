@@ -146,6 +146,26 @@ async def test_tool_choice_none_in_an_agent_run_offers_no_tool() -> None:
     assert api.requests[0].tool_names == []
 
 
+async def test_tool_choice_none_after_tool_calls_keeps_the_tools_defined() -> None:
+    # As pydantic-ai's Anthropic model sends it (tools, tool_choice none): the Messages API
+    # refuses a history with tool calls and no tool definitions.
+    history: list[Any] = [
+        ModelRequest.user_text_prompt("hi"),
+        ModelResponse(parts=[ToolCallPart("tool_a", {"x": 1}, tool_call_id="toolu_1")]),
+        ModelRequest(parts=[ToolReturnPart("tool_a", "1", tool_call_id="toolu_1")]),
+    ]
+    async with ScriptedMessagesAPI([reply(text("done"))]) as api:
+        response = await model_request(
+            model_for(api),
+            history,
+            model_settings={"tool_choice": "none"},
+            model_request_parameters=parameters(output=False),
+        )
+    assert [p.content for p in response.parts if isinstance(p, TextPart)] == ["done"]
+    assert offered(api.requests[0]) == ["tool_a", "tool_b"]
+    assert "Do not call any tool" in system_text(api.requests[0])
+
+
 @pytest.mark.parametrize(
     ("tool_choice", "error"),
     [
@@ -413,6 +433,10 @@ async def test_anthropic_models_redacted_thinking_in_history_is_replayed_as_reda
     ]
     async with ScriptedMessagesAPI([reply(text("Paris."))]) as api:
         model = ClaudeAgentModel(ClaudeAgentProvider(api.settings(warm_processes=0)))
-        await model_request(model, history)
+        # The tool stays defined: the Messages API refuses tool blocks without tool definitions.
+        tools = [ToolDefinition(name="get_city", parameters_json_schema=SCHEMA)]
+        await model_request(
+            model, history, model_request_parameters=ModelRequestParameters(function_tools=tools)
+        )
     assistant = [m for m in api.requests[0].messages if m["role"] == "assistant"][-1]
     assert assistant["content"][0] == {"type": "redacted_thinking", "data": "ENC=="}

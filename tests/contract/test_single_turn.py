@@ -147,6 +147,50 @@ async def test_tool_choice_none_exposes_no_tool() -> None:
     assert isinstance(parts[-1], FinishPart) and parts[-1].finish_reason == "stop"
 
 
+TOOL_HISTORY: list[dict[str, Any]] = [
+    {"role": "user", "content": "Weather in Paris?"},
+    {
+        "role": "assistant",
+        "content": [
+            {"type": "tool-call", "tool_call_id": "toolu_1", "tool_name": "get_weather",
+             "input": {"city": "Paris"}},
+        ],
+    },
+    {
+        "role": "tool",
+        "content": [{"type": "tool-result", "tool_call_id": "toolu_1", "output": "sunny"}],
+    },
+]  # fmt: skip
+
+
+async def test_tool_choice_none_after_tool_calls_keeps_the_tools_defined_and_forbids_calls() -> (
+    None
+):
+    # The Messages API refuses tool_use / tool_result blocks in a request without tools (the
+    # scripted API answers it so); "none" keeps them defined and says no call may be made.
+    calls: list[dict[str, Any]] = []
+    async with ScriptedMessagesAPI([reply(text("It is sunny in Paris."))]) as api:
+        provider = ClaudeAgentProvider(api.settings())
+        result = await provider.generate(
+            TOOL_HISTORY, tools=[counted_weather(calls)], tool_choice="none"
+        )
+    assert result.text == "It is sunny in Paris." and result.finish_reason == "stop"
+    assert api.requests[0].tool_names == ["mcp__sf__get_weather"]
+    assert "Do not call any tool" in str(api.requests[0].body["system"])
+    assert result.mode == "single-turn" and calls == []
+
+
+async def test_tool_choice_none_after_tool_calls_refuses_a_call_and_runs_nothing() -> None:
+    calls: list[dict[str, Any]] = []
+    async with ScriptedMessagesAPI([reply(tool_use("get_weather", {"city": "Oslo"}))]) as api:
+        provider = ClaudeAgentProvider(api.settings())
+        with pytest.raises(ToolChoiceViolationError, match="tool_choice='none' forbade"):
+            await provider.generate(
+                TOOL_HISTORY, tools=[counted_weather(calls)], tool_choice="none"
+            )
+    assert calls == [] and len(api.requests) == 1
+
+
 async def test_calls_are_recovered_from_tool_use_blocks_after_error_max_turns() -> None:
     # Bare mode disables SDK hooks, so nothing defers the call: the CLI asks the bridge (which
     # refuses a tool without an executor), then stops at max_turns=1 with error_max_turns. The
