@@ -15,7 +15,7 @@ from collections.abc import AsyncGenerator, Callable, Hashable, Sequence
 from contextlib import aclosing
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, get_args
 
 import anyio
 import claude_agent_sdk as sdk
@@ -78,6 +78,8 @@ ToolChoice = Literal["auto", "none", "required"] | NamedToolChoice
 
 #: Per CLI and environment: the CLI's model names -> the model they run (see `_learn_models`).
 _MODEL_NAMES: dict[str, dict[str, str]] = {}
+#: Per CLI and environment: the CLI's model list (what each model takes; `thinking="least"`).
+_MODEL_LISTS: dict[str, list[dict[str, Any]]] = {}
 
 _REQUIRED_INSTRUCTION = "You must answer by calling {what}; do not answer with text alone."
 _FORBIDDEN_INSTRUCTION = "Do not call any tool in this reply; answer with text only."
@@ -176,9 +178,9 @@ class ClaudeAgentProvider:
         # The CLI's model names (`default`, aliases) -> the model they run, learnt from the
         # processes started with the same CLI and environment (shared by providers, so one made
         # per request learns them once): a replayed history's thinking needs the real name.
-        self._models = _MODEL_NAMES.setdefault(
-            self.settings.model_dump_json(include={"cli_path", "env"}), {}
-        )
+        cli = self.settings.model_dump_json(include={"cli_path", "env"})
+        self._models = _MODEL_NAMES.setdefault(cli, {})
+        self._model_list = _MODEL_LISTS.setdefault(cli, [])
 
     async def aclose(self) -> None:
         """Stop the provider's warm CLI processes (`ProviderSettings.warm_processes`).
@@ -307,6 +309,14 @@ class ClaudeAgentProvider:
         call_options: dict[str, Any],
     ) -> _Plan:
         options = _call_options(call_options)
+        settings = self.settings
+        thinking = options.thinking if options.thinking is not None else settings.thinking
+        effort = options.effort or settings.effort
+        if thinking == "least" and effort is not None:
+            raise UnsupportedRequestError(
+                f"thinking='least' chooses the effort itself (the model's lowest when it cannot "
+                f"turn thinking off), so effort={effort!r} cannot be set as well; drop one"
+            )
         if options.output_schema is not None:
             try:
                 normalize_input_schema(options.output_schema, tool_name="output_schema")
@@ -385,7 +395,6 @@ class ClaudeAgentProvider:
                     f"single-turn mode and no tool is executed by the provider",
                 )
             )
-        settings = self.settings
         choice = options.tool_choice
         # tool_choice "required" or a named tool: an instruction, and a check of the reply.
         required, instruction = None, None
@@ -416,8 +425,8 @@ class ClaudeAgentProvider:
             system=[s for s in system if s],
             tool_timeout=options.tool_timeout or settings.tool_timeout,
             max_tokens=options.max_tokens or settings.max_tokens,
-            thinking=options.thinking if options.thinking is not None else settings.thinking,
-            effort=options.effort or settings.effort,
+            thinking=thinking,
+            effort=effort,
             timeout=options.timeout or settings.timeout,
             rules=rules,
             key=self._setup_key(mode, conversation.system, options, checked),
@@ -512,6 +521,8 @@ class ClaudeAgentProvider:
         query = start_query(plan)
         try:
             with query.current():
+                if plan.thinking == "least":
+                    plan = await self._least_thinking(plan)
                 pool, session = await self._session(plan)
         except BaseException as exc:
             query.end(exc)
@@ -601,7 +612,7 @@ class ClaudeAgentProvider:
             raise
         finally:
             query.end()
-            self._models.update(session.models)
+            self._learnt(session)
             if pool is not None:
                 await pool.give_back(session, reusable=clean)
             else:
@@ -646,8 +657,26 @@ class ClaudeAgentProvider:
         thinking = ("thinking", "redacted_thinking")
         if not any(b.get("type") in thinking for t in history for b in t["content"]):
             return
+        await self._read_model_list(plan, pooled=True)
+
+    async def _least_thinking(self, plan: _Plan) -> _Plan:
+        """`thinking="least"` resolved by the CLI's model list (read once per CLI and
+        environment, by a process started without history: no API call): thinking off where
+        the model can turn it off, else its lowest effort level, else its default."""
+        if not self._model_list:
+            # Started with the model's defaults, so not kept: its options are not the query's.
+            await self._read_model_list(replace(plan, thinking=None, effort=None), pooled=False)
+        entry = _model_entry(self._model_list, plan.model)
+        if entry is None or entry.get("supportsThinkingOff"):
+            return replace(plan, thinking="disabled")
+        takes = entry.get("supportedEffortLevels") or []
+        levels = [e for e in get_args(Effort) if e in takes] if entry.get("supportsEffort") else []
+        return replace(plan, thinking=None, effort=levels[0] if levels else None)
+
+    async def _read_model_list(self, plan: _Plan, *, pooled: bool) -> None:
+        """Start a process for `plan` without history, to learn the CLI's model list."""
         empty = replace(plan, conversation=replace(plan.conversation, history=[]))
-        pool = self._warm_pool() if self.settings.warm_processes else None
+        pool = self._warm_pool() if pooled and self.settings.warm_processes else None
         if pool is not None:
             session = await pool.take(plan.key, [], lambda: self._spawn(empty))
         else:
@@ -657,11 +686,17 @@ class ClaudeAgentProvider:
         except sdk.ClaudeSDKError:
             pass  # the query's own start reports it
         finally:
-            self._models.update(session.models)
+            self._learnt(session)
             if pool is not None:
                 await pool.give_back(session, reusable=session.started)
             else:
                 await session.close()
+
+    def _learnt(self, session: CLISession) -> None:
+        """Keep what a connected process said of the CLI's models."""
+        self._models.update(session.models)
+        if session.model_list:
+            self._model_list[:] = session.model_list
 
     def _setup_key(
         self,
@@ -918,11 +953,19 @@ def _finish(mapper: PartMapper, result: sdk.ResultMessage, process: str) -> Fini
 def _thinking_config(thinking: Thinking | None) -> sdk.ThinkingConfig | None:
     if thinking is None:
         return None
+    if thinking == "least":
+        raise AssertionError("thinking='least' is resolved before a process starts")
     if thinking == "adaptive":
         return {"type": "adaptive"}
     if thinking == "disabled":
         return {"type": "disabled"}
     return {"type": "enabled", "budget_tokens": thinking}
+
+
+def _model_entry(models: list[dict[str, Any]], model: str | None) -> dict[str, Any] | None:
+    """The CLI's model-list entry of `model` (None: the CLI's default), by name or alias."""
+    name = model or "default"
+    return next((m for m in models if name in (m.get("value"), m.get("resolvedModel"))), None)
 
 
 def _model_problem(plan: _Plan, models: list[dict[str, Any]]) -> None:
@@ -932,8 +975,7 @@ def _model_problem(plan: _Plan, models: list[dict[str, Any]]) -> None:
     the CLI does not list is passed on unchecked."""
     if plan.thinking is None and plan.effort is None:
         return
-    name = plan.model or "default"
-    entry = next((m for m in models if name in (m.get("value"), m.get("resolvedModel"))), None)
+    entry = _model_entry(models, plan.model)
     if entry is None:
         return
     problems = []
@@ -951,7 +993,7 @@ def _model_problem(plan: _Plan, models: list[dict[str, Any]]) -> None:
             f"effort= instead)"
         )
     if problems:
-        model = entry.get("resolvedModel") or name
+        model = entry.get("resolvedModel") or plan.model or "default"
         raise UnsupportedRequestError(
             f"the model {model!r} cannot take {' and '.join(problems)}; the query was not sent"
         )

@@ -12,9 +12,12 @@ __all__ = ["Effort", "ProviderSettings", "Thinking"]
 #: the CLI's `--effort`, sent as `output_config.effort`.
 Effort = Literal["low", "medium", "high", "xhigh", "max"]
 
-#: Extended thinking: `"adaptive"` (the model decides; current models), `"disabled"`, or a token
-#: budget of at least 1024 (models without adaptive thinking). Sent as the request's `thinking`.
-Thinking = Literal["adaptive", "disabled"] | Annotated[int, Field(ge=1024)]
+#: Extended thinking: `"adaptive"` (the model decides; current models), `"disabled"`, a token
+#: budget of at least 1024 (models without adaptive thinking), or `"least"`: as little as the
+#: model allows, by the CLI's model list: `"disabled"` where thinking can be turned off (and for
+#: a model the CLI does not list), else the lowest effort level the model takes, else its
+#: default. Sent as the request's `thinking` (and `output_config.effort` for `"least"`).
+Thinking = Literal["adaptive", "disabled", "least"] | Annotated[int, Field(ge=1024)]
 
 
 class ProviderSettings(BaseModel):

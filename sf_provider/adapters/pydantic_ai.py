@@ -409,7 +409,8 @@ def _model_options(
     """
     options: dict[str, Any] = {}
     if thinking is False:
-        options["thinking"] = "disabled"  # refused by a model that always thinks
+        # pydantic-ai's contract: off, or as little as the model allows if it cannot turn off.
+        options["thinking"] = "least"
     elif thinking in _EFFORTS:
         options["effort"] = _EFFORTS[thinking]
     # thinking=True: thinking at the model's default effort, which is what the CLI does.

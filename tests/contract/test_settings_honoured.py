@@ -193,12 +193,43 @@ def test_langchain_refuses_constructor_arguments_the_cli_cannot_honour(argument:
         ChatClaudeAgent(**{argument: 0.1})
 
 
-async def test_pydantic_ai_thinking_off_is_refused_by_a_model_that_always_thinks() -> None:
+async def test_pydantic_ai_thinking_off_is_the_lowest_effort_on_a_model_that_always_thinks() -> (
+    None
+):
+    # pydantic-ai's contract for thinking=False: "on a model that can't turn thinking off, use
+    # the lowest effort it accepts". The CLI's default model always thinks.
     async with ScriptedMessagesAPI([reply(text("ok"))]) as api:
         agent = Agent(ClaudeAgentModel(api.settings(warm_processes=0)))
-        with pytest.raises(UnsupportedRequestError, match="thinking='disabled'"):
-            await agent.run("hi", model_settings={"thinking": False})
-    assert api.requests == []
+        assert (await agent.run("hi", model_settings={"thinking": False})).output == "ok"
+    assert len(api.requests) == 1
+    assert sent(api.requests[0])["effort"] == "low"
+
+
+@pytest.mark.parametrize("warm", [0, 1], ids=["fresh", "warm"])
+@pytest.mark.parametrize(
+    ("model", "expected"),
+    [
+        (None, {"effort": "low", "thinking": "adaptive"}),
+        ("claude-sonnet-4-5", {"effort": None, "thinking": "disabled"}),
+    ],
+    ids=["always-thinks", "can-turn-off"],
+)
+async def test_least_thinking_is_off_where_the_model_allows_else_its_lowest_effort(
+    model: str | None, expected: dict[str, Any], warm: int
+) -> None:
+    async with ScriptedMessagesAPI([reply(text("ok")), reply(text("again"))]) as api:
+        provider = ClaudeAgentProvider(api.settings(warm_processes=warm, model=model))
+        assert (await provider.generate("hi", thinking="least")).text == "ok"
+        assert (await provider.generate("hi", thinking="least")).text == "again"
+        await provider.aclose()
+    for request in api.requests:  # the model list is read without an API call
+        assert {key: sent(request)[key] for key in expected} == expected
+
+
+async def test_least_thinking_with_an_effort_is_refused() -> None:
+    provider = ClaudeAgentProvider()
+    with pytest.raises(UnsupportedRequestError, match="thinking='least' chooses the effort"):
+        provider.stream("hi", thinking="least", effort="high")
 
 
 def test_the_provider_has_no_temperature_option() -> None:
