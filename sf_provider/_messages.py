@@ -11,7 +11,9 @@ Input format (a list of dicts; a plain string is one user turn):
   `{"type": "reasoning", "text": "", "redacted": <data>}` (sent back as the API's
   `redacted_thinking`) and `{"type": "tool-call", "tool_call_id", "tool_name", "input"}`.
 - `{"role": "tool", "content": [{"type": "tool-result", "tool_call_id", "output", "is_error"}]}`:
-  results the application produced; `output` is text, or any JSON value (sent as JSON).
+  results the application produced; `output` is text, or any JSON value (sent as JSON). A result
+  with images gives `"content": [blocks]` instead of `output`: text and image blocks as in a
+  user turn (sent as the result's content blocks).
 
 Every tool call in the history needs a result, and every result a call. A reasoning block
 without a signature cannot be replayed natively: it is sent as text in a `<reasoning>` element
@@ -110,14 +112,36 @@ def _image_block(block: Mapping[str, Any], where: str) -> dict[str, Any]:
     return {"type": "image", "source": source}
 
 
+def _media_blocks(content: Any, where: str, what: str) -> list[dict[str, Any]]:
+    """Text and image blocks (a user turn's, a tool result's content)."""
+    blocks = []
+    for i, block in enumerate(_blocks(content, where)):
+        here = f"{where}, block {i}"
+        kind = block.get("type") if isinstance(block, Mapping) else None
+        if kind == "text":
+            blocks.append(_text_block(block, here))
+        elif kind == "image":
+            blocks.append(_image_block(block, here))
+        else:
+            raise _fail(here, f"{what} must be 'text' or 'image', not {kind!r}")
+    return blocks
+
+
 def _tool_output(block: Mapping[str, Any]) -> str:
     output = block.get("output", "")
     return output if isinstance(output, str) else json.dumps(output, ensure_ascii=False)
 
 
-def _tool_result(call_id: str, output: str, is_error: bool) -> dict[str, Any]:
+def _tool_result(
+    call_id: str, output: str | list[dict[str, Any]], is_error: bool
+) -> dict[str, Any]:
     """A tool result the way the CLI records its own: a success as one text block, an error as
-    plain text. History and live conversations then send the API the same request."""
+    plain text. History and live conversations then send the API the same request. Content
+    blocks (text and images) go as they are."""
+    if isinstance(output, list):
+        return {"type": "tool_result", "tool_use_id": call_id, "content": output} | (
+            {"is_error": True} if is_error else {}
+        )
     if is_error:
         return {"type": "tool_result", "tool_use_id": call_id, "content": output, "is_error": True}
     content: str | list[dict[str, Any]] = [{"type": "text", "text": output}] if output else ""
@@ -139,16 +163,7 @@ class _Builder:
             self.turns.append({"role": role, "content": blocks})
 
     def user(self, content: Any, where: str) -> None:
-        blocks = []
-        for i, block in enumerate(_blocks(content, where)):
-            here = f"{where}, block {i}"
-            kind = block.get("type") if isinstance(block, Mapping) else None
-            if kind == "text":
-                blocks.append(_text_block(block, here))
-            elif kind == "image":
-                blocks.append(_image_block(block, here))
-            else:
-                raise _fail(here, f"a user block must be 'text' or 'image', not {kind!r}")
+        blocks = _media_blocks(content, where, "a user block")
         self._close_calls(where)
         self.add("user", blocks)
 
@@ -220,7 +235,16 @@ class _Builder:
                     f"(or that call already has a result)",
                 )
             del self.open_calls[call_id]
-            blocks.append(_tool_result(call_id, _tool_output(block), bool(block.get("is_error"))))
+            output: str | list[dict[str, Any]]
+            if "content" in block:
+                if "output" in block:
+                    raise _fail(here, "a tool-result has 'output' or 'content', not both")
+                output = _media_blocks(block["content"], here, "a tool-result content block")
+                if not output:
+                    raise _fail(here, "a tool-result's 'content' is empty; give some blocks")
+            else:
+                output = _tool_output(block)
+            blocks.append(_tool_result(call_id, output, bool(block.get("is_error"))))
         self.add("user", blocks)
 
     def _close_calls(self, where: str) -> None:

@@ -173,6 +173,37 @@ async def test_an_image_in_the_prompt_reaches_the_model_as_an_image_block() -> N
     ]
 
 
+@pytest.mark.parametrize("later", [False, True], ids=["answering-the-result", "in-the-history"])
+async def test_an_image_in_a_tool_result_reaches_the_model_inside_the_result(later: bool) -> None:
+    pixel = (
+        "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNk+M9QDwADhgGAWjR9awAAAABJ"
+        "RU5ErkJggg=="
+    )
+    messages: list[dict[str, Any]] = [
+        {"role": "user", "content": "What is on the screen?"},
+        {"role": "assistant", "content": [
+            {"type": "tool-call", "tool_call_id": "toolu_1", "tool_name": "get_weather",
+             "input": {"city": "Paris"}}]},
+        {"role": "tool", "content": [
+            {"type": "tool-result", "tool_call_id": "toolu_1", "content": [
+                {"type": "text", "text": "the map:"},
+                {"type": "image", "data": pixel, "media_type": "image/png"}]}]},
+    ]  # fmt: skip
+    if later:
+        messages += [
+            {"role": "assistant", "content": "A map of Paris."},
+            {"role": "user", "content": "And the colour?"},
+        ]
+    async with ScriptedMessagesAPI([reply(text("Blue."))]) as api:
+        provider = ClaudeAgentProvider(api.settings())
+        assert (await provider.generate(messages, tools=TOOLS)).text == "Blue."
+    (result,) = api.requests[0].blocks("tool_result")
+    assert result["content"] == [
+        {"type": "text", "text": "the map:"},
+        {"type": "image", "source": {"type": "base64", "media_type": "image/png", "data": pixel}},
+    ]
+
+
 async def test_unsigned_reasoning_in_history_is_flattened_with_a_warning() -> None:
     history = [
         {"role": "user", "content": "Q1"},

@@ -123,6 +123,31 @@ def test_images_from_base64_and_data_urls_become_base64_sources() -> None:
     ]
 
 
+def test_a_tool_result_with_content_blocks_keeps_them_and_its_error_flag() -> None:
+    image = {"type": "image", "data": "AAAA", "media_type": "image/png"}
+    conversation = convert_messages(
+        [
+            {"role": "user", "content": "a"},
+            {"role": "assistant", "content": [call("c1")]},
+            {"role": "tool", "content": [
+                {"type": "tool-result", "tool_call_id": "c1", "is_error": True,
+                 "content": [text("broken:"), image]}]},
+        ]
+    )  # fmt: skip
+    assert conversation.prompt == [
+        {
+            "type": "tool_result",
+            "tool_use_id": "c1",
+            "content": [
+                text("broken:"),
+                {"type": "image", "source": {"type": "base64", "media_type": "image/png",
+                                             "data": "AAAA"}},
+            ],
+            "is_error": True,
+        }
+    ]  # fmt: skip
+
+
 def test_signed_reasoning_is_replayed_as_thinking() -> None:
     conversation = convert_messages(
         [
@@ -194,11 +219,29 @@ def test_unsigned_reasoning_is_flattened_to_text_with_a_warning() -> None:
         ),
         ([{"role": "user", "content": [{"type": "image", "url": "ftp://x"}]}], "data: URL"),
         ([{"role": "system", "content": "only system"}], "must end with a user or tool message"),
+        (
+            [{"role": "user", "content": "a"}, {"role": "assistant", "content": [call("c1")]},
+             {"role": "tool", "content": [result("c1", "x", content=[text("y")])]}],
+            "a tool-result has 'output' or 'content', not both",
+        ),
+        (
+            [{"role": "user", "content": "a"}, {"role": "assistant", "content": [call("c1")]},
+             {"role": "tool", "content": [
+                 {"type": "tool-result", "tool_call_id": "c1", "content": []}]}],
+            "a tool-result's 'content' is empty",
+        ),
+        (
+            [{"role": "user", "content": "a"}, {"role": "assistant", "content": [call("c1")]},
+             {"role": "tool", "content": [
+                 {"type": "tool-result", "tool_call_id": "c1", "content": [{"type": "audio"}]}]}],
+            "block 0, block 0: a tool-result content block must be 'text' or 'image'",
+        ),
     ],
     ids=[
         "unknown-role", "no-content", "not-a-dict", "bad-content", "unknown-block",
         "orphan-result", "call-without-result", "duplicate-call-id", "trailing-open-call",
         "ends-with-assistant", "starts-with-assistant", "bad-image-url", "only-system",
+        "result-output-and-content", "result-empty-content", "result-audio",
     ],
 )  # fmt: skip
 def test_malformed_history_is_rejected_naming_where(messages: list[Any], expected: str) -> None:
