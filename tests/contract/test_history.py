@@ -17,6 +17,7 @@ from sf_provider import (
 )
 from sf_provider._mapping import ResultCollector
 from sf_provider.testing import RecordedRequest, ScriptedMessagesAPI, reply, text, tool_use
+from sf_provider.tools import ToolOutput
 
 pytestmark = [pytest.mark.anyio, pytest.mark.cli]
 
@@ -202,6 +203,43 @@ async def test_an_image_in_a_tool_result_reaches_the_model_inside_the_result(lat
         {"type": "text", "text": "the map:"},
         {"type": "image", "source": {"type": "base64", "media_type": "image/png", "data": pixel}},
     ]
+
+
+@pytest.mark.parametrize("warm", [0, 1], ids=["fresh", "continued"])
+async def test_an_image_an_executor_returned_is_in_the_response_messages_and_replayed(
+    warm: int,
+) -> None:
+    pixel = (
+        "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNk+M9QDwADhgGAWjR9awAAAABJ"
+        "RU5ErkJggg=="
+    )
+    screen = [{"type": "text", "text": "the screen:"},
+              {"type": "image", "data": pixel, "media_type": "image/png"}]  # fmt: skip
+    shot = FunctionTool(
+        name="screenshot",
+        executor=lambda arguments: ToolOutput(
+            content=[screen[0], {"type": "image", "data": pixel, "mimeType": "image/png"}]
+        ),
+    )
+    script = [reply(tool_use("screenshot", {})), reply(text("Blue.")), reply(text("Square."))]
+    async with ScriptedMessagesAPI(script) as api:
+        provider = ClaudeAgentProvider(api.settings(warm_processes=warm))
+        first = await provider.generate("What is on the screen?", tools=[shot])
+        assert first.response_messages[1]["content"] == [
+            {"type": "tool-result", "tool_call_id": "toolu_scripted_0001", "content": screen,
+             "is_error": False}
+        ]  # fmt: skip
+        history = [
+            {"role": "user", "content": "What is on the screen?"},
+            *first.response_messages,
+            {"role": "user", "content": "Its shape?"},
+        ]
+        second = await provider.generate(history, tools=[shot])
+        await provider.aclose()
+    assert second.text == "Square."
+    assert second.provider_details["process"] == ("continued" if warm else "fresh")
+    sent = api.requests[2].blocks("tool_result")
+    assert [b["content"][1]["source"]["data"] for b in sent] == [pixel]
 
 
 async def test_unsigned_reasoning_in_history_is_flattened_with_a_warning() -> None:
