@@ -116,27 +116,6 @@ def _content_text(content: Any) -> tuple[str, list[dict[str, Any]]]:
     return text, blocks
 
 
-def _result_block(call_id: str, result: ToolResultPart) -> dict[str, Any]:
-    """A provider-executed result in the request format: its text as `output`, or, when it
-    holds more than text (an image), its content blocks, so a replay sends what the model saw."""
-    block: dict[str, Any] = {"type": "tool-result", "tool_call_id": call_id}
-    if all(b.get("type") == "text" for b in result.content):
-        block["output"] = result.output
-    else:
-        block["content"] = [_request_block(b) for b in result.content]
-    return block | {"is_error": result.is_error}
-
-
-def _request_block(block: dict[str, Any]) -> dict[str, Any]:
-    """A tool result's content block (the API's or MCP's shape) in the request format."""
-    source = block.get("source")
-    if block.get("type") != "image":
-        return block
-    if isinstance(source, dict):
-        return {"type": "image", "data": source.get("data"), "media_type": source.get("media_type")}
-    return {"type": "image", "data": block.get("data"), "media_type": block.get("mimeType")}
-
-
 class PartMapper:
     """Turns the SDK's messages of one query into stream parts.
 
@@ -656,7 +635,7 @@ class ResultCollector:
             if kind == "result":
                 call = self._calls.get(part_id)
                 if call is not None and call.result is not None:
-                    results.append(_result_block(part_id, call.result))
+                    results.append(call.result.message_block())
                 continue
             if results:  # the results ended a turn: this block starts the next one
                 messages += [{"role": "assistant", "content": blocks},

@@ -186,6 +186,27 @@ class ToolResultPart(_Model):
     is_error: bool = False
     provider_executed: bool = True
 
+    def message_block(self) -> dict[str, Any]:
+        """This result as a `tool` message's block of the request format: its text as
+        `output`, or, when it holds more than text (an image), its content blocks, so a replay
+        sends the model what it saw."""
+        block: dict[str, Any] = {"type": "tool-result", "tool_call_id": self.tool_call_id}
+        if all(b.get("type") == "text" for b in self.content):
+            block["output"] = self.output
+        else:
+            block["content"] = [_request_block(b) for b in self.content]
+        return block | {"is_error": self.is_error}
+
+
+def _request_block(block: dict[str, Any]) -> dict[str, Any]:
+    """A tool result's content block (the API's or MCP's shape) in the request format."""
+    source = block.get("source")
+    if block.get("type") != "image":
+        return block
+    if isinstance(source, dict):
+        return {"type": "image", "data": source.get("data"), "media_type": source.get("media_type")}
+    return {"type": "image", "data": block.get("data"), "media_type": block.get("mimeType")}
+
 
 class DiscardPart(_Model):
     """Earlier parts to take back: the API stream they came from was cut and the turn redone.

@@ -572,8 +572,13 @@ def _response_messages(
                 }
             )
         elif isinstance(part, NativeToolReturnPart):
-            output = part.model_response_str(wrap_if_error=False)
-            result = _tool_result(part.tool_call_id, output, part.outcome in ERROR_OUTCOMES)
+            failed = part.outcome in ERROR_OUTCOMES
+            if isinstance(part.content, list):  # a result with an image: its content blocks
+                result = {"type": "tool-result", "tool_call_id": part.tool_call_id,
+                          "content": part.content, "is_error": failed}  # fmt: skip
+            else:
+                output = part.model_response_str(wrap_if_error=False)
+                result = _tool_result(part.tool_call_id, output, failed)
             if blocks:
                 out += [{"role": "assistant", "content": blocks}, {"role": "tool", "content": []}]
                 blocks = []
@@ -675,9 +680,10 @@ class ClaudeStreamedResponse(StreamedResponse):
                     tool_call_id=part.tool_call_id,
                 )
             case sf.ToolResultPart():
+                block = part.message_block()  # content blocks when it holds an image
                 result: NativeToolReturnPart[Any] = NativeToolReturnPart(
                     tool_name=part.tool_name,
-                    content=part.output,
+                    content=block.get("content", part.output),
                     tool_call_id=part.tool_call_id,
                     provider_name=SYSTEM,
                     outcome="failed" if part.is_error else "success",

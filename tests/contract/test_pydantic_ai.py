@@ -148,6 +148,32 @@ async def test_executor_mode_reports_provider_executed_calls() -> None:
     assert [(r.tool_call_id, r.content) for r in returns] == [(calls[0].tool_call_id, "20")]
 
 
+async def test_executor_mode_keeps_an_image_result_for_the_next_run() -> None:
+    from sf_provider.tools import ToolOutput
+
+    pixel = (
+        "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNk+M9QDwADhgGAWjR9awAAAABJ"
+        "RU5ErkJggg=="
+    )
+    tool = FunctionTool(
+        name="screenshot",
+        executor=lambda arguments: ToolOutput(
+            content=[{"type": "text", "text": "screen:"},
+                     {"type": "image", "data": pixel, "mimeType": "image/png"}]
+        ),
+    )  # fmt: skip
+    script = [reply(tool_use("screenshot", {})), reply(text("Blue.")), reply(text("Square."))]
+    async with ScriptedMessagesAPI(script) as api:
+        model = ClaudeAgentModel(
+            ClaudeAgentProvider(api.settings(warm_processes=0)), mode="executor", tools=[tool]
+        )
+        first = await Agent(model).run("What is on the screen?")
+        second = await Agent(model).run("Its shape?", message_history=first.all_messages())
+    assert second.output == "Square."
+    (sent,) = api.requests[2].blocks("tool_result")
+    assert sent["content"][1]["source"]["data"] == pixel
+
+
 def test_importing_sf_provider_does_not_import_pydantic_ai() -> None:
     code = "import sf_provider, sys; assert 'pydantic_ai' not in sys.modules"
     subprocess.run([sys.executable, "-c", code], check=True, timeout=60)
