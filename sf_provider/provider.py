@@ -82,6 +82,8 @@ _MODEL_NAMES: dict[str, dict[str, str]] = {}
 _MODEL_LISTS: dict[str, list[dict[str, Any]]] = {}
 
 _REQUIRED_INSTRUCTION = "You must answer by calling {what}; do not answer with text alone."
+#: The smallest thinking budget the Messages API takes (and the CLI sends).
+_MIN_THINKING_BUDGET = 1024
 _FORBIDDEN_INSTRUCTION = "Do not call any tool in this reply; answer with text only."
 
 
@@ -317,6 +319,16 @@ class ClaudeAgentProvider:
                 f"thinking='least' chooses the effort itself (the model's lowest when it cannot "
                 f"turn thinking off), so effort={effort!r} cannot be set as well; drop one"
             )
+        max_tokens = options.max_tokens or settings.max_tokens
+        if isinstance(thinking, int) and max_tokens is not None:
+            # Measured on CLI 2.1.330: it sends max(min(budget, max_tokens - 1), 1024).
+            sent = max(min(thinking, max_tokens - 1), _MIN_THINKING_BUDGET)
+            if sent != thinking:
+                raise UnsupportedRequestError(
+                    f"thinking={thinking} needs max_tokens above it: the CLI lowers a thinking "
+                    f"budget to max_tokens - 1 (with max_tokens={max_tokens} it would send "
+                    f"{sent}); raise max_tokens to at least {thinking + 1} or lower the budget"
+                )
         if options.output_schema is not None:
             try:
                 normalize_input_schema(options.output_schema, tool_name="output_schema")
@@ -424,7 +436,7 @@ class ClaudeAgentProvider:
             model=options.model or settings.model,
             system=[s for s in system if s],
             tool_timeout=options.tool_timeout or settings.tool_timeout,
-            max_tokens=options.max_tokens or settings.max_tokens,
+            max_tokens=max_tokens,
             thinking=thinking,
             effort=effort,
             timeout=options.timeout or settings.timeout,

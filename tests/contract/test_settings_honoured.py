@@ -226,6 +226,25 @@ async def test_least_thinking_is_off_where_the_model_allows_else_its_lowest_effo
         assert {key: sent(request)[key] for key in expected} == expected
 
 
+@pytest.mark.parametrize(
+    ("budget", "max_tokens", "refused"),
+    [(4096, 5000, False), (1024, 500, False), (4096, 100, True), (2048, 1500, True)],
+)
+async def test_a_thinking_budget_reaches_the_request_or_is_refused(
+    budget: int, max_tokens: int, refused: bool
+) -> None:
+    # The CLI sends max(min(budget, max_tokens - 1), 1024): a budget it would lower is refused.
+    async with ScriptedMessagesAPI([reply(text("ok"))]) as api:
+        settings = api.settings(warm_processes=0, model="claude-sonnet-4-5")
+        provider = ClaudeAgentProvider(settings)
+        if refused:
+            with pytest.raises(UnsupportedRequestError, match=f"thinking={budget} needs max_t"):
+                provider.stream("hi", thinking=budget, max_tokens=max_tokens)
+            return
+        await provider.generate("hi", thinking=budget, max_tokens=max_tokens)
+    assert api.requests[0].body["thinking"]["budget_tokens"] == budget
+
+
 async def test_least_thinking_with_an_effort_is_refused() -> None:
     provider = ClaudeAgentProvider()
     with pytest.raises(UnsupportedRequestError, match="thinking='least' chooses the effort"):
