@@ -242,6 +242,21 @@ async def test_an_image_an_executor_returned_is_in_the_response_messages_and_rep
     assert [b["content"][1]["source"]["data"] for b in sent] == [pixel]
 
 
+async def test_an_empty_assistant_turn_is_left_out_and_the_user_turns_join() -> None:
+    # As the README says (and pydantic-ai's Anthropic model does): nothing is sent for it.
+    history = [
+        {"role": "user", "content": "first"},
+        {"role": "assistant", "content": ""},
+        {"role": "user", "content": "second"},
+    ]
+    async with ScriptedMessagesAPI([reply(text("ok"))]) as api:
+        provider = ClaudeAgentProvider(api.settings(warm_processes=0))
+        await provider.generate(history)
+    turns = [m for m in api.requests[0].messages if m["role"] != "system"]
+    assert [m["role"] for m in turns] == ["user"]
+    assert [b["text"].strip() for b in turns[0]["content"]] == ["first", "second"]
+
+
 async def test_unsigned_reasoning_in_history_is_flattened_with_a_warning() -> None:
     history = [
         {"role": "user", "content": "Q1"},
