@@ -8,6 +8,16 @@ blocks, with the same ids. A reply with signed thinking or tool calls comes back
 `ChatAnthropic` gives it (Anthropic content blocks, streamed with an `index`), so that the
 thinking is replayed with the calls; a text reply is a plain string.
 
+History the Messages API cannot carry as given is sent as `ChatAnthropic` sends it, with a
+warning where something is lost (a Python `UserWarning`, and in the reply's
+`response_metadata["warnings"]`), or refused with `InvalidMessagesError` before anything
+starts. `invalid_tool_calls` go as calls, with their arguments when they are a JSON object, else
+with none (`tool-call-arguments-dropped`), and each needs a `ToolMessage` answering it. An empty
+assistant message is left out (`empty-turn-dropped`; a last one, an empty prefill, silently).
+`name`s are not sent (`names-dropped` when one role's messages carry different names), nor
+citations (`citations-dropped`). Reasoning without a signature (a `reasoning` block, another
+provider's `reasoning_content`) goes as text (`history-flattened`); a refusal as the text it is.
+
 Example::
 
     from langchain_core.messages import HumanMessage, ToolMessage
@@ -43,6 +53,7 @@ except ImportError as exc:  # pragma: no cover - exercised only without the extr
     ) from exc
 
 import json
+import warnings
 from collections.abc import AsyncIterator, Callable, Iterator, Mapping, Sequence
 from contextlib import aclosing
 from functools import partial
@@ -276,8 +287,13 @@ class ChatClaudeAgent(BaseChatModel):
         run_manager: AsyncCallbackManagerForLLMRun | None = None,
         **kwargs: Any,
     ) -> ChatResult:
-        provider_messages, tools, options = _request(messages, stop, self._call_options(kwargs))
+        provider_messages, tools, options, lost = _request(
+            messages, stop, self._call_options(kwargs)
+        )
         result = await self.provider.generate(provider_messages, tools=tools, **options)
+        _warn(result.warnings)
+        if lost:
+            result = result.model_copy(update={"warnings": [*lost, *result.warnings]})
         message = ai_message(result, self._requested_model(options))
         return ChatResult(generations=[ChatGeneration(message=message)])
 
@@ -288,8 +304,11 @@ class ChatClaudeAgent(BaseChatModel):
         run_manager: AsyncCallbackManagerForLLMRun | None = None,
         **kwargs: Any,
     ) -> AsyncIterator[ChatGenerationChunk]:
-        provider_messages, tools, options = _request(messages, stop, self._call_options(kwargs))
+        provider_messages, tools, options, lost = _request(
+            messages, stop, self._call_options(kwargs)
+        )
         chunks = _ChunkMapper(self._requested_model(options), blocks=bool(tools))
+        chunks.warnings.extend(lost)
         async with aclosing(self.provider.stream(provider_messages, tools=tools, **options)) as s:
             async for part in s:
                 chunk = chunks.chunk(part)
@@ -460,7 +479,9 @@ def _structured_output(schema: dict[str, Any] | type, message: BaseMessage) -> A
 
 def _request(
     messages: list[BaseMessage], stop: list[str] | None, kwargs: dict[str, Any]
-) -> tuple[list[dict[str, Any]], list[FunctionTool], dict[str, Any]]:
+) -> tuple[list[dict[str, Any]], list[FunctionTool], dict[str, Any], list[CallWarning]]:
+    """The provider's messages, tools and call options, and what the messages lost (warned of
+    here, and reported with the reply's `response_metadata["warnings"]`)."""
     if stop:
         raise UnsupportedRequestError(
             "stop sequences are not supported: the Claude Code CLI has no stop-sequence option"
@@ -470,15 +491,52 @@ def _request(
     tools = [_function_tool(tool_definition(t)) for t in options.pop("tools", None) or []]
     if "tool_choice" in options:
         options["tool_choice"] = _tool_choice(options["tool_choice"], [t.name for t in tools])
-    return provider_messages(messages), tools, options
+    converted, lost = _converted(messages)
+    _warn(lost)
+    return converted, tools, options, lost
+
+
+def _warn(call_warnings: Sequence[CallWarning]) -> None:
+    """What was not sent as given, as a Python `UserWarning` too, so it is seen without looking
+    at `response_metadata["warnings"]` (as the pydantic-ai adapter does)."""
+    for w in call_warnings:
+        warnings.warn(f"ChatClaudeAgent: {w.message} ({w.code})", UserWarning, stacklevel=3)
 
 
 def provider_messages(messages: Sequence[BaseMessage]) -> list[dict[str, Any]]:
-    """LangChain messages in the provider's request format (see `sf_provider._messages`)."""
+    """LangChain messages in the provider's request format (see `sf_provider._messages`).
+
+    What the request cannot carry as given is sent as `ChatAnthropic` sends it with a Python
+    `UserWarning` (an empty assistant turn left out, different speaker `name`s, citations,
+    an invalid tool call's unparsable arguments), or refused with `InvalidMessagesError`.
+    """
+    converted, lost = _converted(messages)
+    _warn(lost)
+    return converted
+
+
+#: Message types (and ChatMessage roles) of speakers, by the role the request gives them.
+_SPEAKERS = dict.fromkeys(("human", "HumanMessageChunk", "user"), "user") | dict.fromkeys(
+    ("ai", "AIMessageChunk", "assistant"), "assistant"
+)
+
+
+def _converted(
+    messages: Sequence[BaseMessage],
+) -> tuple[list[dict[str, Any]], list[CallWarning]]:
     converted: list[dict[str, Any]] = []
+    lost: list[CallWarning] = []
+    answered: dict[str, int] = {}  # tool call id -> the last message answering it
+    for i, message in enumerate(messages):
+        if isinstance(message, ToolMessage):
+            answered |= dict.fromkeys(_answered_ids(message), i)
+    speakers: dict[str, set[str]] = {}  # role -> the names its messages carry
     for i, message in enumerate(messages):
         where = f"message {i} ({type(message).__name__})"
         role = message.role if isinstance(message, ChatMessage) else message.type
+        speaker = _SPEAKERS.get(role)
+        if speaker and message.name:
+            speakers.setdefault(speaker, set()).add(message.name)
         if isinstance(message, SystemMessage) or role == "system":
             if converted and converted[-1]["role"] != "system":
                 raise InvalidMessagesError(
@@ -490,22 +548,39 @@ def provider_messages(messages: Sequence[BaseMessage]) -> list[dict[str, Any]]:
         elif isinstance(message, HumanMessage) or role == "user":
             converted.append({"role": "user", "content": _user_content(message.content, where)})
         elif isinstance(message, AIMessage) or role == "assistant":
-            content = _assistant_content(message, where)
-            if content:  # an empty turn says nothing the API would accept
+            answers = {call_id for call_id, j in answered.items() if j > i}
+            content = _assistant_content(message, where, answers, lost)
+            if content:
                 converted.append({"role": "assistant", "content": content})
+            elif i < len(messages) - 1:
+                # The API refuses an empty assistant turn but a last one (an empty prefill,
+                # which asks for nothing: left out silently there, as the request is the same).
+                lost.append(
+                    CallWarning(
+                        code="empty-turn-dropped",
+                        message=f"{where}: an assistant message with no content (no text, "
+                        f"thinking or tool calls) was left out, as ChatAnthropic leaves it out: "
+                        f"the Messages API refuses an empty assistant turn",
+                    )
+                )
         elif isinstance(message, ToolMessage):
-            result = {
-                "type": "tool-result",
-                "tool_call_id": message.tool_call_id,
-                "output": _tool_output(message.content, where),
-                "is_error": message.status == "error",
-            }
-            converted.append({"role": "tool", "content": [result]})
+            converted.append({"role": "tool", "content": _tool_results(message, where)})
         else:
             raise InvalidMessagesError(
                 f"{where}: role {role!r} cannot be sent; use system, human, ai or tool messages"
             )
-    return converted
+    for role, names in speakers.items():
+        if len(names) > 1:  # one speaker per role: the role already says who spoke
+            lost.append(
+                CallWarning(
+                    code="names-dropped",
+                    message=f"the {role} messages carry different names "
+                    f"({', '.join(map(repr, sorted(names)))}), which were not sent: the "
+                    f"Messages API has no speaker names (ChatAnthropic drops them too), so the "
+                    f"model cannot tell who said what. Put the speaker in the content",
+                )
+            )
+    return converted, lost
 
 
 def _content_blocks(content: str | list[str | dict[str, Any]]) -> list[dict[str, Any]]:
@@ -569,17 +644,32 @@ def _source(block: Mapping[str, Any]) -> Mapping[str, Any]:
     return source if isinstance(source, Mapping) else {}
 
 
-def _assistant_content(message: BaseMessage, where: str) -> list[dict[str, Any]]:
+def _assistant_content(
+    message: BaseMessage, where: str, answered: set[str], lost: list[CallWarning]
+) -> list[dict[str, Any]]:
+    """An AI message's blocks; `answered` holds the call ids later tool messages answer."""
     blocks: list[dict[str, Any]] = []
-    calls: list[Mapping[str, Any]] = (
-        list(message.tool_calls) if isinstance(message, AIMessage) else []
-    )
+    ai = message if isinstance(message, AIMessage) else None
+    if message.additional_kwargs.get("function_call"):
+        raise InvalidMessagesError(
+            f"{where}: a legacy OpenAI function_call cannot be sent, and its FunctionMessage "
+            f"neither; give the call as tool_calls (with an id) answered by a ToolMessage"
+        )
+    calls: list[Mapping[str, Any]] = list(ai.tool_calls) if ai else []
+    invalid: list[Mapping[str, Any]] = list(ai.invalid_tool_calls) if ai else []
     known = {call.get("id") for call in calls}
+    known_invalid = {call.get("id") for call in invalid}
+    cited = False
     for block in _content_blocks(message.content):
         kind = block.get("type")
         if kind == "text":
-            if block.get("text"):
-                blocks.append({"type": "text", "text": str(block["text"])})
+            text = str(block.get("text", ""))
+            if text.strip():  # the API refuses blank text blocks (ChatAnthropic leaves them out)
+                blocks.append({"type": "text", "text": text})
+            cited = cited or bool(block.get("citations") or block.get("annotations"))
+        elif kind == "refusal":  # what the model said (ChatOpenAI); the API has no such block
+            if str(block.get("refusal", "")).strip():
+                blocks.append({"type": "text", "text": str(block["refusal"])})
         elif kind == "thinking":  # Anthropic style, signed
             blocks.append(
                 {"type": "reasoning", "text": block.get("thinking", ""),
@@ -598,17 +688,43 @@ def _assistant_content(message: BaseMessage, where: str) -> list[dict[str, Any]]
             )  # fmt: skip
         elif kind in ("tool_use", "tool_call"):
             # `tool_calls` carries the calls; a call only in the content (an Anthropic-style
-            # message built by hand) is taken from there.
-            if block.get("id") not in known:
+            # message built by hand) is taken from there. An invalid call is sent below.
+            if block.get("id") not in known | known_invalid:
                 arguments = block.get("input" if kind == "tool_use" else "args")
                 calls.append({"name": block.get("name"), "args": arguments, "id": block.get("id")})
                 known.add(block.get("id"))
+        elif kind == "invalid_tool_call":  # v1 content: `invalid_tool_calls` carries them
+            if block.get("id") not in known | known_invalid:
+                invalid.append(block)
+                known_invalid.add(block.get("id"))
         elif kind == "tool_call_chunk":
             pass  # a streamed piece of a call in `tool_calls`
         else:
             raise InvalidMessagesError(
                 f"{where}: an assistant block must be text, reasoning or a tool call, not {kind!r}"
             )
+    reasoning = message.additional_kwargs.get("reasoning_content")  # ChatDeepSeek's, and ours
+    if (
+        isinstance(reasoning, str)
+        and reasoning.strip()
+        and not any(b["type"] == "reasoning" for b in blocks)  # else it repeats the content
+    ):  # unsigned: replayed as text with a `history-flattened` warning, as reasoning blocks are
+        blocks.insert(0, {"type": "reasoning", "text": reasoning, "signature": None})
+    refusal = message.additional_kwargs.get("refusal")  # ChatOpenAI's, with empty content
+    if (
+        isinstance(refusal, str)
+        and refusal.strip()
+        and not any(b["type"] == "text" for b in blocks)
+    ):
+        blocks.append({"type": "text", "text": refusal})
+    if cited:
+        lost.append(
+            CallWarning(
+                code="citations-dropped",
+                message=f"{where}: the citations of its text were not sent, only the text: the "
+                f"provider replays assistant text without citations",
+            )
+        )
     for call in calls:
         if not call.get("id"):
             raise InvalidMessagesError(
@@ -619,11 +735,113 @@ def _assistant_content(message: BaseMessage, where: str) -> list[dict[str, Any]]
             {"type": "tool-call", "tool_call_id": call["id"], "tool_name": call["name"],
              "input": call["args"]}
         )  # fmt: skip
+    for call in invalid:
+        if call.get("id") not in known:  # a call in `tool_calls` too is sent from there
+            blocks.append(_invalid_call(call, where, answered, lost))
     return blocks
+
+
+def _invalid_call(
+    call: Mapping[str, Any], where: str, answered: set[str], lost: list[CallWarning]
+) -> dict[str, Any]:
+    """An invalid tool call (unparsable arguments) as a call, as ChatAnthropic sends it: its
+    arguments when they are a JSON object, else none (`{}`) and a warning."""
+    call_id, name, args = call.get("id"), call.get("name"), call.get("args")
+    if not call_id or not name:
+        raise InvalidMessagesError(
+            f"{where}: invalid tool call {name or call_id!r} needs an id and a name to be sent "
+            f"(ChatAnthropic leaves it out): give it both, or remove it from invalid_tool_calls"
+        )
+    if call_id not in answered:
+        raise InvalidMessagesError(
+            f"{where}: invalid tool call {name!r} ({call_id}) has no ToolMessage answering it; "
+            f"it is sent as a call, and the Messages API needs a result for every call: answer "
+            f"it with ToolMessage(<what was wrong>, tool_call_id={call_id!r}, status='error'), "
+            f"or remove it from invalid_tool_calls"
+        )
+    arguments: Any = args
+    if isinstance(args, str):
+        try:
+            arguments = json.loads(args) if args.strip() else {}
+        except json.JSONDecodeError:
+            arguments = None
+    elif args is None:
+        arguments = {}
+    if not isinstance(arguments, Mapping):
+        lost.append(
+            CallWarning(
+                code="tool-call-arguments-dropped",
+                message=f"{where}: invalid tool call {name!r} ({call_id}) was sent with no "
+                f"arguments ({{}}), as ChatAnthropic sends it: its arguments {args!r} are not "
+                f"a JSON object",
+            )
+        )
+        arguments = {}
+    return {"type": "tool-call", "tool_call_id": call_id, "tool_name": name,
+            "input": dict(arguments)}  # fmt: skip
 
 
 #: Tool message blocks the provider's tool results cannot carry (they hold text or JSON).
 _MEDIA = {"image", "image_url", "file", "audio", "video", "document", "input_audio"}
+
+
+def _answered_ids(message: ToolMessage) -> list[str]:
+    """The call ids a tool message answers: its own, or its `tool_result` blocks'."""
+    blocks = _result_blocks(message)
+    return [str(b.get("tool_use_id")) for b in blocks] if blocks else [message.tool_call_id]
+
+
+def _result_blocks(message: ToolMessage) -> list[dict[str, Any]]:
+    """The content when it is Anthropic `tool_result` blocks (sent as such, as ChatAnthropic
+    sends them), else []."""
+    content = message.content
+    if (
+        isinstance(content, list)
+        and content
+        and all(isinstance(b, dict) and b.get("type") == "tool_result" for b in content)
+    ):
+        return [b for b in content if isinstance(b, dict)]
+    return []
+
+
+def _tool_results(message: ToolMessage, where: str) -> list[dict[str, Any]]:
+    blocks = _result_blocks(message)
+    if not blocks:
+        return [
+            _tool_result(message.tool_call_id, message.content, message.status == "error", where)
+        ]
+    return [
+        _tool_result(
+            str(block.get("tool_use_id")),
+            block.get("content") or "",
+            bool(block.get("is_error", message.status == "error")),
+            where,
+        )
+        for block in blocks
+    ]
+
+
+#: Tool message blocks sent as the result's content blocks (as ChatAnthropic sends them).
+_IMAGES = {"image", "image_url"}
+
+
+def _tool_result(
+    call_id: str, content: str | list[str | dict[str, Any]], is_error: bool, where: str
+) -> dict[str, Any]:
+    """A tool message's result: text or JSON as `output`; with images, content blocks."""
+    result: dict[str, Any] = {"type": "tool-result", "tool_call_id": call_id}
+    blocks = [] if isinstance(content, str) else _content_blocks(content)
+    if any(b.get("type") in _IMAGES for b in blocks):
+        others = sorted({str(b.get("type")) for b in blocks} - _IMAGES - {"text"})
+        if others:
+            raise InvalidMessagesError(
+                f"{where}: a tool result with images holds text and images only, not "
+                f"{', '.join(others)} blocks"
+            )
+        result["content"] = _user_content(content, where)
+    else:
+        result["output"] = _tool_output(content, where)
+    return result | {"is_error": is_error}
 
 
 def _tool_output(content: str | list[str | dict[str, Any]], where: str) -> Any:
@@ -634,9 +852,8 @@ def _tool_output(content: str | list[str | dict[str, Any]], where: str) -> Any:
     if media:
         raise InvalidMessagesError(
             f"{where}: a tool result with {', '.join(media)} blocks cannot be sent: the "
-            f"provider's tool results carry text or JSON only, so the image would reach the "
-            f"model as base64 text. Return text from the tool, or put the image in a "
-            f"HumanMessage after the tool messages"
+            f"provider's tool results carry text, JSON and images only. Return text from the "
+            f"tool, or put the file in a HumanMessage after the tool messages"
         )
     if all(b.get("type") == "text" for b in blocks):
         return "".join(str(b.get("text", "")) for b in blocks)
@@ -777,6 +994,7 @@ class _ChunkMapper:
     def chunk(self, part: StreamPart) -> ChatGenerationChunk | None:
         match part:
             case StreamStartPart():
+                _warn(part.warnings)
                 self.warnings.extend(part.warnings)
             case TextDeltaPart():
                 self.streamed.add(part.id)

@@ -6,6 +6,7 @@ request log, or from the named error raised before any request.
 
 from __future__ import annotations
 
+import warnings
 from typing import Any
 
 import pytest
@@ -264,15 +265,41 @@ def test_a_system_message_after_the_start_is_refused() -> None:
         provider_messages([*history, HumanMessage("q2")])
 
 
-def test_an_image_in_a_tool_message_is_refused() -> None:
-    call = {"name": "chart", "args": {}, "id": "toolu_01"}
-    image = {"type": "image", "base64": PNG, "mime_type": "image/png"}
+@pytest.mark.anyio
+@pytest.mark.parametrize(
+    "image",
+    [
+        {"type": "image", "base64": PNG, "mime_type": "image/png"},
+        {"type": "image", "source": {"type": "base64", "media_type": "image/png", "data": PNG}},
+        {"type": "image_url", "image_url": {"url": f"data:image/png;base64,{PNG}"}},
+    ],
+    ids=["v1", "anthropic", "openai"],
+)
+async def test_an_image_in_a_tool_message_reaches_the_model_inside_the_result(
+    image: dict[str, Any],
+) -> None:
+    call = {"name": "Weather", "args": {"city": "Paris"}, "id": "toolu_01"}
     history = [
         HumanMessage("Draw."),
         AIMessage("", tool_calls=[call]),
         ToolMessage([{"type": "text", "text": "chart:"}, image], tool_call_id="toolu_01"),
     ]
-    with pytest.raises(InvalidMessagesError, match=r"message 2 .*image blocks cannot be sent"):
+    async with ScriptedMessagesAPI([reply(text("A bar chart."))]) as api:
+        chat = ChatClaudeAgent(settings=api.settings(warm_processes=0))
+        await chat.bind_tools([Weather]).ainvoke(history)
+    (result,) = api.requests[0].blocks("tool_result")
+    assert result["content"] == [
+        {"type": "text", "text": "chart:"},
+        {"type": "image", "source": {"type": "base64", "media_type": "image/png", "data": PNG}},
+    ]
+
+
+def test_a_file_in_a_tool_message_is_refused() -> None:
+    call = {"name": "chart", "args": {}, "id": "toolu_01"}
+    pdf = {"type": "file", "base64": PNG, "mime_type": "application/pdf"}
+    history = [HumanMessage("Draw."), AIMessage("", tool_calls=[call]),
+               ToolMessage([pdf], tool_call_id="toolu_01")]  # fmt: skip
+    with pytest.raises(InvalidMessagesError, match=r"message 2 .*file blocks cannot be sent"):
         provider_messages(history)
 
 
@@ -410,3 +437,249 @@ async def test_redacted_thinking_comes_back_and_replays_before_the_call(
     assert assistant["content"][0] == {"type": "redacted_thinking", "data": "OPAQUE-1"}
     assert [b["type"] for b in assistant["content"]] == ["redacted_thinking", "tool_use"]
     assert "warnings" not in answer.response_metadata
+
+
+# -- history the Messages API cannot carry as given: sent as ChatAnthropic sends it, or loud
+
+
+def texts_of(body: dict[str, Any], role: str) -> list[str]:
+    """The text blocks of every `role` turn of the request, in order."""
+    return [
+        block["text"]
+        for message in body["messages"]
+        if message["role"] == role
+        for block in (
+            [{"type": "text", "text": message["content"]}]
+            if isinstance(message["content"], str)
+            else message["content"]
+        )
+        if block.get("type") == "text"
+    ]
+
+
+def warning_codes(message: BaseMessage) -> list[str]:
+    return [w["code"] for w in message.response_metadata.get("warnings", [])]
+
+
+async def ask(history: list[BaseMessage]) -> tuple[ScriptedMessagesAPI, AIMessage]:
+    async with ScriptedMessagesAPI([reply(text("Sunny."))]) as api:
+        answer = (
+            await ChatClaudeAgent(settings=api.settings()).bind_tools([Weather]).ainvoke(history)
+        )
+    return api, answer
+
+
+def invalid_call(args: str | None, call_id: str | None = "toolu_bad") -> dict[str, Any]:
+    """An `AIMessage.invalid_tool_calls` entry, as LangChain makes one from unparsable args."""
+    return {"type": "invalid_tool_call", "name": "Weather", "args": args, "id": call_id,
+            "error": "Function Weather arguments are not valid JSON."}  # fmt: skip
+
+
+@pytest.mark.parametrize("kept_in", ["invalid_tool_calls", "content", "both"])
+@pytest.mark.anyio
+async def test_an_invalid_tool_call_is_sent_with_the_tool_message_answering_it(
+    kept_in: str,
+) -> None:
+    # `output_version="v1"` messages hold it in both: an `invalid_tool_call` content block too.
+    call = invalid_call('{"city": "Paris"}')
+    message = AIMessage(
+        [call] if kept_in != "invalid_tool_calls" else "",
+        invalid_tool_calls=[call] if kept_in != "content" else [],
+    )
+    history: list[BaseMessage] = [
+        HumanMessage("Weather in Paris?"),
+        message,
+        ToolMessage("Error: not valid JSON, try again", tool_call_id="toolu_bad", status="error"),
+    ]
+    api, answer = await ask(history)
+    (use,) = api.requests[0].tool_uses()
+    assert (use["id"], use["input"]) == ("toolu_bad", {"city": "Paris"})
+    (result,) = api.requests[0].results()
+    assert (result.tool_use_id, result.is_error) == ("toolu_bad", True)
+    assert "warnings" not in answer.response_metadata
+
+
+@pytest.mark.anyio
+async def test_an_invalid_tool_calls_unparsable_arguments_are_sent_as_none_with_a_warning() -> None:
+    history: list[BaseMessage] = [
+        HumanMessage("Weather in Paris?"),
+        AIMessage("", invalid_tool_calls=[invalid_call('{"city": "Par')]),
+        ToolMessage("Error: not valid JSON, try again", tool_call_id="toolu_bad", status="error"),
+    ]
+    with pytest.warns(UserWarning, match=r"message 1 .*'Weather'.*\{\"city\": \"Par.*\(tool-call"):
+        api, answer = await ask(history)
+    (use,) = api.requests[0].tool_uses()
+    assert (use["id"], use["input"]) == ("toolu_bad", {})  # as ChatAnthropic sends it
+    assert warning_codes(answer) == ["tool-call-arguments-dropped"]
+
+
+@pytest.mark.anyio
+async def test_an_invalid_tool_call_no_tool_message_answers_is_refused_before_any_request() -> None:
+    history: list[BaseMessage] = [
+        HumanMessage("Weather in Paris?"),
+        AIMessage("", invalid_tool_calls=[invalid_call('{"city": "Par')]),
+        HumanMessage("Well?"),
+    ]
+    async with ScriptedMessagesAPI([reply(text("Sunny."))]) as api:
+        chat = ChatClaudeAgent(settings=api.settings()).bind_tools([Weather])
+        with pytest.raises(
+            InvalidMessagesError,
+            match=r"message 1 .*invalid tool call 'Weather' \(toolu_bad\) has no ToolMessage",
+        ):
+            await chat.ainvoke(history)
+    assert api.requests == []
+
+
+@pytest.mark.parametrize(("call_id", "name"), [(None, "Weather"), ("toolu_bad", None)])
+def test_an_invalid_tool_call_without_an_id_or_name_is_refused(
+    call_id: str | None, name: str | None
+) -> None:
+    call = {**invalid_call("{}", call_id), "name": name}
+    history = [HumanMessage("Weather?"), AIMessage("", invalid_tool_calls=[call])]
+    with pytest.raises(InvalidMessagesError, match=r"message 1 .*needs an id and a name"):
+        provider_messages([*history, HumanMessage("Well?")])
+
+
+@pytest.mark.parametrize("empty", ["", "   ", [{"type": "text", "text": ""}]])
+@pytest.mark.anyio
+async def test_an_empty_assistant_message_in_the_history_is_left_out_with_a_warning(
+    empty: Any,
+) -> None:
+    history: list[BaseMessage] = [HumanMessage("Hello?"), AIMessage(empty), HumanMessage("Hi?")]
+    with pytest.warns(
+        UserWarning,
+        match=r"message 1 \(AIMessage\): .*no content.*left out.*\(empty-turn-dropped\)",
+    ):
+        api, answer = await ask(history)
+    assert texts_of(api.requests[0].body, "assistant") == []
+    assert {"Hello?", "Hi?"} <= set(texts_of(api.requests[0].body, "user"))
+    assert warning_codes(answer) == ["empty-turn-dropped"]
+    # Last, it is the empty prefill ChatAnthropic sends, which asks for nothing: no warning.
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", UserWarning)
+        api, answer = await ask([HumanMessage("Hello?"), AIMessage(empty)])
+    assert texts_of(api.requests[0].body, "assistant") == []
+    assert "warnings" not in answer.response_metadata
+
+
+@pytest.mark.anyio
+async def test_different_speaker_names_draw_a_warning_since_the_api_has_no_names() -> None:
+    history: list[BaseMessage] = [
+        HumanMessage("I'm cold.", name="alice"),
+        AIMessage("Close the window."),
+        HumanMessage("I'm hot.", name="bob"),
+    ]
+    with pytest.warns(UserWarning, match=r"'alice', 'bob'.*who said what.*\(names-dropped\)"):
+        api, answer = await ask(history)
+    assert texts_of(api.requests[0].body, "user")[-1] == "I'm hot."
+    assert warning_codes(answer) == ["names-dropped"]
+    # One speaker per role loses nothing the role does not say: no warning, as ChatAnthropic.
+    _, answer = await ask([HumanMessage("Hi.", name="alice"), AIMessage("Hello.", name="bot"),
+                           HumanMessage("Weather?", name="alice")])  # fmt: skip
+    assert "warnings" not in answer.response_metadata
+
+
+@pytest.mark.anyio
+async def test_what_the_history_lost_is_reported_on_the_streamed_reply_too() -> None:
+    history: list[BaseMessage] = [HumanMessage("Hello?"), AIMessage(""), HumanMessage("Hi?")]
+    async with ScriptedMessagesAPI([reply(text("Hello."))]) as api:
+        chat = ChatClaudeAgent(settings=api.settings())
+        with pytest.warns(UserWarning, match=r"\(empty-turn-dropped\)"):
+            chunks = [chunk async for chunk in chat.astream(history)]
+    assert warning_codes(chunks[-1]) == ["empty-turn-dropped"]
+    assert "".join(str(c.content) for c in chunks) == "Hello."
+
+
+@pytest.mark.parametrize(
+    "refused",
+    [
+        AIMessage("", additional_kwargs={"refusal": "I can't help with that."}),
+        AIMessage([{"type": "refusal", "refusal": "I can't help with that."}]),
+    ],
+    ids=["additional_kwargs", "block"],
+)
+@pytest.mark.anyio
+async def test_an_assistant_refusal_in_the_history_reaches_the_model_as_its_text(
+    refused: AIMessage,
+) -> None:
+    # ChatOpenAI's refusals; the gateway sends the OpenAI format's the same way.
+    history: list[BaseMessage] = [HumanMessage("Help me."), refused, HumanMessage("Why not?")]
+    api, answer = await ask(history)
+    assert texts_of(api.requests[0].body, "assistant") == ["I can't help with that."]
+    assert "warnings" not in answer.response_metadata
+
+
+@pytest.mark.parametrize(
+    "cited",
+    [
+        {"type": "text", "text": "Paris.", "citations": [
+            {"type": "char_location", "cited_text": "Paris is the capital.",
+             "document_index": 0, "start_char_index": 0, "end_char_index": 21}]},
+        {"type": "text", "text": "Paris.", "annotations": [
+            {"type": "citation", "cited_text": "Paris is the capital."}]},
+    ],
+    ids=["anthropic", "v1"],
+)  # fmt: skip
+@pytest.mark.anyio
+async def test_citations_on_replayed_text_draw_a_warning(cited: dict[str, Any]) -> None:
+    history: list[BaseMessage] = [
+        HumanMessage("Capital?"),
+        AIMessage([cited]),
+        HumanMessage("Sure?"),
+    ]
+    with pytest.warns(UserWarning, match=r"message 1 .*citations.*\(citations-dropped\)"):
+        api, answer = await ask(history)
+    assert texts_of(api.requests[0].body, "assistant") == ["Paris."]
+    assert warning_codes(answer) == ["citations-dropped"]
+
+
+@pytest.mark.anyio
+async def test_a_tool_message_of_tool_result_blocks_is_sent_as_those_results() -> None:
+    # ChatAnthropic sends a ToolMessage whose content is tool_result blocks as those blocks.
+    history: list[BaseMessage] = [
+        HumanMessage("Weather in Paris?"),
+        AIMessage("", tool_calls=[{"name": "Weather", "args": {"city": "Paris"}, "id": "toolu_1"}]),
+        ToolMessage(
+            [{"type": "tool_result", "tool_use_id": "toolu_1", "content": "sunny"}],
+            tool_call_id="toolu_1",
+        ),
+    ]
+    api, _ = await ask(history)
+    (result,) = api.requests[0].results()
+    assert (result.tool_use_id, result.text, result.is_error) == ("toolu_1", "sunny", False)
+
+
+def test_a_legacy_function_call_is_refused() -> None:
+    legacy = AIMessage(
+        "", additional_kwargs={"function_call": {"name": "Weather", "arguments": "{}"}}
+    )
+    with pytest.raises(InvalidMessagesError, match=r"message 1 .*function_call.*tool_calls"):
+        provider_messages([HumanMessage("Weather?"), legacy, HumanMessage("Well?")])
+
+
+@pytest.mark.anyio
+async def test_a_flattened_history_warning_is_also_a_python_warning() -> None:
+    unsigned = AIMessage([{"type": "reasoning", "reasoning": "Paris is in France."},
+                          {"type": "text", "text": "Paris."}])  # fmt: skip
+    history: list[BaseMessage] = [HumanMessage("Capital?"), unsigned, HumanMessage("Sure?")]
+    with pytest.warns(UserWarning, match=r"reasoning without a signature.*\(history-flattened\)"):
+        _, answer = await ask(history)
+    assert warning_codes(answer) == ["history-flattened"]
+
+
+@pytest.mark.anyio
+async def test_reasoning_content_of_another_provider_is_replayed_as_text_with_a_warning() -> None:
+    # ChatDeepSeek (and others) keep the reasoning in additional_kwargs, not in the content.
+    deepseek = AIMessage("Paris.", additional_kwargs={"reasoning_content": "France's capital."})
+    history: list[BaseMessage] = [HumanMessage("Capital?"), deepseek, HumanMessage("Sure?")]
+    with pytest.warns(UserWarning, match=r"\(history-flattened\)"):
+        api, answer = await ask(history)
+    assistant = texts_of(api.requests[0].body, "assistant")
+    assert assistant == ["<reasoning>France's capital.</reasoning>", "Paris."]
+    assert warning_codes(answer) == ["history-flattened"]
+    # Ours repeats the signed thinking of the content: that is replayed once, signed.
+    async with ScriptedMessagesAPI(SIGNED_CALL) as api:
+        message = await ChatClaudeAgent(settings=api.settings()).bind_tools([Weather]).ainvoke("?")
+    assert message.additional_kwargs["reasoning_content"] == "Paris, then."
+    api, answer = await replay(message)
+    assert assistant_blocks(api.requests[0].body) == [("thinking", "SIG-1"), ("tool_use", None)]
