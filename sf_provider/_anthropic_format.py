@@ -32,6 +32,8 @@ refused with a 400 naming it, unless the API's spec lets a server ignore it.
   (the default) is accepted, `fast`: 400.
 - `container`, `mcp_servers`, `context_management`, `inference_geo`, `diagnostics` and any other
   parameter: 400.
+- The `anthropic-beta` header (`header_betas`): a beta the CLI sends on every request by itself
+  (`CLI_BETAS`) is there anyway; any other is passed on for this call (`CallOptions.betas`).
 
 Parameters sent as `null` count as absent. In `messages`: `user` content `text`, `image`
 (`base64` and `url` sources) and `tool_result` (content a string or text blocks, `is_error`);
@@ -47,7 +49,7 @@ from __future__ import annotations
 
 import json
 import uuid
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -76,9 +78,11 @@ from .types import (
 )
 
 __all__ = [
+    "CLI_BETAS",
     "EventMapper",
     "MessagesCall",
     "error_body",
+    "header_betas",
     "message",
     "message_id",
     "parse_request",
@@ -121,6 +125,21 @@ _REFUSED = {
     "top_p": "the Claude Code CLI has no top_p switch; drop it",
     "top_k": "the Claude Code CLI has no top_k switch; drop it",
 }
+
+#: The betas the bundled Claude Code CLI (2.1.330) sends on every request by itself, whatever the
+#: model and whether its endpoint is Anthropic's own or a custom base URL (measured: the
+#: `anthropic-beta` header of its requests): a client's header may repeat them. It adds others
+#: for some models (`effort-...`, `per-turn-control-...`) or only for Anthropic's own endpoint
+#: (`prompt-caching-scope-...`); a client asking for one of those gets it passed on.
+CLI_BETAS = frozenset(
+    {
+        "claude-code-20250219",
+        "interleaved-thinking-2025-05-14",
+        "context-management-2025-06-27",
+        "thinking-token-count-2026-05-13",
+        "thinking-display-updates-2026-08-18",
+    }
+)
 
 _STOP_REASONS: dict[FinishReason, str] = {
     "stop": "end_turn",
@@ -171,6 +190,17 @@ def _check_keys(obj: Mapping[str, Any], where: str, known: set[str], ignored: se
             f"{where}.{extra[0]}" if where else extra[0],
             "not supported by this gateway (the Claude Code CLI cannot honour it); drop it",
         )
+
+
+def header_betas(headers: Iterable[str]) -> list[str]:
+    """The betas of the `anthropic-beta` request header(s) (comma-separated) to pass on for the
+    call (`CallOptions.betas`): all but those the CLI sends on every request by itself."""
+    betas: list[str] = []
+    for value in headers:
+        for beta in (b.strip() for b in value.split(",")):
+            if beta and beta not in CLI_BETAS and beta not in betas:
+                betas.append(beta)
+    return betas
 
 
 def parse_request(body: Any) -> MessagesCall:

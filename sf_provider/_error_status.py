@@ -3,7 +3,8 @@ styles and the LiteLLM provider's exceptions.
 
 The error types are the Anthropic API's vocabulary (`invalid_request_error`,
 `authentication_error`, `rate_limit_error`, `overloaded_error`, ...); the gateway also writes
-them into OpenAI-shaped bodies, where clients go by the status.
+them into OpenAI-shaped bodies, where clients go by the status and the `code`
+(`context_length_exceeded` for a prompt longer than the model's context window).
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from .errors import (
     APIConnectionError,
     APIError,
     AuthenticationError,
+    ContextWindowExceededError,
     InvalidMessagesError,
     OverloadedError,
     ProviderError,
@@ -77,6 +79,9 @@ def error_info(exc: BaseException) -> ErrorInfo:
             return ErrorInfo(504, "timeout_error", message)
         case APIConnectionError():
             return ErrorInfo(502, "api_error", message)
+        case ContextWindowExceededError():
+            # OpenAI's code for it, which clients (LangChain, LiteLLM) read as context overflow.
+            return invalid_request(message, param="messages", code="context_length_exceeded")
         case APIError() if exc.status in (400, 404, 413, 422):
             kinds = {404: "not_found_error", 413: "request_too_large"}
             status = exc.status or 400

@@ -19,6 +19,7 @@ from .errors import (
     BudgetExceededError,
     CLINotFoundError,
     CLIOutputError,
+    ContextWindowExceededError,
     EmptyToolRoutingError,
     MaxTurnsError,
     OverloadedError,
@@ -174,7 +175,18 @@ def _api_failure(result: sdk.ResultMessage, mapper: PartMapper) -> ProviderError
         )
     if status == 529:
         return OverloadedError(
-            message, status=status, error_kind=kind, session_id=result.session_id
+            message,
+            status=status,
+            error_kind=kind,
+            session_id=result.session_id,
+            retry_after=mapper.retry_delay,
+        )
+    if status == 400 and "prompt is too long" in detail.lower():
+        return ContextWindowExceededError(
+            message + "; shorten the conversation, or use a model with a larger context window",
+            status=status,
+            error_kind=kind,
+            session_id=result.session_id,
         )
     if status is None:
         if not detail:

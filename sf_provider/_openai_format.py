@@ -15,6 +15,16 @@ Signed thinking has no field in the OpenAI format; like LiteLLM, an answer carri
 message's `thinking_blocks` (and its text in `reasoning_content`), redacted thinking as
 `{"type": "redacted_thinking", "data"}` there too, and an assistant message sent back with
 `thinking_blocks` replays them natively.
+
+Message fields (`provider_messages`) follow the same rule as parameters: a field either reaches
+the model or is refused with an `UnsupportedParameterError` naming it (`messages[i].<field>`).
+A known field that asks for nothing (`null`, `""`, `[]`, `{}`: `refusal`, `audio`,
+`function_call`, `annotations` as official clients send them back) is accepted, and so is
+`cache_control`, a caching hint (LiteLLM's). `name` cannot reach the model (the Messages API
+has no participant names): on a `tool` message it repeats what `tool_call_id` says, and one name
+per role (a named assistant, a named user) loses nothing the role does not say, so both are
+accepted; messages of one role with different names (a group chat) are refused, as the model
+could not tell who said what.
 """
 
 from __future__ import annotations
@@ -320,13 +330,93 @@ def tool_choice(choice: Any, names: Sequence[str]) -> ToolChoice:
 
 # --------------------------------------------------------------------------- messages in
 
+#: The fields a message of each role is read for, besides `role` and `content`.
+#: `name` is checked across the messages (`_check_names`).
+_MESSAGE_FIELDS: dict[str, frozenset[str]] = {
+    "system": frozenset({"name"}),
+    "developer": frozenset({"name"}),
+    "user": frozenset({"name"}),
+    "assistant": frozenset({"name", "tool_calls", "refusal", "thinking_blocks",
+                            "reasoning_content"}),
+    # A tool message's `name` repeats what its `tool_call_id` says: which call it answers.
+    "tool": frozenset({"tool_call_id", "name"}),
+}  # fmt: skip
+
+#: Message fields of the OpenAI format (and LiteLLM's) that ask for nothing when empty (`null`,
+#: `""`, `[]`, `{}`: official clients send them back so); with a value, where the role does not
+#: read them (`_MESSAGE_FIELDS`), each is refused for its reason.
+_EMPTY_ONLY: dict[str, str] = {
+    "audio": "an audio answer cannot be sent back: answers here are text only; leave it out",
+    "function_call": "legacy function calling cannot be sent; use 'tool_calls'",
+    "annotations": "annotations describe an answer's text and cannot be sent back to the model; "
+    "leave them out",
+    # LiteLLM's answer fields (`Message.model_dump()` sends them back).
+    "provider_specific_fields": "provider-specific fields of an answer cannot be sent back to "
+    "the model; leave them out",
+    "images": "images of an answer cannot be sent back as the model's own; leave them out",
+    "reasoning_items": "reasoning items cannot be sent back; send the signed 'thinking_blocks'",
+    "tool_calls": "only an assistant message can hold tool calls",
+    "tool_call_id": "only a tool message answers a tool call",
+    "refusal": "only an assistant message can hold a refusal",
+    "thinking_blocks": "only an assistant message can hold thinking",
+    "reasoning_content": "only an assistant message can hold reasoning",
+}
+
+#: Caching hints (LiteLLM's `cache_control`): caching changes cost, never the answer, and the
+#: CLI sets its own cache breakpoints.
+_IGNORED_MESSAGE_FIELDS = frozenset({"cache_control"})
+
+#: `image_url.detail` values that can be honoured: Claude has no low-detail mode and reads an
+#: image at the resolution it is sent (up to its own limit).
+_IMAGE_DETAIL = ("auto", "high")
+
+
+def _empty(value: Any) -> bool:
+    return value is None or (isinstance(value, str | list | tuple | Mapping) and not value)
+
+
+def _check_fields(message: Mapping[str, Any], role: str, path: str) -> None:
+    """Refuse a field of `message` that would not reach the model, naming it (`path.field`)."""
+    read = _MESSAGE_FIELDS[role]
+    for key, value in message.items():
+        if key in ("role", "content") or key in read or key in _IGNORED_MESSAGE_FIELDS:
+            continue
+        if key in _EMPTY_ONLY:
+            if not _empty(value):
+                raise UnsupportedParameterError(f"{path}.{key}", _EMPTY_ONLY[key])
+        elif value is not None:
+            raise UnsupportedParameterError(
+                f"{path}.{key}", f"not a field of a {role} message this server knows; leave it out"
+            )
+
+
+def _check_names(messages: Sequence[Any]) -> None:
+    """Refuse speaker names the model would need: messages of one role with different names."""
+    names: dict[str, str] = {}  # role -> the first name its messages carry
+    for i, message in enumerate(messages):
+        role, name = message.get("role"), message.get("name")
+        role = "system" if role == "developer" else role
+        if role == "tool" or not isinstance(name, str) or not name:
+            continue
+        first = names.setdefault(role, name)
+        if name != first:
+            raise UnsupportedParameterError(
+                f"messages[{i}].name",
+                f"the {role} messages carry different names ({first!r}, {name!r}), which the "
+                f"model would never see: the Messages API has no participant names, so it could "
+                f"not tell who said what. Put the speaker into the content (for example "
+                f"'{name}: ...'; LangGraph's include_agent_name='inline' does this)",
+            )
+
 
 def provider_messages(messages: Any) -> list[dict[str, Any]]:
     """Chat Completions messages -> the provider's request format (`sf_provider._messages`).
 
     `system` and `developer` messages go into the system prompt; `user` content is text and
-    `image_url` parts (data: or http(s) URLs); `assistant` messages carry text, `tool_calls`
-    and LiteLLM-style `thinking_blocks`; `tool` messages answer the calls by `tool_call_id`.
+    `image_url` parts (data: or http(s) URLs); `assistant` messages carry text, a `refusal`,
+    `tool_calls` and LiteLLM-style `thinking_blocks` (or, without them, `reasoning_content`,
+    replayed as text); `tool` messages answer the calls by `tool_call_id`. Any other field is
+    refused (the module docstring says which empty ones are accepted).
     """
     if not isinstance(messages, Sequence) or isinstance(messages, str | bytes) or not messages:
         raise InvalidMessagesError("'messages' must be a non-empty list of messages")
@@ -336,6 +426,16 @@ def provider_messages(messages: Any) -> list[dict[str, Any]]:
             raise InvalidMessagesError(f"messages[{i}] must be an object")
         role = message.get("role")
         where = f"messages[{i}] ({role})"
+        if role == "function":
+            raise InvalidMessagesError(
+                f"{where}: legacy 'function' messages cannot be sent; use 'tool' messages"
+            )
+        if not isinstance(role, str) or role not in _MESSAGE_FIELDS:
+            raise InvalidMessagesError(
+                f"messages[{i}]: unknown role {role!r}; use system, developer, user, assistant "
+                f"or tool"
+            )
+        _check_fields(message, role, f"messages[{i}]")
         content = message.get("content")
         if role in ("system", "developer"):
             if any(m["role"] != "system" for m in converted):
@@ -346,27 +446,22 @@ def provider_messages(messages: Any) -> list[dict[str, Any]]:
                 )
             converted.append({"role": "system", "content": _text(content, where)})
         elif role == "user":
-            converted.append({"role": "user", "content": _user_content(content, where)})
+            content_path = f"messages[{i}].content"
+            converted.append(
+                {"role": "user", "content": _user_content(content, where, content_path)}
+            )
         elif role == "assistant":
             blocks = _assistant_content(message, where)
             if blocks:  # an empty turn says nothing the API would accept
                 converted.append({"role": "assistant", "content": blocks})
-        elif role == "tool":
+        else:  # tool
             call_id = message.get("tool_call_id")
             if not isinstance(call_id, str) or not call_id:
                 raise InvalidMessagesError(f"{where}: a tool message needs its 'tool_call_id'")
             result = {"type": "tool-result", "tool_call_id": call_id,
                       "output": _text(content, where)}  # fmt: skip
             converted.append({"role": "tool", "content": [result]})
-        elif role == "function":
-            raise InvalidMessagesError(
-                f"{where}: legacy 'function' messages cannot be sent; use 'tool' messages"
-            )
-        else:
-            raise InvalidMessagesError(
-                f"messages[{i}]: unknown role {role!r}; use system, developer, user, assistant "
-                f"or tool"
-            )
+    _check_names(messages)
     return converted
 
 
@@ -391,17 +486,14 @@ def _text(content: Any, where: str) -> str:
     return "".join(texts)
 
 
-def _user_content(content: Any, where: str) -> list[dict[str, Any]]:
+def _user_content(content: Any, where: str, path: str) -> list[dict[str, Any]]:
     blocks: list[dict[str, Any]] = []
-    for part in _parts(content, where):
+    for j, part in enumerate(_parts(content, where)):
         kind = part.get("type")
         if kind == "text" and isinstance(part.get("text"), str):
             blocks.append({"type": "text", "text": part["text"]})
         elif kind == "image_url":
-            image = part.get("image_url")
-            url = image.get("url") if isinstance(image, Mapping) else image
-            if not isinstance(url, str):
-                raise InvalidMessagesError(f"{where}: an image_url part needs {{'url': ...}}")
+            url = _image_url(part.get("image_url"), where, f"{path}[{j}].image_url")
             blocks.append({"type": "image", "url": url})
         else:
             raise InvalidMessagesError(
@@ -410,13 +502,37 @@ def _user_content(content: Any, where: str) -> list[dict[str, Any]]:
     return blocks
 
 
-def _assistant_content(message: Mapping[str, Any], where: str) -> list[dict[str, Any]]:
-    if message.get("function_call") is not None:
-        raise InvalidMessagesError(
-            f"{where}: legacy 'function_call' cannot be sent; use 'tool_calls'"
+def _image_url(image: Any, where: str, path: str) -> str:
+    """An `image_url` part's URL; its `detail` checked (`_IMAGE_DETAIL`), other fields refused."""
+    if isinstance(image, str):
+        return image
+    if not isinstance(image, Mapping) or not isinstance(image.get("url"), str):
+        raise InvalidMessagesError(f"{where}: an image_url part needs {{'url': ...}}")
+    for key, value in image.items():
+        if key not in ("url", "detail") and value is not None:
+            raise UnsupportedParameterError(
+                f"{path}.{key}", "not an image_url field this server knows; send 'url' (and "
+                "'detail') only",
+            )  # fmt: skip
+    detail = image.get("detail")
+    if detail == "low":
+        raise UnsupportedParameterError(
+            f"{path}.detail",
+            "'low' cannot be honoured: Claude has no low-detail mode and reads an image at the "
+            "resolution it is sent; send 'auto' or 'high' or leave it out (to spend fewer "
+            "tokens, send a smaller image)",
         )
+    if detail is not None and detail not in _IMAGE_DETAIL:
+        raise UnsupportedParameterError(
+            f"{path}.detail", f"{json.dumps(detail)} is not one of auto, high, low"
+        )
+    return str(image["url"])
+
+
+def _assistant_content(message: Mapping[str, Any], where: str) -> list[dict[str, Any]]:
     blocks: list[dict[str, Any]] = []
-    for i, block in enumerate(message.get("thinking_blocks") or []):
+    thinking_blocks = message.get("thinking_blocks") or []
+    for i, block in enumerate(thinking_blocks):
         kind = block.get("type") if isinstance(block, Mapping) else None
         if kind == "thinking":
             blocks.append(
@@ -430,9 +546,15 @@ def _assistant_content(message: Mapping[str, Any], where: str) -> list[dict[str,
                 f"{where}.thinking_blocks[{i}]: a thinking block must be of type 'thinking' or "
                 f"'redacted_thinking', not {kind!r}"
             )
-    refusal = message.get("refusal")
-    if isinstance(refusal, str) and refusal and not message.get("content"):
-        blocks.append({"type": "text", "text": refusal})  # what the model said: its refusal
+    reasoning = message.get("reasoning_content")
+    if reasoning is not None and not isinstance(reasoning, str):
+        raise InvalidMessagesError(f"{where}: 'reasoning_content' must be a string")
+    if reasoning and not thinking_blocks:
+        # Reasoning without its signed blocks cannot go back as thinking: the provider replays
+        # it as text and says so (a `history-flattened` warning). With `thinking_blocks` it is
+        # their text, as `message` writes it.
+        blocks.append({"type": "reasoning", "text": reasoning})
+    texts = []
     for part in _parts(message.get("content"), where):
         kind = part.get("type")
         text = part.get("text") if kind == "text" else part.get("refusal")
@@ -441,7 +563,13 @@ def _assistant_content(message: Mapping[str, Any], where: str) -> list[dict[str,
                 f"{where}: an assistant content part must be 'text' or 'refusal', not {kind!r}"
             )
         if text:
+            texts.append(text)
             blocks.append({"type": "text", "text": text})
+    refusal = message.get("refusal")
+    if refusal is not None and not isinstance(refusal, str):
+        raise InvalidMessagesError(f"{where}: 'refusal' must be a string")
+    if refusal and refusal not in texts:
+        blocks.append({"type": "text", "text": refusal})  # what the model said: its refusal
     calls = message.get("tool_calls") or []
     if not isinstance(calls, Sequence):
         raise InvalidMessagesError(f"{where}: 'tool_calls' must be a list")

@@ -18,6 +18,7 @@ __all__ = [
     "BudgetExceededError",
     "CLINotFoundError",
     "CLIOutputError",
+    "ContextWindowExceededError",
     "DuplicateToolNameError",
     "EmptyToolRoutingError",
     "InvalidMessagesError",
@@ -211,6 +212,19 @@ class OverloadedError(APIError):
     @property
     def retryable(self) -> bool:  # type: ignore[override]
         return True
+
+
+class ContextWindowExceededError(APIError):
+    """The request is longer than the model's context window ("Prompt is too long", HTTP 400).
+
+    The CLI would summarise the older turns and send a shortened conversation instead (its
+    compaction, which the provider turns off): shorten the history, or use a model with a
+    larger context window.
+    """
+
+    @property
+    def retryable(self) -> bool:  # type: ignore[override]
+        return False
 
 
 class PartialResultError(ProviderError):

@@ -15,12 +15,12 @@ from collections.abc import AsyncGenerator, Callable, Hashable, Sequence
 from contextlib import aclosing
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any, Literal, get_args
+from typing import Annotated, Any, Literal, get_args
 
 import anyio
 import claude_agent_sdk as sdk
 from claude_agent_sdk.types import SystemPromptFile
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, StringConstraints, ValidationError
 
 from ._bridge import bridge_tool_name, build_bridge_server, unavailable_tools
 from ._failures import ResultRules, exception_failure, process_died, result_failure
@@ -114,6 +114,11 @@ class CallOptions(BaseModel):
     max_retries: int | None = Field(default=None, ge=0, description="See ProviderSettings.")
     mode: Literal["auto", "executor", "single-turn"] = "auto"
     tool_choice: ToolChoice = "auto"
+    betas: list[Annotated[str, StringConstraints(pattern=r"^[a-z0-9][a-z0-9.-]*$")]] = Field(
+        default_factory=list,
+        description="API betas for this call, added to the request's anthropic-beta header "
+        "(through the CLI's ANTHROPIC_BETAS) next to the ones the CLI sends itself.",
+    )
     output_schema: dict[str, Any] | None = Field(
         default=None,
         description="JSON Schema of the object the answer must be (see structured_output).",
@@ -458,6 +463,13 @@ class ClaudeAgentProvider:
             env["CLAUDE_CODE_MAX_RETRIES"] = str(plan.options.max_retries)
         if plan.max_tokens is not None:
             env["CLAUDE_CODE_MAX_OUTPUT_TOKENS"] = str(plan.max_tokens)
+        if plan.options.betas:
+            env["ANTHROPIC_BETAS"] = ",".join(
+                b for b in (env.get("ANTHROPIC_BETAS", ""), *plan.options.betas) if b
+            )
+        # No compaction: a conversation too long for the context window would otherwise be
+        # summarised by extra model calls and answered from the summary, without a word.
+        env.setdefault("DISABLE_COMPACT", "1")
         if settings.isolate:
             env.update(_isolated_dirs(workdir, env))
         servers: dict[str, Any] = {}

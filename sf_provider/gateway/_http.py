@@ -5,7 +5,12 @@ Errors: `error_info` (from `sf_provider._error_status`, shared with the LiteLLM 
 a `ProviderError` to an HTTP status and error type; each style renders its own body: OpenAI's
 `{"error": {"message", "type", "param", "code"}}` (`openai_error`) and Anthropic's
 `{"type": "error", "error": {"type", "message"}}` (`anthropic_error`). The guard and
-`error_response` pick by path (`/v1/messages` is Anthropic's).
+`error_response` pick by path (`/v1/messages` is Anthropic's, `/v1/chat/completions` OpenAI's)
+and elsewhere (`/v1/models`, unknown routes) by the client (`anthropic_client`).
+
+Warnings: the `CallWarning`s of a query (something in the request not honoured exactly as asked,
+e.g. `history-flattened`) go out in the `sf-provider-warnings` response header (`WARNINGS_HEADER`),
+on streamed, non-streamed and error responses alike.
 """
 
 from __future__ import annotations
@@ -30,7 +35,14 @@ from .._mapping import ResultCollector
 from .._tracing import continue_trace
 from ..errors import ProviderError
 from ..settings import ProviderSettings
-from ..types import ErrorPart, FinishPart, GenerateResult, StreamPart, StreamStartPart
+from ..types import (
+    CallWarning,
+    ErrorPart,
+    FinishPart,
+    GenerateResult,
+    StreamPart,
+    StreamStartPart,
+)
 
 if TYPE_CHECKING:
     from ..provider import QueryStream
@@ -39,18 +51,22 @@ __all__ = [
     "ANTHROPIC_PATHS",
     "KEYS_ENV",
     "MODEL_PATHS",
+    "OPENAI_PATHS",
+    "WARNINGS_HEADER",
     "ErrorInfo",
     "GatewayError",
     "GatewayGuard",
     "GatewaySettings",
     "QueryResponse",
     "Slots",
+    "anthropic_client",
     "anthropic_error",
     "error_info",
     "error_response",
     "json_body",
     "keys_from",
     "openai_error",
+    "warnings_header",
 ]
 
 logger = logging.getLogger("sf_provider.gateway")
@@ -60,8 +76,16 @@ KEYS_ENV = "SF_PROVIDER_GATEWAY_KEYS"
 
 #: The routes that run a model query: guarded by the concurrency and body-size limits.
 MODEL_PATHS = frozenset({"/v1/chat/completions", "/v1/messages"})
-#: Routes whose errors take Anthropic's shape; every other route answers in OpenAI's.
+#: Routes whose errors take Anthropic's shape, and OpenAI's; any other route answers in the
+#: shape of its client (`anthropic_client`).
 ANTHROPIC_PATHS = frozenset({"/v1/messages", "/v1/messages/count_tokens"})
+OPENAI_PATHS = frozenset({"/v1/chat/completions"})
+
+#: The response header with a query's warnings: a JSON array (ASCII) of `{"code", "message"}`.
+WARNINGS_HEADER = "sf-provider-warnings"
+#: Its largest value in bytes: proxies refuse large response headers (nginx buffers 4-8 KiB for
+#: all of them by default); warnings past it are counted in a last `warnings-truncated` entry.
+_WARNINGS_LIMIT = 4096
 
 Style = Literal["openai", "anthropic"]
 
@@ -131,17 +155,50 @@ def anthropic_error(info: ErrorInfo) -> JSONResponse:
     return JSONResponse(body, status_code=info.status, headers=_headers(info))
 
 
-def _style(path: str) -> Style:
-    return "anthropic" if path in ANTHROPIC_PATHS else "openai"
+def anthropic_client(headers: Headers) -> bool:
+    """Whether a request comes from an Anthropic client: it sends `anthropic-version` (the
+    official SDKs always do), or its key as `x-api-key` without an `Authorization` header."""
+    return "anthropic-version" in headers or (
+        "x-api-key" in headers and "authorization" not in headers
+    )
+
+
+def _style(path: str, headers: Headers) -> Style:
+    if path in ANTHROPIC_PATHS:
+        return "anthropic"
+    if path in OPENAI_PATHS:
+        return "openai"
+    return "anthropic" if anthropic_client(headers) else "openai"
 
 
 def error_response(request: Request, exc: BaseException) -> JSONResponse:
-    """`exc` as an error response in the style of the route `request` came in on."""
+    """`exc` as an error response in the style of the route `request` came in on (or, off the
+    model routes, of its client)."""
     info = error_info(exc)
     if info.status >= 500 and not isinstance(exc, ProviderError | GatewayError):
         logger.error("request to %s failed", request.url.path, exc_info=exc)
-    render = anthropic_error if _style(request.url.path) == "anthropic" else openai_error
-    return render(info)
+    style = _style(request.url.path, request.headers)
+    return anthropic_error(info) if style == "anthropic" else openai_error(info)
+
+
+def warnings_header(warnings: Sequence[CallWarning]) -> dict[str, str]:
+    """The `sf-provider-warnings` header for a query's warnings (none: no header)."""
+    if not warnings:
+        return {}
+    listed: list[str] = []
+    size = 2  # the brackets
+    for i, warning in enumerate(warnings):
+        entry = json.dumps({"code": warning.code, "message": warning.message})
+        if size + len(entry) + 1 > _WARNINGS_LIMIT - 100:  # room for the truncation entry
+            more = {
+                "code": "warnings-truncated",
+                "message": f"{len(warnings) - i} more warning(s) left out of this header",
+            }
+            listed.append(json.dumps(more))
+            break
+        listed.append(entry)
+        size += len(entry) + 1
+    return {WARNINGS_HEADER: "[" + ",".join(listed) + "]"}
 
 
 async def json_body(request: Request) -> dict[str, Any]:
@@ -200,8 +257,8 @@ class GatewayGuard:
             await self.app(scope, receive, send)
             return
         path: str = scope["path"]
-        render = anthropic_error if _style(path) == "anthropic" else openai_error
         headers = Headers(scope=scope)
+        render = anthropic_error if _style(path, headers) == "anthropic" else openai_error
         if self._keys and not self._authorized(headers):
             info = ErrorInfo(
                 401,
@@ -316,6 +373,8 @@ class QueryResponse(Response):
       the style's error event (`stream_error`), and the stream ends.
     - Otherwise the parts are folded into a `GenerateResult` (as `generate` does) and
       `complete` gives the JSON body.
+    - The query's warnings (from its stream-start part) are the `sf-provider-warnings` header
+      of whichever response it gets (`warnings_header`).
     """
 
     def __init__(
@@ -353,15 +412,24 @@ class QueryResponse(Response):
                 finally:
                     group.cancel_scope.cancel()
 
+    def _error(self, exc: ProviderError, warnings: Sequence[CallWarning]) -> Response:
+        response = self.error(error_info(exc))
+        response.headers.update(warnings_header(warnings))
+        return response
+
     async def _answer(self, scope: Scope, receive: Receive, send: Send) -> None:
         collector = ResultCollector()
+        warnings: list[CallWarning] = []
         try:
             async for part in self.parts:
+                if isinstance(part, StreamStartPart):
+                    warnings += part.warnings
                 collector.add(part)
         except ProviderError as exc:
-            await self.error(error_info(exc))(scope, receive, send)
+            await self._error(exc, warnings)(scope, receive, send)
             return
-        await JSONResponse(self.complete(collector.result()))(scope, receive, send)
+        answer = self.complete(collector.result())
+        await JSONResponse(answer, headers=warnings_header(warnings))(scope, receive, send)
 
     async def _stream(
         self,
@@ -378,12 +446,16 @@ class QueryResponse(Response):
                 if not isinstance(part, StreamStartPart | ErrorPart | FinishPart):
                     break
         except ProviderError as exc:
-            await self.error(error_info(exc))(scope, receive, send)
+            await self._error(exc, _warnings(head))(scope, receive, send)
             return
         headers = [
             (b"content-type", b"text/event-stream; charset=utf-8"),
             (b"cache-control", b"no-cache"),
             (b"x-accel-buffering", b"no"),  # proxies: pass each event on as it comes
+        ]
+        headers += [
+            (name.encode(), value.encode())
+            for name, value in warnings_header(_warnings(head)).items()
         ]
         await send({"type": "http.response.start", "status": 200, "headers": headers})
 
@@ -402,3 +474,7 @@ class QueryResponse(Response):
                 event = self.stream_error(error_info(exc))
                 await send({"type": "http.response.body", "body": event, "more_body": True})
         await send({"type": "http.response.body", "body": b"", "more_body": False})
+
+
+def _warnings(parts: Sequence[StreamPart]) -> list[CallWarning]:
+    return [w for part in parts if isinstance(part, StreamStartPart) for w in part.warnings]

@@ -8,7 +8,8 @@ blocks for the client to run. With `stream: true` the answer is the API's SSE ev
 `signature_delta` / `input_json_delta`, `message_delta` with the stop reason and usage,
 `message_stop`); otherwise one `message`. Errors take the API's shape, `{"type": "error",
 "error": {"type", "message"}}`: as a response with the matching status before the answer
-begins, as an `error` event after.
+begins, as an `error` event after. The betas of the `anthropic-beta` header reach the API
+request (`header_betas`).
 """
 
 from __future__ import annotations
@@ -20,7 +21,14 @@ from typing import Any
 from starlette.requests import Request
 from starlette.responses import Response
 
-from .._anthropic_format import EventMapper, error_body, message, message_id, parse_request
+from .._anthropic_format import (
+    EventMapper,
+    error_body,
+    header_betas,
+    message,
+    message_id,
+    parse_request,
+)
 from ..provider import ClaudeAgentProvider
 from ..types import GenerateResult, StreamPart
 from ._http import ErrorInfo, QueryResponse, anthropic_error, json_body
@@ -31,9 +39,11 @@ __all__ = ["messages_endpoint"]
 async def messages_endpoint(request: Request) -> Response:
     """`POST /v1/messages`. Bad input raises here (answered 400 by the app's handlers), before
     any process starts."""
-    call = parse_request(await json_body(request))
     provider: ClaudeAgentProvider = request.app.state.provider
-    parts = provider.stream(call.messages, tools=call.tools, **call.options)
+    call = parse_request(await json_body(request))
+    betas = header_betas(request.headers.getlist("anthropic-beta"))
+    options = call.options | ({"betas": betas} if betas else {})
+    parts = provider.stream(call.messages, tools=call.tools, **options)
     answer_id = message_id()
 
     def complete(result: GenerateResult) -> dict[str, Any]:

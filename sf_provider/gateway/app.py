@@ -1,8 +1,9 @@
 """The gateway's ASGI app: one shared provider behind the OpenAI and Anthropic API styles.
 
-Routes: `POST /v1/chat/completions` (OpenAI), `POST /v1/messages` (Anthropic), `GET /v1/models`,
-`GET /healthz`. `GatewayGuard` checks keys, concurrency and body size in front of them; errors
-come in the style of the route they answer.
+Routes: `POST /v1/chat/completions` (OpenAI), `POST /v1/messages` (Anthropic), `GET /v1/models`
+and `GET /v1/models/{id}` (in the client's shape), `GET /healthz`. `GatewayGuard` checks keys,
+concurrency and body size in front of them; errors come in the style of the route they answer
+(off the model routes, of the client: `anthropic_client`).
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ import os
 import sys
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from typing import Any
 
 from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
@@ -33,6 +35,7 @@ from ._http import (
     GatewayGuard,
     GatewaySettings,
     Slots,
+    anthropic_client,
     error_response,
     keys_from,
 )
@@ -73,29 +76,45 @@ def create_app(
             {"status": "ok", "in_flight": slots.used, "max_concurrency": slots.size}
         )
 
+    names = list(dict.fromkeys([settings.provider.model, *settings.models]))
+    listed = [name for name in names if name]
+
+    def model_object(name: str, anthropic: bool) -> dict[str, Any]:
+        if anthropic:
+            return {"type": "model", "id": name, "display_name": name,
+                    "created_at": "1970-01-01T00:00:00Z"}  # fmt: skip
+        return {"id": name, "object": "model", "created": 0, "owned_by": "anthropic"}
+
     async def models(request: Request) -> Response:
-        names = list(dict.fromkeys([settings.provider.model, *settings.models]))
-        listed = [name for name in names if name]
-        if "anthropic-version" in request.headers:  # an Anthropic client: its shape
-            data = [
-                {"type": "model", "id": name, "display_name": name,
-                 "created_at": "1970-01-01T00:00:00Z"}
-                for name in listed
-            ]  # fmt: skip
+        anthropic = anthropic_client(request.headers)  # an Anthropic client: its shape
+        data = [model_object(name, anthropic) for name in listed]
+        if anthropic:
             return JSONResponse(
                 {"data": data, "has_more": False, "first_id": listed[0] if listed else None,
                  "last_id": listed[-1] if listed else None}
             )  # fmt: skip
-        return JSONResponse(
-            {"object": "list", "data": [
-                {"id": name, "object": "model", "created": 0, "owned_by": "anthropic"}
-                for name in listed
-            ]}
-        )  # fmt: skip
+        return JSONResponse({"object": "list", "data": data})
+
+    async def model(request: Request) -> Response:
+        name = request.path_params["model_id"]
+        if name not in listed:
+            raise GatewayError(
+                ErrorInfo(
+                    404,
+                    "not_found_error",
+                    f"model {name!r} is not listed by this gateway (GET /v1/models lists "
+                    f"{', '.join(listed)}); a request may still name any model the Claude Code "
+                    f"CLI takes",
+                    param="model",
+                    code="model_not_found",
+                )
+            )
+        return JSONResponse(model_object(name, anthropic_client(request.headers)))
 
     routes = [
         Route("/v1/chat/completions", chat_completions, methods=["POST"]),
         Route("/v1/models", models, methods=["GET"]),
+        Route("/v1/models/{model_id:path}", model, methods=["GET"]),
         Route("/healthz", healthz, methods=["GET"]),
     ]
     # The Anthropic style lives in its own module; the app serves it once it is there.

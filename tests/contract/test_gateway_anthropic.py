@@ -38,6 +38,7 @@ from sf_provider.testing import (
 pytestmark = [pytest.mark.anyio, pytest.mark.cli]
 
 MODEL = "claude-haiku-4-5"
+HI = {"role": "user", "content": "hi"}
 WEATHER_SCHEMA = {
     "type": "object",
     "properties": {"city": {"type": "string"}},
@@ -59,12 +60,16 @@ PIXEL = base64.b64encode(
 
 @asynccontextmanager
 async def gateway(
-    api: ScriptedMessagesAPI, *, api_key: str = "gateway-test-key", **gateway: Any
+    api: ScriptedMessagesAPI,
+    *,
+    api_key: str = "gateway-test-key",
+    provider: dict[str, Any] | None = None,
+    **gateway: Any,
 ) -> AsyncIterator[anthropic.AsyncAnthropic]:
-    """The gateway app on a free loopback port, its provider talking to `api`; yields an official
-    client for it (no client retries: each scripted answer serves the request it was meant for).
-    """
-    app = create_app(GatewaySettings(provider=api.settings(), **gateway))
+    """The gateway app on a free loopback port, its provider talking to `api` (with `provider`
+    settings); yields an official client for it (no client retries: each scripted answer
+    serves the request it was meant for)."""
+    app = create_app(GatewaySettings(provider=api.settings(**(provider or {})), **gateway))
     sock = socket.socket()
     sock.bind(("127.0.0.1", 0))
     server = uvicorn.Server(uvicorn.Config(app, log_level="warning"))
@@ -481,6 +486,28 @@ async def test_an_api_error_is_the_matching_status_and_type() -> None:
     assert len(api.requests) == 2
 
 
+@pytest.mark.parametrize("stream", [False, True], ids=["message", "stream"])
+async def test_an_upstream_rate_limit_passes_its_retry_after_on(stream: bool) -> None:
+    """The CLI retries a 429 after its `retry-after` (max_retries=1 here); when the retry is
+    limited too, the delay the API asked for is the gateway's `retry-after`."""
+    script = [http_error(429, "slow down", retry_after=2), http_error(429, "slow down")]
+    async with (
+        ScriptedMessagesAPI(script) as api,
+        gateway(api, provider={"max_retries": 1}) as client,
+    ):
+        with pytest.raises(anthropic.RateLimitError) as info:
+            params: Any = {"model": MODEL, "max_tokens": 100, "messages": [HI]}
+            if stream:
+                async with client.messages.stream(**params) as events:
+                    await events.get_final_message()
+            else:
+                await client.messages.create(**params)
+    assert len(api.requests) == 2, "the CLI retried once"
+    body: Any = info.value.body
+    assert body["error"]["type"] == "rate_limit_error"
+    assert int(info.value.response.headers["retry-after"]) >= 2
+
+
 async def test_a_model_setting_the_model_cannot_take_is_a_400_before_any_api_call() -> None:
     async with ScriptedMessagesAPI([reply(text("unused"))]) as api, gateway(api) as client:
         with pytest.raises(anthropic.BadRequestError, match="thinking='adaptive'"):
@@ -576,3 +603,93 @@ async def test_a_client_that_leaves_stops_the_query_and_its_cli(stream: bool) ->
         assert not cli_processes(), "the gateway stopped the CLI of the abandoned query"
         after = await client.messages.create(model=MODEL, max_tokens=100, messages=hi)
     assert after.content[0].type == "text" and after.content[0].text == "Back."
+
+
+# -- warnings
+
+
+@pytest.mark.parametrize("stream", [False, True], ids=["message", "stream"])
+async def test_a_warning_of_the_query_is_in_the_sf_provider_warnings_header(stream: bool) -> None:
+    """A thinking block without a signature cannot go back as thinking: it is replayed as text,
+    and the client is told so (`history-flattened`), streamed or not."""
+    unsigned = {"type": "thinking", "thinking": "Paris, Texas?", "signature": ""}
+    messages: Any = [
+        {"role": "user", "content": "Weather in Paris?"},
+        {"role": "assistant", "content": [unsigned, {"type": "text", "text": "Which Paris?"}]},
+        {"role": "user", "content": "France."},
+    ]
+    async with ScriptedMessagesAPI([reply(text("Sunny."))]) as api, gateway(api) as client:
+        raw = await client.messages.with_raw_response.create(
+            model=MODEL, max_tokens=100, messages=messages, stream=stream
+        )
+        if stream:
+            events = await raw.parse()
+            types = [event.type async for event in events]
+            assert types[-1] == "message_stop"
+        else:
+            answer = await raw.parse()
+            assert answer.content[0].type == "text" and answer.content[0].text == "Sunny."
+    warnings = json.loads(raw.headers["sf-provider-warnings"])
+    assert [w["code"] for w in warnings] == ["history-flattened"]
+    assistant = next(m for m in api.requests[0].messages if m["role"] == "assistant")
+    assert {"type": "text", "text": "<reasoning>Paris, Texas?</reasoning>"} in assistant["content"]
+
+
+# -- betas
+
+
+async def test_a_beta_the_cli_sends_itself_is_accepted_and_on_the_request() -> None:
+    async with ScriptedMessagesAPI([reply(text("Thinking along."))]) as api, gateway(api) as client:
+        message = await client.beta.messages.create(
+            model=MODEL,
+            max_tokens=100,
+            messages=[HI],
+            betas=["interleaved-thinking-2025-05-14", "context-management-2025-06-27"],
+        )
+    assert message.content[0].type == "text"
+    sent = api.requests[0].headers["anthropic-beta"].split(",")
+    assert {"interleaved-thinking-2025-05-14", "context-management-2025-06-27"} <= set(sent)
+
+
+async def test_a_clients_beta_reaches_the_api_request_of_that_call_only() -> None:
+    script = [reply(text("Long context on.")), reply(text("Plain."))]
+    async with ScriptedMessagesAPI(script) as api, gateway(api) as client:
+        await client.beta.messages.create(
+            model=MODEL,
+            max_tokens=100,
+            messages=[HI],
+            betas=["interleaved-thinking-2025-05-14", "context-1m-2025-08-07"],
+        )
+        await client.messages.create(model=MODEL, max_tokens=100, messages=[HI])
+    first, second = (r.headers["anthropic-beta"].split(",") for r in api.requests)
+    assert "context-1m-2025-08-07" in first and "context-1m-2025-08-07" not in second
+    assert first.count("interleaved-thinking-2025-05-14") == 1
+
+
+async def test_a_malformed_beta_is_a_400_before_any_api_call() -> None:
+    async with ScriptedMessagesAPI([]) as api, gateway(api) as client:
+        with pytest.raises(anthropic.BadRequestError) as info:
+            await client.beta.messages.create(
+                model=MODEL, max_tokens=100, messages=[HI], betas=["Not A Beta!"]
+            )
+    body: Any = info.value.body
+    assert body["error"]["type"] == "invalid_request_error"
+    assert "betas" in body["error"]["message"]
+    assert api.all_requests == []
+
+
+# -- models
+
+
+async def test_models_answer_an_anthropic_client_in_its_shape_even_a_404() -> None:
+    async with ScriptedMessagesAPI([]) as api, gateway(api) as client:
+        haiku = await client.models.retrieve("haiku")
+        listed = [m.id async for m in client.models.list()]
+        with pytest.raises(anthropic.NotFoundError) as info:
+            await client.models.retrieve("gpt-4o")
+    assert (haiku.type, haiku.id) == ("model", "haiku")
+    assert listed == ["sonnet", "opus", "haiku"]
+    body: Any = info.value.body
+    assert body["type"] == "error"
+    assert body["error"]["type"] == "not_found_error"
+    assert "'gpt-4o' is not listed" in body["error"]["message"]

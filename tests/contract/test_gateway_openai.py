@@ -19,8 +19,10 @@ import uvicorn
 from conftest import cli_processes, no_cli_left
 from openai import AsyncOpenAI
 
+from sf_provider import CallWarning
 from sf_provider.gateway import GatewaySettings, create_app
 from sf_provider.gateway._http import KEYS_ENV as SF_KEYS
+from sf_provider.gateway._http import WARNINGS_HEADER, warnings_header
 from sf_provider.settings import ProviderSettings
 from sf_provider.testing import (
     RecordedRequest,
@@ -52,6 +54,11 @@ WEATHER_TOOL = {
     },
 }
 QUESTION = [{"role": "user", "content": "Weather in Paris?"}]
+# A 1x1 transparent PNG.
+PIXEL_URL = (
+    "data:image/png;base64,iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR4nGNgAAACAAEA5ScN"
+    "5AAAAABJRU5ErkJggg=="
+)
 
 
 @asynccontextmanager
@@ -391,6 +398,40 @@ async def test_api_failures_keep_their_meaning_in_the_openai_shape() -> None:
     assert "not your key" in rejected.value.message
 
 
+@pytest.mark.parametrize("stream", [False, True], ids=["whole", "streamed"])
+async def test_an_upstream_rate_limit_passes_its_retry_after_on(stream: bool) -> None:
+    """The CLI retries a 429 after its `retry-after` (max_retries=1 here); when the retry is
+    limited too, the delay the API asked for is the gateway's `Retry-After`."""
+    script = [http_error(429, "slow down", retry_after=2), http_error(429, "slow down")]
+    async with (
+        ScriptedMessagesAPI(script) as api,
+        gateway(api.settings(max_retries=1)) as (base_url, client),
+    ):
+        with pytest.raises(openai.RateLimitError) as info:
+            if stream:
+                chunks = await client.chat.completions.create(
+                    model=MODEL, messages=QUESTION, stream=True
+                )
+                _ = [chunk async for chunk in chunks]
+            else:
+                await client.chat.completions.create(model=MODEL, messages=QUESTION)
+        await healthy(base_url)
+    assert len(api.requests) == 2, "the CLI retried once"
+    assert info.value.status_code == 429
+    assert int(info.value.response.headers["retry-after"]) >= 2
+
+
+async def test_a_prompt_too_long_is_context_length_exceeded() -> None:
+    script = [http_error(400, "prompt is too long: 250000 tokens > 200000 maximum")]
+    async with ScriptedMessagesAPI(script) as api, gateway(api.settings()) as (_, client):
+        with pytest.raises(openai.BadRequestError) as info:
+            await client.chat.completions.create(model=MODEL, messages=QUESTION)
+    assert info.value.code == "context_length_exceeded"
+    assert info.value.param == "messages"
+    assert "Prompt is too long" in info.value.message
+    assert len(api.requests) == 1
+
+
 async def raw_post(base_url: str, body: bytes, **headers: str) -> httpx.Response:
     async with httpx.AsyncClient() as http:
         return await http.post(
@@ -482,6 +523,40 @@ BAD_REQUESTS: list[tuple[str, dict[str, Any], str, str | None]] = [
         None,
     ),
     (
+        "participant names",
+        {
+            "messages": [
+                {"role": "user", "content": "Hi", "name": "alice"},
+                {"role": "assistant", "content": "Hello."},
+                {"role": "user", "content": "Weather in Paris?", "name": "bob"},
+            ]
+        },
+        "Put the speaker into the content",
+        "messages[2].name",
+    ),
+    (
+        "an unknown message field",
+        {"messages": [{"role": "user", "content": "Weather in Paris?", "mood": "curious"}]},
+        "not a field of a user message",
+        "messages[0].mood",
+    ),
+    (
+        "image detail low",
+        {
+            "messages": [
+                {
+                    "role": "user",
+                    "content": [
+                        {"type": "text", "text": "What is this?"},
+                        {"type": "image_url", "image_url": {"url": PIXEL_URL, "detail": "low"}},
+                    ],
+                }
+            ]
+        },
+        "no low-detail mode",
+        "messages[0].content[1].image_url.detail",
+    ),
+    (
         "a call without its result",
         {
             "messages": [
@@ -521,6 +596,118 @@ async def test_bad_input_is_a_400_naming_the_problem(
     assert says in info.value.message
     assert info.value.param == param
     assert api.all_requests == [], "refused before any process started"
+
+
+async def test_messages_sent_back_as_openai_python_dumps_them_reach_the_model() -> None:
+    """`message.model_dump()` has every field of an answer (`refusal`, `annotations`, `audio`,
+    `function_call` null): nothing in it is refused, and what it says reaches the model; a tool
+    message's `name` repeats its call id."""
+    script = [reply(tool_use("get_weather", {"city": "Paris"})), reply(text("Sunny."))]
+    async with ScriptedMessagesAPI(script) as api, gateway(api.settings()) as (_, client):
+        first = await client.chat.completions.create(
+            model=MODEL, messages=QUESTION, tools=[WEATHER_TOOL]
+        )
+        dumped = first.choices[0].message.model_dump()
+        assert {"refusal", "annotations", "audio", "function_call"} <= set(dumped)
+        call_id = dumped["tool_calls"][0]["id"]
+        result = {
+            "role": "tool",
+            "tool_call_id": call_id,
+            "name": "get_weather",
+            "content": "21 °C",
+        }
+        second = await client.chat.completions.create(
+            model=MODEL, messages=[*QUESTION, dumped, result], tools=[WEATHER_TOOL]
+        )
+    assert second.choices[0].message.content == "Sunny."
+    sent = api.requests[1]
+    assert [(b["id"], b["input"]) for b in sent.tool_uses()] == [(call_id, {"city": "Paris"})]
+    assert [(r["tool_use_id"], result_text(r)) for r in sent.tool_results()] == [(call_id, "21 °C")]
+
+
+@pytest.mark.parametrize("detail", ["auto", "high"])
+async def test_an_image_with_detail_auto_or_high_reaches_the_model(detail: str) -> None:
+    content = [
+        {"type": "text", "text": "What is this?"},
+        {"type": "image_url", "image_url": {"url": PIXEL_URL, "detail": detail}},
+    ]
+    async with (
+        ScriptedMessagesAPI([reply(text("A pixel."))]) as api,
+        gateway(api.settings()) as (_, client),
+    ):
+        answer = await client.chat.completions.create(
+            model=MODEL, messages=[{"role": "user", "content": content}]
+        )
+    assert answer.choices[0].message.content == "A pixel."
+    (image,) = api.requests[0].blocks("image")
+    assert image["source"]["type"] == "base64"
+    assert image["source"]["media_type"] == "image/png"
+    assert PIXEL_URL.endswith(image["source"]["data"])
+
+
+UNSIGNED = [
+    *QUESTION,
+    {"role": "assistant", "content": "Which Paris?", "thinking_blocks": [
+        {"type": "thinking", "thinking": "Paris, Texas?"}]},
+    {"role": "user", "content": "France."},
+]  # fmt: skip
+
+
+@pytest.mark.parametrize("stream", [False, True], ids=["whole", "streamed"])
+async def test_a_warning_of_the_query_is_in_the_sf_provider_warnings_header(stream: bool) -> None:
+    """Thinking without a signature cannot go back as thinking: it is replayed as text, and the
+    client is told so (`history-flattened`), streamed or not."""
+    async with (
+        ScriptedMessagesAPI([reply(text("Sunny."))]) as api,
+        gateway(api.settings()) as (_, client),
+    ):
+        raw = await client.chat.completions.with_raw_response.create(
+            model=MODEL, messages=UNSIGNED, stream=stream
+        )
+        if stream:
+            chunks = raw.parse()  # the legacy raw response: parse() is not awaited
+            content = "".join([c.choices[0].delta.content or "" async for c in chunks
+                               if c.choices])  # fmt: skip
+        else:
+            content = raw.parse().choices[0].message.content or ""
+    assert content == "Sunny."
+    warnings = json.loads(raw.headers[WARNINGS_HEADER])
+    assert [w["code"] for w in warnings] == ["history-flattened"]
+    assert "message 1 (assistant)" in warnings[0]["message"]
+    assistant = next(m for m in api.requests[0].messages if m["role"] == "assistant")
+    assert {"type": "text", "text": "<reasoning>Paris, Texas?</reasoning>"} in assistant["content"]
+
+
+async def test_a_failed_query_still_says_its_warnings() -> None:
+    async with (
+        ScriptedMessagesAPI([http_error(500, "upstream broke")]) as api,
+        gateway(api.settings()) as (_, client),
+    ):
+        with pytest.raises(openai.InternalServerError) as info:
+            await client.chat.completions.create(model=MODEL, messages=UNSIGNED)
+    warnings = json.loads(info.value.response.headers[WARNINGS_HEADER])
+    assert [w["code"] for w in warnings] == ["history-flattened"]
+
+
+async def test_a_query_without_warnings_has_no_warnings_header() -> None:
+    async with (
+        ScriptedMessagesAPI([reply(text("Sunny."))]) as api,
+        gateway(api.settings()) as (_, client),
+    ):
+        raw = await client.chat.completions.with_raw_response.create(model=MODEL, messages=QUESTION)
+    assert WARNINGS_HEADER not in raw.headers
+
+
+def test_the_warnings_header_stays_small_and_says_how_many_it_left_out() -> None:
+    warnings = [CallWarning(code="history-flattened", message="x" * 100) for _ in range(100)]
+    value = warnings_header(warnings)[WARNINGS_HEADER]
+    assert len(value) <= 4096
+    assert value.isascii()
+    listed = json.loads(value)
+    assert listed[-1]["code"] == "warnings-truncated"
+    shown = len(listed) - 1
+    assert listed[-1]["message"].startswith(f"{100 - shown} more warning(s)")
+    assert warnings_header([]) == {}
 
 
 async def test_an_assistant_refusal_in_the_history_reaches_the_model_as_its_text() -> None:
@@ -686,6 +873,33 @@ async def test_models_and_unknown_routes() -> None:
     assert [m.id for m in models.data] == ["opus", "sonnet", "haiku"]
     assert [m["type"] for m in anthropic_style.json()["data"]] == ["model"] * 3
     assert_openai_error(missing, 404, "not_found_error")
+
+
+async def test_a_model_is_retrieved_and_an_unknown_one_is_a_404_in_the_clients_shape() -> None:
+    async with (
+        ScriptedMessagesAPI([]) as api,
+        gateway(api.settings()) as (base_url, client),
+    ):
+        sonnet = await client.models.retrieve("sonnet")
+        with pytest.raises(openai.NotFoundError) as unknown:
+            await client.models.retrieve("gpt-4o")
+        async with httpx.AsyncClient() as http:
+            anthropic_headers = {"anthropic-version": "2023-06-01"}
+            as_anthropic = await http.get(f"{base_url}/v1/models/gpt-4o", headers=anthropic_headers)
+            by_x_api_key = await http.get(
+                f"{base_url}/v1/models/gpt-4o", headers={"x-api-key": "k"}
+            )
+            found = await http.get(f"{base_url}/v1/models/haiku", headers=anthropic_headers)
+    assert (sonnet.id, sonnet.object) == ("sonnet", "model")
+    assert unknown.value.code == "model_not_found"
+    assert "'gpt-4o' is not listed" in unknown.value.message
+    for response in (as_anthropic, by_x_api_key):
+        assert response.status_code == 404
+        body = response.json()
+        assert body["type"] == "error"
+        assert body["error"]["type"] == "not_found_error"
+        assert "'gpt-4o' is not listed" in body["error"]["message"]
+    assert found.json()["type"] == "model" and found.json()["id"] == "haiku"
 
 
 # --------------------------------------------------------------------------- the command

@@ -10,10 +10,13 @@ import pytest
 from conftest import cli_processes, leftover_query_dirs
 
 from sf_provider import (
+    APIError,
     BudgetExceededError,
     ClaudeAgentProvider,
+    ContextWindowExceededError,
     ErrorPart,
     FunctionTool,
+    OverloadedError,
     ProcessDiedError,
     RateLimitError,
     StreamPart,
@@ -43,15 +46,53 @@ async def test_reaching_the_budget_raises_budget_exceeded_with_the_partial_resul
     assert error.partial.finish_reason == "length"
 
 
-async def test_a_rate_limit_after_a_retry_reports_the_delay_the_api_asked_for() -> None:
-    script = [http_error(429, "slow down", retry_after=1), http_error(429, "slow down")]
+@pytest.mark.parametrize(("status", "error"), [(429, RateLimitError), (529, OverloadedError)])
+async def test_a_rate_limit_after_a_retry_reports_the_delay_the_api_asked_for(
+    status: int, error: type[APIError]
+) -> None:
+    script = [http_error(status, "slow down", retry_after=1), http_error(status, "slow down")]
     async with ScriptedMessagesAPI(script) as api:
         provider = ClaudeAgentProvider(api.settings(max_retries=1))
-        with pytest.raises(RateLimitError) as info:
+        with pytest.raises(error) as info:
             await provider.generate("hi")
     assert len(api.requests) == 2, "the CLI retried once (max_retries=1)"
-    assert info.value.status == 429 and info.value.retryable
+    assert info.value.status == status and info.value.retryable
     assert info.value.retry_after is not None and 1.0 <= info.value.retry_after < 2.0
+
+
+HISTORY = [
+    {"role": "user", "content": "q1"},
+    {"role": "assistant", "content": "a1"},
+    {"role": "user", "content": "q2"},
+    {"role": "assistant", "content": "a2"},
+    {"role": "user", "content": "q3"},
+]
+#: The API refuses the history as too long; the rest answers the CLI's summary calls, if made.
+TOO_LONG = [
+    http_error(400, "prompt is too long: 250000 tokens > 200000 maximum"),
+    *[reply(text("a summary"))] * 3,
+]
+
+
+async def test_a_history_too_long_for_the_context_window_fails_instead_of_being_summarised() -> (
+    None
+):
+    # Without DISABLE_COMPACT the CLI summarises the older turns with extra model calls and
+    # answers from the summary, reporting success.
+    async with ScriptedMessagesAPI(TOO_LONG) as api:
+        provider = ClaudeAgentProvider(api.settings(warm_processes=0))
+        with pytest.raises(ContextWindowExceededError, match="Prompt is too long") as info:
+            await provider.generate(HISTORY)
+    assert len(api.requests) == 1 and not info.value.retryable
+    assert "shorten the conversation" in str(info.value)
+
+
+async def test_an_app_can_turn_the_clis_compaction_back_on() -> None:
+    async with ScriptedMessagesAPI(TOO_LONG) as api:
+        settings = api.settings(warm_processes=0, env={"DISABLE_COMPACT": "0"})
+        result = await ClaudeAgentProvider(settings).generate(HISTORY)
+    assert len(api.requests) > 1, "the CLI summarised the history and asked again"
+    assert result.finish_reason == "stop"
 
 
 async def test_a_cli_killed_mid_stream_raises_process_died_promptly() -> None:

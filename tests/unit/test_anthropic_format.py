@@ -31,7 +31,14 @@ from sf_provider import (
     UnsupportedRequestError,
     Usage,
 )
-from sf_provider._anthropic_format import EventMapper, message, parse_request, stop_reason
+from sf_provider._anthropic_format import (
+    CLI_BETAS,
+    EventMapper,
+    header_betas,
+    message,
+    parse_request,
+    stop_reason,
+)
 from sf_provider._mapping import ResultCollector
 from sf_provider._messages import convert_messages
 
@@ -631,3 +638,12 @@ def test_a_redacted_block_without_data_is_refused() -> None:
                 {"role": "user", "content": "y"},
             ])
         )  # fmt: skip
+
+
+# -- the anthropic-beta header
+
+
+def test_the_betas_of_the_header_are_passed_on_but_the_clis_own() -> None:
+    headers = ["claude-code-20250219, files-api-2025-04-14", " ", "files-api-2025-04-14,x-2026"]
+    assert header_betas(headers) == ["files-api-2025-04-14", "x-2026"]
+    assert header_betas(sorted(CLI_BETAS)) == []

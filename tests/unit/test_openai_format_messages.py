@@ -1,0 +1,249 @@
+"""Chat Completions messages -> the provider's messages, on plain data: every field a message
+carries reaches the model, asks for nothing, or is refused naming it (`messages[i].<field>`)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from sf_provider import InvalidMessagesError
+from sf_provider._error_status import error_info
+from sf_provider._messages import convert_messages
+from sf_provider._openai_format import (
+    UnsupportedParameterError,
+    chat_request,
+    provider_messages,
+)
+
+QUESTION = {"role": "user", "content": "Weather in Paris?"}
+CALL = {"id": "c1", "type": "function", "function": {"name": "get_weather", "arguments": "{}"}}
+PIXEL = "data:image/png;base64,iVBORw0KGgo="
+
+
+def refused(messages: list[dict[str, Any]]) -> UnsupportedParameterError:
+    with pytest.raises(UnsupportedParameterError) as info:
+        provider_messages(messages)
+    return info.value
+
+
+# -- what official clients send back is accepted
+
+
+def test_an_openai_python_message_dumped_whole_is_accepted() -> None:
+    # `ChatCompletionMessage.model_dump()`: every field, the unused ones null.
+    dumped = {
+        "content": None,
+        "refusal": None,
+        "role": "assistant",
+        "annotations": None,
+        "audio": None,
+        "function_call": None,
+        "tool_calls": [CALL],
+    }
+    converted = provider_messages([QUESTION, dumped, {"role": "tool", "tool_call_id": "c1"}])
+    assert converted[1] == {
+        "role": "assistant",
+        "content": [{"type": "tool-call", "tool_call_id": "c1", "tool_name": "get_weather",
+                     "input": {}}],
+    }  # fmt: skip
+
+
+def test_empty_values_of_known_fields_are_accepted() -> None:
+    converted = provider_messages(
+        [
+            {"role": "system", "content": "Be brief.", "name": None},
+            {"role": "user", "content": "hi", "name": ""},
+            {"role": "assistant", "content": "Hello.", "annotations": [], "audio": {},
+             "provider_specific_fields": {}, "images": [], "reasoning_items": None,
+             "refusal": ""},
+            {"role": "user", "content": "more", "tool_calls": []},
+        ]
+    )  # fmt: skip
+    assert [m["role"] for m in converted] == ["system", "user", "assistant", "user"]
+    assert converted[2]["content"] == [{"type": "text", "text": "Hello."}]
+
+
+def test_a_tool_messages_name_repeats_its_call_id_and_is_accepted() -> None:
+    converted = provider_messages(
+        [
+            QUESTION,
+            {"role": "assistant", "tool_calls": [CALL]},
+            {"role": "tool", "tool_call_id": "c1", "name": "get_weather", "content": "sunny"},
+        ]
+    )
+    assert converted[2]["content"] == [
+        {"type": "tool-result", "tool_call_id": "c1", "output": "sunny"}
+    ]
+
+
+def test_cache_control_on_a_message_is_a_caching_hint_and_ignored() -> None:
+    converted = provider_messages([{**QUESTION, "cache_control": {"type": "ephemeral"}}])
+    assert converted == [
+        {"role": "user", "content": [{"type": "text", "text": QUESTION["content"]}]}
+    ]
+
+
+# -- what cannot reach the model is refused, naming the field
+
+
+@pytest.mark.parametrize("role", ["system", "user", "assistant"])
+def test_one_name_per_role_is_accepted_as_it_loses_nothing_the_role_does_not_say(
+    role: str,
+) -> None:
+    named = {"role": role, "content": "hello", "name": "Alice"}
+    converted = provider_messages([named, QUESTION] if role != "user" else [named])
+    assert all("name" not in m for m in converted)
+
+
+@pytest.mark.parametrize("role", ["user", "assistant"])
+def test_different_names_in_one_role_are_refused_saying_to_put_them_into_the_content(
+    role: str,
+) -> None:
+    messages = [
+        {"role": "user", "content": "start"},
+        {"role": role, "content": "hello", "name": "Alice"},
+        {"role": role, "content": "hi", "name": "Bob"},
+        QUESTION,
+    ]
+    error = refused(messages)
+    assert error.param == "messages[2].name"
+    assert "no participant names" in str(error)
+    assert "Put the speaker into the content" in str(error)
+
+
+@pytest.mark.parametrize(
+    ("message", "param"),
+    [
+        ({"role": "user", "content": "hi", "colour": "blue"}, "messages[0].colour"),
+        ({"role": "assistant", "content": "hi", "weight": 1}, "messages[0].weight"),
+        ({"role": "tool", "tool_call_id": "c1", "content": "x", "id": "m1"}, "messages[0].id"),
+        ({"role": "user", "content": "hi", "tool_call_id": "c1"}, "messages[0].tool_call_id"),
+        ({"role": "user", "content": "hi", "tool_calls": [CALL]}, "messages[0].tool_calls"),
+        ({"role": "system", "content": "hi", "refusal": "no"}, "messages[0].refusal"),
+        ({"role": "assistant", "content": "hi", "audio": {"id": "a1"}}, "messages[0].audio"),
+        (
+            {"role": "assistant", "content": "hi", "annotations": [{"type": "url_citation"}]},
+            "messages[0].annotations",
+        ),
+        (
+            {"role": "assistant", "content": None, "function_call": {"name": "f"}},
+            "messages[0].function_call",
+        ),
+        (
+            {"role": "assistant", "content": "hi", "provider_specific_fields": {"x": 1}},
+            "messages[0].provider_specific_fields",
+        ),
+    ],
+    ids=[
+        "unknown on user",
+        "unknown on assistant",
+        "unknown on tool",
+        "tool_call_id on user",
+        "tool_calls on user",
+        "refusal on system",
+        "audio to replay",
+        "annotations",
+        "function_call",
+        "provider_specific_fields",
+    ],
+)
+def test_a_field_that_would_not_reach_the_model_is_refused_naming_it(
+    message: dict[str, Any], param: str
+) -> None:
+    error = refused([message])
+    assert error.param == param
+    assert param in str(error)
+    info = error_info(error)
+    assert (info.status, info.param, info.code) == (400, param, "unsupported_parameter")
+
+
+def test_the_first_refused_field_is_named_in_a_later_message() -> None:
+    error = refused([QUESTION, {"role": "assistant", "content": "ok", "speaker": "bot"}])
+    assert error.param == "messages[1].speaker"
+
+
+def test_top_level_reading_refuses_message_fields_too() -> None:
+    with pytest.raises(UnsupportedParameterError, match=r"messages\[0\]\.mood"):
+        chat_request({"model": "m", "messages": [{"role": "user", "content": "hi", "mood": "A"}]})
+
+
+# -- assistant fields that carry what the model said
+
+
+def test_a_refusal_next_to_content_reaches_the_model_too() -> None:
+    converted = provider_messages(
+        [QUESTION, {"role": "assistant", "content": "Sorry.", "refusal": "I can't do that."}]
+    )
+    assert converted[1]["content"] == [
+        {"type": "text", "text": "Sorry."},
+        {"type": "text", "text": "I can't do that."},
+    ]
+
+
+def test_a_refusal_that_is_the_content_is_not_doubled() -> None:
+    converted = provider_messages(
+        [QUESTION, {"role": "assistant", "content": "No.", "refusal": "No."}]
+    )
+    assert converted[1]["content"] == [{"type": "text", "text": "No."}]
+
+
+def test_reasoning_content_without_thinking_blocks_is_replayed_with_a_warning() -> None:
+    converted = provider_messages(
+        [QUESTION, {"role": "assistant", "content": "Sunny.", "reasoning_content": "Hm."},
+         {"role": "user", "content": "thanks"}]
+    )  # fmt: skip
+    assert converted[1]["content"][0] == {"type": "reasoning", "text": "Hm."}
+    conversation = convert_messages(converted)
+    assert [w.code for w in conversation.warnings] == ["history-flattened"]
+    replayed = conversation.history[1]["content"][0]
+    assert replayed == {"type": "text", "text": "<reasoning>Hm.</reasoning>"}
+
+
+def test_reasoning_content_next_to_thinking_blocks_is_their_text() -> None:
+    signed = {"type": "thinking", "thinking": "Hm.", "signature": "sig"}
+    converted = provider_messages(
+        [QUESTION, {"role": "assistant", "content": "Sunny.", "reasoning_content": "Hm.",
+                    "thinking_blocks": [signed]}]
+    )  # fmt: skip
+    assert converted[1]["content"] == [
+        {"type": "reasoning", "text": "Hm.", "signature": "sig"},
+        {"type": "text", "text": "Sunny."},
+    ]
+
+
+# -- image detail
+
+
+@pytest.mark.parametrize("detail", ["auto", "high", None])
+def test_an_image_with_detail_auto_or_high_is_sent(detail: str | None) -> None:
+    image: dict[str, Any] = {"url": PIXEL, "detail": detail}
+    content = [{"type": "text", "text": "What is it?"}, {"type": "image_url", "image_url": image}]
+    converted = provider_messages([{"role": "user", "content": content}])
+    assert converted[0]["content"][1] == {"type": "image", "url": PIXEL}
+
+
+def test_detail_low_is_refused_since_claude_has_no_low_detail_mode() -> None:
+    image = {"type": "image_url", "image_url": {"url": PIXEL, "detail": "low"}}
+    content = [{"type": "text", "text": "What is it?"}, image]
+    error = refused([{"role": "user", "content": content}])
+    assert error.param == "messages[0].content[1].image_url.detail"
+    assert "no low-detail mode" in str(error)
+
+
+@pytest.mark.parametrize(
+    ("image", "param"),
+    [
+        ({"url": PIXEL, "detail": "ultra"}, "messages[0].content[0].image_url.detail"),
+        ({"url": PIXEL, "format": "image/png"}, "messages[0].content[0].image_url.format"),
+    ],
+    ids=["unknown detail", "unknown field"],
+)
+def test_other_image_url_values_are_refused_naming_them(image: dict[str, Any], param: str) -> None:
+    error = refused([{"role": "user", "content": [{"type": "image_url", "image_url": image}]}])
+    assert error.param == param
+
+
+def test_an_image_url_without_a_url_is_invalid() -> None:
+    with pytest.raises(InvalidMessagesError, match="needs"):
+        provider_messages([{"role": "user", "content": [{"type": "image_url", "image_url": {}}]}])
