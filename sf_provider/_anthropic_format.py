@@ -36,8 +36,8 @@ refused with a 400 naming it, unless the API's spec lets a server ignore it.
   (`CLI_BETAS`) is there anyway; any other is passed on for this call (`CallOptions.betas`).
 
 Parameters sent as `null` count as absent. In `messages`: `user` content `text`, `image`
-(`base64` and `url` sources) and `tool_result` (content a string or text blocks, `is_error`);
-`assistant` content `text`, `thinking` (replayed natively when signed), `redacted_thinking` and
+(`base64` and `url` sources) and `tool_result` (content a string or text and image blocks,
+`is_error`); `assistant` content `text`, `thinking` (replayed natively when signed), `redacted_thinking` and
 `tool_use`; `system` messages before the first turn (joined into the system prompt). Anything
 else (`document`, `search_result`, server tool blocks, images in tool results, citations,
 a `system` message mid-conversation, a final `assistant` message to continue) is a 400 naming
@@ -508,26 +508,30 @@ def _tool_result(block: Mapping[str, Any], where: str) -> JSON:
     if not isinstance(call_id, str) or not call_id:
         raise InvalidMessagesError(f"{where}.tool_use_id: required: a string")
     content = block.get("content", "")
+    result: JSON = {"type": "tool-result", "tool_call_id": call_id}
     if isinstance(content, list):
-        texts = []
+        blocks = []
         for i, item in enumerate(content):
             here = f"{where}.content[{i}]"
-            if _block_type(item, here) != "text":
+            kind = _block_type(item, here)
+            if kind == "image":
+                blocks.append(_image_block(item, here))
+            elif kind == "text":
+                blocks.append(_text_block(item, here))
+            else:
                 raise _refuse(
                     here,
-                    f"{item['type']!r} blocks in a tool result are not supported; the CLI "
-                    f"passes tool results on as text",
+                    f"{kind!r} blocks in a tool result are not supported; send text and images",
                 )
-            texts.append(_text_block(item, here)["text"])
-        content = "\n".join(texts)
-    elif not isinstance(content, str):
-        raise InvalidMessagesError(f"{where}.content: must be a string or a list of text blocks")
-    return {
-        "type": "tool-result",
-        "tool_call_id": call_id,
-        "output": content,
-        "is_error": bool(block.get("is_error")),
-    }
+        if any(b["type"] == "image" for b in blocks):
+            result["content"] = blocks
+        else:
+            result["output"] = "\n".join(b["text"] for b in blocks)
+    elif isinstance(content, str):
+        result["output"] = content
+    else:
+        raise InvalidMessagesError(f"{where}.content: must be a string or a list of blocks")
+    return result | {"is_error": bool(block.get("is_error"))}
 
 
 def _user(content: Any, where: str) -> list[JSON]:

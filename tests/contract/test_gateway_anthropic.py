@@ -259,6 +259,29 @@ async def test_images_reach_the_model_as_base64_and_url_sources() -> None:
     assert {"type": "url", "url": "https://example.com/cat.png"} in sources
 
 
+async def test_an_image_in_a_tool_result_reaches_the_model_inside_the_result() -> None:
+    screenshot = {"type": "image", "source": {"type": "base64", "media_type": "image/png",
+                                              "data": PIXEL}}  # fmt: skip
+    async with ScriptedMessagesAPI([reply(text("A pixel."))]) as api, gateway(api) as client:
+        await client.messages.create(
+            model=MODEL,
+            max_tokens=300,
+            tools=[WEATHER],
+            messages=[
+                {"role": "user", "content": "Look at the screen."},
+                {"role": "assistant", "content": [
+                    {"type": "tool_use", "id": "toolu_1", "name": "get_weather",
+                     "input": {"city": "Paris"}}]},
+                {"role": "user", "content": [
+                    {"type": "tool_result", "tool_use_id": "toolu_1",
+                     "content": [{"type": "text", "text": "the screen:"}, screenshot]}]},
+            ],
+        )  # fmt: skip
+    (result,) = api.requests[0].blocks("tool_result")
+    # (The CLI may append its own reminders to the last result.)
+    assert result["content"][:2] == [{"type": "text", "text": "the screen:"}, screenshot]
+
+
 # -- streaming
 
 

@@ -351,7 +351,7 @@ REFUSED: dict[str, tuple[dict[str, Any], type[ProviderError], str]] = {
         UnsupportedRequestError,
         "messages[0].content[0].source.type",
     ),
-    "image-in-tool-result": (
+    "document-in-tool-result": (
         {
             "messages": [
                 {"role": "user", "content": "x"},
@@ -367,8 +367,8 @@ REFUSED: dict[str, tuple[dict[str, Any], type[ProviderError], str]] = {
                             "tool_use_id": "t",
                             "content": [
                                 {
-                                    "type": "image",
-                                    "source": {"type": "url", "url": "https://e.com/a.png"},
+                                    "type": "document",
+                                    "source": {"type": "url", "url": "https://e.com/a.pdf"},
                                 }
                             ],
                         }
