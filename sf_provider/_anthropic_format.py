@@ -37,10 +37,10 @@ refused with a 400 naming it, unless the API's spec lets a server ignore it.
 
 Parameters sent as `null` count as absent. In `messages`: `user` content `text`, `image`
 (`base64` and `url` sources) and `tool_result` (content a string or text and image blocks,
-`is_error`); `assistant` content `text`, `thinking` (replayed natively when signed), `redacted_thinking` and
-`tool_use`; `system` messages before the first turn (joined into the system prompt). Anything
-else (`document`, `search_result`, server tool blocks, images in tool results, citations,
-a `system` message mid-conversation, a final `assistant` message to continue) is a 400 naming
+`is_error`); `assistant` content `text`, `thinking` (replayed natively when signed),
+`redacted_thinking` and `tool_use`; `system` messages before the first turn (joined into the
+system prompt). Anything else (`document`, `search_result`, server tool blocks, citations, a
+`system` message mid-conversation, a final `assistant` message to continue) is a 400 naming
 it. The response's `usage` comes in `message_delta` (the totals of the query); `message_start`
 carries zeros, since the CLI reports usage when the query ends.
 """

@@ -70,7 +70,21 @@ from typing import Any, ClassVar, Literal, assert_never
 
 import anyio
 from pydantic_ai import InstructionPart, RunContext
-from pydantic_ai.exceptions import UnsupportedSettingWarning, UserError
+from pydantic_ai.exceptions import (
+    ModelAPIError,
+    ModelAuthenticationError,
+    ModelConnectionError,
+    ModelContextWindowExceededError,
+    ModelHTTPError,
+    ModelNotFoundError,
+    ModelOverloadedError,
+    ModelRateLimitError,
+    ModelRequestRejectedError,
+    ModelServerError,
+    ModelTimeoutError,
+    UnsupportedSettingWarning,
+    UserError,
+)
 from pydantic_ai.messages import (
     ERROR_OUTCOMES,
     BinaryContent,
@@ -101,6 +115,7 @@ from pydantic_ai.settings import ModelSettingName, ModelSettings, ThinkingLevel,
 from pydantic_ai.tools import ToolDefinition
 from pydantic_ai.usage import RequestUsage
 
+from .. import errors
 from .. import types as sf
 from ..provider import ClaudeAgentProvider, NamedToolChoice, ToolChoice
 from ..settings import Effort, ProviderSettings
@@ -624,11 +639,19 @@ class ClaudeStreamedResponse(StreamedResponse):
     _replay_warnings: list[sf.CallWarning] = field(default_factory=list)
 
     async def _get_event_iterator(self) -> AsyncIterator[ModelResponseStreamEvent]:
-        async for part in self._parts:
-            for event in self._map(part):
-                if isinstance(event, PartStartEvent):
-                    self._index_of.setdefault(_vendor_id(part), []).append(event.index)
-                yield event
+        started = False
+        try:
+            async for part in self._parts:
+                for event in self._map(part):
+                    if isinstance(event, PartStartEvent):
+                        self._index_of.setdefault(_vendor_id(part), []).append(event.index)
+                    started = True
+                    yield event
+        except errors.ProviderError as exc:
+            error = _model_error(exc, self._model_name, in_stream=started)
+            if error is None:
+                raise
+            raise error from exc
 
     def _map(self, part: sf.StreamPart) -> Iterator[ModelResponseStreamEvent]:
         manager = self._parts_manager
@@ -775,6 +798,47 @@ class ClaudeStreamedResponse(StreamedResponse):
     def timestamp(self) -> datetime:
         """When the request started."""
         return self._timestamp
+
+
+def _model_error(
+    exc: errors.ProviderError, model_name: str, *, in_stream: bool
+) -> ModelAPIError | None:
+    """A failure of the Messages API (or the query's timeout) as pydantic-ai's models raise it, so
+    `FallbackModel` falls back and `except ModelRateLimitError` works; the provider's error is
+    its `__cause__`. Other errors (bad input, a dead CLI) stay the provider's."""
+    if isinstance(exc, errors.QueryTimeoutError):
+        return ModelTimeoutError(model_name, str(exc))  # pydantic-ai's `timeout` setting's error
+    if isinstance(exc, errors.APIConnectionError) or (
+        isinstance(exc, errors.APIError) and exc.status is None
+    ):
+        return ModelConnectionError(model_name, str(exc), in_stream=in_stream)
+    if not isinstance(exc, errors.APIError):
+        return None
+    assert exc.status is not None
+    category: type[ModelAPIError] | None = None
+    if isinstance(exc, errors.RateLimitError):
+        category = ModelRateLimitError
+    elif isinstance(exc, errors.OverloadedError):
+        category = ModelOverloadedError
+    elif isinstance(exc, errors.AuthenticationError):
+        category = ModelAuthenticationError
+    elif isinstance(exc, errors.ContextWindowExceededError):
+        category = ModelContextWindowExceededError
+    elif exc.status == 404:
+        category = ModelNotFoundError
+    elif exc.status >= 500:
+        category = ModelServerError
+    elif exc.status in (400, 413, 422):
+        category = ModelRequestRejectedError
+    return ModelHTTPError.for_category(
+        category,  # type: ignore[arg-type]
+        status_code=exc.status,
+        model_name=model_name,
+        body=str(exc),
+        provider_error_type=exc.error_kind,
+        retry_after=exc.retry_after,
+        in_stream=in_stream,
+    )
 
 
 def _vendor_id(part: sf.StreamPart) -> str:

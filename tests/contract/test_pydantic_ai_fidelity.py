@@ -18,7 +18,18 @@ import pytest
 from pydantic import BaseModel
 from pydantic_ai import Agent, ToolOutput
 from pydantic_ai.direct import model_request
-from pydantic_ai.exceptions import UnsupportedSettingWarning, UserError
+from pydantic_ai.exceptions import (
+    ModelAuthenticationError,
+    ModelConnectionError,
+    ModelContextWindowExceededError,
+    ModelHTTPError,
+    ModelOverloadedError,
+    ModelRateLimitError,
+    ModelRequestRejectedError,
+    ModelServerError,
+    UnsupportedSettingWarning,
+    UserError,
+)
 from pydantic_ai.messages import (
     BinaryContent,
     ImageUrl,
@@ -34,15 +45,20 @@ from pydantic_ai.messages import (
     UserPromptPart,
 )
 from pydantic_ai.models import ModelRequestParameters
+from pydantic_ai.models.fallback import FallbackModel
+from pydantic_ai.models.function import FunctionModel
 from pydantic_ai.settings import ModelSettings, ToolOrOutput
 from pydantic_ai.tools import ToolDefinition
 
 from sf_provider import ClaudeAgentProvider
+from sf_provider import errors as sf_errors
 from sf_provider.adapters.pydantic_ai import ClaudeAgentModel
 from sf_provider.testing import (
     RecordedRequest,
     Reply,
     ScriptedMessagesAPI,
+    fault,
+    http_error,
     redacted_thinking,
     reply,
     text,
@@ -440,3 +456,45 @@ async def test_anthropic_models_redacted_thinking_in_history_is_replayed_as_reda
         )
     assistant = [m for m in api.requests[0].messages if m["role"] == "assistant"][-1]
     assert assistant["content"][0] == {"type": "redacted_thinking", "data": "ENC=="}
+
+
+# -- errors as pydantic-ai's models raise them
+
+
+@pytest.mark.parametrize(
+    ("script", "category", "status"),
+    [
+        ([http_error(429, "slow down")], ModelRateLimitError, 429),
+        ([http_error(529)], ModelOverloadedError, 529),
+        ([http_error(401)], ModelAuthenticationError, 401),
+        ([http_error(500)], ModelServerError, 500),
+        ([http_error(400, "prompt is too long: 9 tokens > 1 maximum")],
+         ModelContextWindowExceededError, 400),
+        # (The CLI sends a request the API refused again, with fewer betas.)
+        ([http_error(400, "bad request")] * 5, ModelRequestRejectedError, 400),
+    ],
+    ids=["429", "529", "401", "500", "too-long", "400"],
+)  # fmt: skip
+async def test_an_api_failure_is_pydantic_ais_error_of_its_category(
+    script: list[Any], category: type[Exception], status: int
+) -> None:
+    async with ScriptedMessagesAPI(script) as api:
+        with pytest.raises(ModelHTTPError) as caught:
+            await Agent(model_for(api)).run("hi")
+    assert isinstance(caught.value, category)
+    assert caught.value.status_code == status
+    assert isinstance(caught.value.__cause__, sf_errors.APIError)
+
+
+async def test_a_lost_connection_is_a_model_connection_error() -> None:
+    async with ScriptedMessagesAPI([fault("drop")]) as api:
+        with pytest.raises(ModelConnectionError) as caught:
+            await Agent(model_for(api)).run("hi")
+    assert isinstance(caught.value.__cause__, sf_errors.APIConnectionError)
+
+
+async def test_a_fallback_model_falls_back_when_claude_is_overloaded() -> None:
+    async with ScriptedMessagesAPI([http_error(529)]) as api:
+        backup = FunctionModel(lambda messages, info: ModelResponse(parts=[TextPart("backup")]))
+        result = await Agent(FallbackModel(model_for(api), backup)).run("hi")
+    assert result.output == "backup" and len(api.requests) == 1

@@ -13,7 +13,7 @@ import anyio
 import pytest
 from pydantic import ValidationError
 from pydantic_ai import Agent
-from pydantic_ai.exceptions import UnsupportedSettingWarning
+from pydantic_ai.exceptions import ModelTimeoutError, UnsupportedSettingWarning
 
 from sf_provider import (
     ClaudeAgentProvider,
@@ -153,9 +153,11 @@ async def test_pydantic_ai_settings_the_cli_cannot_honour_warn_by_name(
 async def test_pydantic_ai_timeout_bounds_the_query() -> None:
     async with ScriptedMessagesAPI(answer_late) as api:
         agent = Agent(ClaudeAgentModel(api.settings(warm_processes=0)))
-        with pytest.raises(QueryTimeoutError) as caught:
+        with pytest.raises(ModelTimeoutError) as caught:  # what pydantic-ai's `timeout` raises
             await agent.run("hi", model_settings={"timeout": 1.5})
-    assert (caught.value.kind, caught.value.seconds) == ("timeout", 1.5)
+    cause = caught.value.__cause__
+    assert isinstance(cause, QueryTimeoutError)
+    assert (cause.kind, cause.seconds) == ("timeout", 1.5)
     assert len(api.all_requests) == 1, "it expired while the model was answering"
 
 
