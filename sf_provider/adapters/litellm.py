@@ -57,7 +57,7 @@ from .._mapping import ResultCollector
 from .._openai_format import ChatRequest, ChunkMapper, chat_request, completion
 from .._openai_format import usage as openai_usage
 from .._sync import iterate_in_thread, run_sync
-from ..errors import ProviderError
+from ..errors import ContextWindowExceededError, ProviderError
 from ..provider import ClaudeAgentProvider
 from ..settings import ProviderSettings
 
@@ -195,7 +195,9 @@ def _raise(exc: ProviderError, model: str, provider: str) -> NoReturn:
     status = info.status
     response = httpx.Response(status, request=httpx.Request("POST", f"{provider}://{model}"))
     error: Exception
-    if status in (400, 413, 422):
+    if isinstance(exc, ContextWindowExceededError):  # LiteLLM's own (a BadRequestError)
+        error = errors.ContextWindowExceededError(**args)
+    elif status in (400, 413, 422):
         error = errors.BadRequestError(**args)
     elif status == 401:
         error = errors.AuthenticationError(**args)

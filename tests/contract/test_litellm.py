@@ -227,6 +227,15 @@ async def test_a_parameter_that_cannot_be_honoured_is_a_bad_request_naming_it() 
     assert api.all_requests == []
 
 
+async def test_a_prompt_too_long_is_litellms_context_window_exceeded_error() -> None:
+    # LiteLLM's own type for it, which its fallbacks (context_window_fallbacks) go by.
+    script = [http_error(400, "prompt is too long: 250000 tokens > 200000 maximum")]
+    async with ScriptedMessagesAPI(script) as api, registered(api):
+        with pytest.raises(litellm_errors.ContextWindowExceededError, match="too long"):
+            await litellm.acompletion(model=MODEL, messages=QUESTION)
+    assert len(api.requests) == 1
+
+
 async def test_reasoning_effort_reaches_the_request_when_litellm_lets_it_through() -> None:
     # LiteLLM's list for custom providers lacks reasoning_effort: it is let through by name.
     async with ScriptedMessagesAPI([reply(text("Sunny."))]) as api, registered(api):
