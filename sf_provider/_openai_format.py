@@ -9,7 +9,9 @@ back to the client (`finish_reason: "tool_calls"`), which runs them and sends `t
 Parameters (`chat_request`): a parameter that cannot be honoured is refused with an
 `UnsupportedParameterError` naming it (HTTP 400 at the gateway), unless the spec lets a server
 ignore it (metadata and caching hints). A parameter at the value that asks for nothing
-(`n: 1`, `temperature: 1`, `logprobs: false`, `null`) is accepted.
+(`n: 1`, `temperature: 1`, `logprobs: false`, `null`) is accepted. Besides OpenAI's
+`reasoning_effort`, the Messages API's `thinking` object (`enabled` with `budget_tokens`,
+`adaptive`, `disabled`: what LiteLLM takes for Anthropic models) is honoured.
 
 Signed thinking has no field in the OpenAI format; like LiteLLM, an answer carries it in the
 message's `thinking_blocks` (and its text in `reasoning_content`), redacted thinking as
@@ -36,6 +38,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from ._anthropic_format import thinking_option
 from .errors import InvalidMessagesError, ProviderError, UnsupportedRequestError
 from .provider import NamedToolChoice, ToolChoice
 from .tools import FunctionTool
@@ -109,6 +112,7 @@ _HONOURED = frozenset(
         "max_tokens",
         "max_completion_tokens",
         "reasoning_effort",
+        "thinking",
         "stream",
         "stream_options",
     }
@@ -227,6 +231,16 @@ def chat_request(body: Mapping[str, Any], *, ignore: frozenset[str] = frozenset(
                 "reasoning_effort", f"{effort!r} is not one of none, {', '.join(_EFFORT)}"
             )
         options["effort"] = _EFFORT[effort]
+    if "thinking" in given:  # LiteLLM's Anthropic-style parameter (the Messages API's object)
+        try:
+            thinking = thinking_option(given["thinking"])
+        except UnsupportedRequestError as exc:
+            raise UnsupportedParameterError("thinking", str(exc)) from None
+        if options.get("thinking", thinking) != thinking:
+            raise UnsupportedParameterError(
+                "thinking", "contradicts reasoning_effort 'none' (thinking off); send one of them"
+            )
+        options["thinking"] = thinking
     structured = False
     if "response_format" in given:
         schema = _output_schema(given["response_format"])

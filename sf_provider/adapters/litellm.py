@@ -19,15 +19,25 @@ framework that reaches models through LiteLLM (CrewAI, DSPy, smolagents, the Ope
 Requests are read like the gateway's `/v1/chat/completions` (`sf_provider._openai_format`):
 tools go out with the request and come back as `tool_calls` (single-turn: the application runs
 them and sends `tool` messages), `tool_choice`, `response_format` (json_schema / json_object:
-the content is the structured output), `max_tokens`, `reasoning_effort`, `stream`; a parameter
-that cannot be honoured (`temperature` other than 1, `stop`, `n` > 1, anything in `extra_body`
-the gateway would refuse, ...) raises `litellm.BadRequestError` naming it. LiteLLM's own list of
+the content is the structured output), `max_tokens`, `reasoning_effort`, `thinking` (the
+Messages API's object, as LiteLLM takes it for Anthropic models), `stream`; a parameter that
+cannot be honoured (`temperature` other than 1, `stop`, `n` > 1, anything in `extra_body` the
+gateway would refuse, ...) raises `litellm.BadRequestError` naming it. LiteLLM's own list of
 what a custom provider takes lacks `reasoning_effort` and `thinking`: pass
-`allowed_openai_params=["reasoning_effort"]` to send it (LiteLLM refuses it otherwise, and with
-`drop_params=True` drops it before this provider sees it). Errors are LiteLLM's exception
-types, by the same status mapping as the gateway (`RateLimitError`, `ServiceUnavailableError`,
-`Timeout`, ...), with the provider's error as `__cause__`. LiteLLM's `timeout` is the query's
-`timeout`.
+`allowed_openai_params=["reasoning_effort"]` (or `"thinking"`) to send one (LiteLLM refuses it
+otherwise). With `drop_params=True` LiteLLM drops them before this provider sees them; they are
+taken back from LiteLLM's record of the call (`model_call_details`) and honoured, and any other
+parameter LiteLLM dropped is a `parameter-dropped` warning.
+
+The query's warnings (`CallWarning`: something not honoured exactly as asked, e.g.
+`history-flattened`) are Python `UserWarning`s and go in the answer's
+`message.provider_specific_fields["warnings"]` (streamed: the first chunk's delta's). Streamed
+answers carry reasoning (`reasoning_content` deltas, then the signed `thinking_blocks`) as the
+non-streamed ones do.
+
+Errors are LiteLLM's exception types, by the same status mapping as the gateway
+(`RateLimitError`, `ServiceUnavailableError`, `Timeout`, ...), with the provider's error as
+`__cause__`. LiteLLM's `timeout` is the query's `timeout`.
 
 LiteLLM fetches its model cost map from the network when imported, unless
 `LITELLM_LOCAL_MODEL_COST_MAP=True` is set first.
@@ -42,6 +52,8 @@ except ImportError as exc:  # pragma: no cover - exercised only without the extr
         "sf_provider.adapters.litellm needs the extra: pip install 'sf-provider[litellm]'"
     ) from exc
 
+import uuid
+import warnings
 from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
 from typing import Any, NoReturn
 
@@ -49,7 +61,13 @@ import httpx
 from litellm import exceptions as errors
 from litellm.llms.custom_llm import CustomLLM
 from litellm.types.llms.openai import ChatCompletionToolCallChunk
-from litellm.types.utils import GenericStreamingChunk, ModelResponse
+from litellm.types.utils import (
+    Delta,
+    GenericStreamingChunk,
+    ModelResponse,
+    ModelResponseStream,
+    StreamingChoices,
+)
 from litellm.utils import custom_llm_setup
 
 from .._error_status import error_info
@@ -60,6 +78,7 @@ from .._sync import iterate_in_thread, run_sync
 from ..errors import ContextWindowExceededError, ProviderError
 from ..provider import ClaudeAgentProvider
 from ..settings import ProviderSettings
+from ..types import CallWarning, StreamStartPart
 
 __all__ = ["PROVIDER_NAME", "ClaudeAgentLLM", "register"]
 
@@ -69,6 +88,14 @@ PROVIDER_NAME = "claude-agent"
 #: Keys LiteLLM itself may put among the optional params of a custom provider's call
 #: (`extra_body` is read as request parameters: what it holds is honoured or refused by name).
 _LITELLM_KEYS = frozenset({"extra_body", "max_retries"})
+
+#: Parameters this provider honours that LiteLLM's list for custom providers lacks: dropped by
+#: LiteLLM under `drop_params`, they are taken back from its record of the call.
+_RESTORED = frozenset({"reasoning_effort", "thinking"})
+
+#: Parameters LiteLLM drops or renames without loss: `user` only tags a request, and
+#: `max_completion_tokens` arrives as `max_tokens`.
+_DROPPED_HARMLESSLY = frozenset({"user", "max_completion_tokens"})
 
 
 class ClaudeAgentLLM(CustomLLM):
@@ -92,7 +119,7 @@ class ClaudeAgentLLM(CustomLLM):
 
     async def acompletion(self, *args: Any, **kwargs: Any) -> ModelResponse:
         """`litellm.acompletion(model="claude-agent/...")` without `stream`."""
-        chat, model, options = self._request(kwargs)
+        chat, model, options, lost = self._request(kwargs)
         collector = ResultCollector()
         try:
             async with self.provider.stream(chat.messages, tools=chat.tools, **options) as parts:
@@ -100,20 +127,45 @@ class ClaudeAgentLLM(CustomLLM):
                     collector.add(part)
         except ProviderError as exc:
             _raise(exc, model, self.name)
-        return ModelResponse(**completion(collector.result(), model=model,
-                                          structured=chat.structured))  # fmt: skip
+        result = collector.result()
+        answer = completion(result, model=model, structured=chat.structured)
+        call_warnings = [*lost, *result.warnings]
+        if call_warnings:
+            _warn(call_warnings)
+            message = answer["choices"][0]["message"]
+            message["provider_specific_fields"] = _warnings_field(call_warnings)
+        return ModelResponse(**answer)
 
     async def astreaming(  # type: ignore[override]  # LiteLLM iterates an async generator
         self, *args: Any, **kwargs: Any
-    ) -> AsyncIterator[GenericStreamingChunk]:
-        """`litellm.acompletion(model="claude-agent/...", stream=True)`: text deltas, tool-call
-        deltas (index, id and name, then argument fragments), then the finish reason and usage."""
-        chat, model, options = self._request(kwargs)
+    ) -> AsyncIterator[GenericStreamingChunk | ModelResponseStream]:
+        """`litellm.acompletion(model="claude-agent/...", stream=True)`: the role (with the
+        query's warnings), reasoning deltas and the signed `thinking_blocks`, text deltas,
+        tool-call deltas (index, id and name, then argument fragments), then the finish reason
+        and usage.
+
+        Reasoning goes out as LiteLLM's own `ModelResponseStream` chunks (its
+        `GenericStreamingChunk` has no field for it), the rest as generic chunks, whose usage
+        LiteLLM takes as given; the first chunk sets the stream's id."""
+        chat, model, options, lost = self._request(kwargs)
         mapper = ChunkMapper(structured=chat.structured)
+        stream_id = f"chatcmpl-{uuid.uuid4().hex}"
         try:
             async with self.provider.stream(chat.messages, tools=chat.tools, **options) as parts:
                 async for part in parts:
+                    if isinstance(part, StreamStartPart):
+                        call_warnings = [*lost, *part.warnings]
+                        _warn(call_warnings)
+                        start = mapper.start()
+                        if call_warnings:
+                            start["delta"]["provider_specific_fields"] = _warnings_field(
+                                call_warnings
+                            )
+                        yield _stream_chunk(stream_id, model, start)
                     for choice in mapper.choices(part):
+                        if {"reasoning_content", "thinking_blocks"} & choice["delta"].keys():
+                            yield _stream_chunk(stream_id, model, choice)
+                            continue
                         last = choice["finish_reason"] is not None and mapper.usage is not None
                         usage = openai_usage(mapper.usage) if last and mapper.usage else None
                         yield _generic_chunk(choice, usage)
@@ -126,20 +178,33 @@ class ClaudeAgentLLM(CustomLLM):
         """`litellm.completion(model="claude-agent/...")` without `stream`."""
         return run_sync(lambda: self.acompletion(**kwargs))
 
-    def streaming(self, *args: Any, **kwargs: Any) -> Iterator[GenericStreamingChunk]:
+    def streaming(  # type: ignore[override]  # LiteLLM takes its ModelResponseStream too
+        self, *args: Any, **kwargs: Any
+    ) -> Iterator[GenericStreamingChunk | ModelResponseStream]:
         """`litellm.completion(model="claude-agent/...", stream=True)`. One task consumes the
         whole stream; leaving the iteration early stops the query's CLI."""
         return iterate_in_thread(lambda: self.astreaming(**kwargs))
 
     # -- the request
 
-    def _request(self, kwargs: Mapping[str, Any]) -> tuple[ChatRequest, str, dict[str, Any]]:
+    def _request(
+        self, kwargs: Mapping[str, Any]
+    ) -> tuple[ChatRequest, str, dict[str, Any], list[CallWarning]]:
         model = str(kwargs.get("model") or "default")
-        optional = {
-            k: v for k, v in (kwargs.get("optional_params") or {}).items() if k not in _LITELLM_KEYS
-        }
-        extra = (kwargs.get("optional_params") or {}).get("extra_body") or {}
-        body = {**optional, **extra, "messages": _plain(kwargs.get("messages") or [])}
+        given = kwargs.get("optional_params") or {}
+        optional = {k: v for k, v in given.items() if k not in _LITELLM_KEYS}
+        extra = given.get("extra_body") or {}
+        dropped = _dropped_by_litellm(kwargs)
+        restored = {k: v for k, v in dropped.items() if k in _RESTORED}
+        lost = [
+            CallWarning(
+                code="parameter-dropped",
+                message=f"LiteLLM dropped the parameter {name!r} (drop_params) before this "
+                f"provider saw it: it did not reach the model",
+            )
+            for name in sorted(dropped.keys() - _RESTORED - _DROPPED_HARMLESSLY)
+        ]
+        body = {**restored, **optional, **extra, "messages": _plain(kwargs.get("messages") or [])}
         if model != "default":
             body["model"] = model
         try:
@@ -152,12 +217,43 @@ class ClaudeAgentLLM(CustomLLM):
             timeout = timeout.read
         if isinstance(timeout, int | float) and timeout > 0:
             options["timeout"] = float(timeout)
-        return chat, model, options
+        return chat, model, options, lost
+
+
+def _dropped_by_litellm(kwargs: Mapping[str, Any]) -> dict[str, Any]:
+    """The parameters of the call that LiteLLM did not pass on (with `drop_params`, what its
+    list for custom providers lacks), from its record of the call (`model_call_details`, what
+    its callbacks get)."""
+    details = getattr(kwargs.get("logging_obj"), "model_call_details", None)
+    asked = details.get("optional_params") if isinstance(details, Mapping) else None
+    if not isinstance(asked, Mapping):
+        return {}
+    given = kwargs.get("optional_params") or {}
+    return {k: v for k, v in asked.items() if k not in given and v is not None}
 
 
 def _plain(messages: Sequence[Any]) -> list[Any]:
     """Messages as plain dicts: LiteLLM lets an application send back its `Message` objects."""
     return [m.model_dump() if hasattr(m, "model_dump") else m for m in messages]
+
+
+def _stream_chunk(stream_id: str, model: str, choice: Mapping[str, Any]) -> ModelResponseStream:
+    """One choice of `ChunkMapper` as LiteLLM's `ModelResponseStream`, which it passes on as
+    it is (used for what a `GenericStreamingChunk` cannot carry)."""
+    delta = Delta(**choice["delta"])
+    answer = StreamingChoices(delta=delta, finish_reason=choice["finish_reason"], index=0)
+    return ModelResponseStream(id=stream_id, model=model, choices=[answer])
+
+
+def _warn(call_warnings: Sequence[CallWarning]) -> None:
+    """The query's warnings as Python `UserWarning`s (as the LangChain adapter gives them)."""
+    for w in call_warnings:
+        warnings.warn(f"ClaudeAgentLLM: {w.message} ({w.code})", UserWarning, stacklevel=3)
+
+
+def _warnings_field(call_warnings: Sequence[CallWarning]) -> dict[str, Any]:
+    """The message's (or first delta's) `provider_specific_fields` with the query's warnings."""
+    return {"warnings": [w.model_dump() for w in call_warnings]}
 
 
 def _generic_chunk(

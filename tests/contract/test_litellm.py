@@ -28,6 +28,7 @@ from sf_provider.testing import (
     reply,
     result_text,
     text,
+    thinking,
     tool_use,
 )
 
@@ -199,6 +200,67 @@ def test_the_sync_calls_work_too() -> None:
     anyio.run(main)
 
 
+async def test_streamed_thinking_arrives_and_goes_back_signed() -> None:
+    # LiteLLM's GenericStreamingChunk has no field for reasoning: it used to be dropped.
+    script = [
+        Reply(
+            content=[thinking("A tool knows it."), tool_use("get_weather", {"city": "Paris"})],
+            chunk_size=4,
+            usage={"output_tokens": 33},
+        ),
+        reply(text("Sunny.")),
+    ]
+    async with ScriptedMessagesAPI(script) as api, registered(api):
+        stream = await litellm.acompletion(
+            model=MODEL,
+            messages=QUESTION,
+            tools=[WEATHER_TOOL],
+            stream=True,
+            stream_options={"include_usage": True},
+        )
+        chunks = [chunk async for chunk in stream]
+        assert len({c.id for c in chunks}) == 1, "one stream, one id"
+        deltas = [c.choices[0].delta for c in chunks if c.choices]
+        pieces = [getattr(d, "reasoning_content", None) for d in deltas]
+        assert len([p for p in pieces if p]) > 1, "the reasoning streams in pieces"
+        rebuilt = litellm.stream_chunk_builder(chunks)
+        message = rebuilt.choices[0].message
+        assert message.reasoning_content == "A tool knows it."
+        assert message.thinking_blocks == [
+            {"type": "thinking", "thinking": "A tool knows it.", "signature": "scripted-signature"}
+        ]
+        assert rebuilt.usage.completion_tokens == 33, "the API's usage, not LiteLLM's estimate"
+        call = message.tool_calls[0]
+        follow_up = [*QUESTION, message, {"role": "tool", "tool_call_id": call.id, "content": "ok"}]
+        await litellm.acompletion(model=MODEL, messages=follow_up, tools=[WEATHER_TOOL])
+    assistant = next(m for m in api.requests[-1].messages if m["role"] == "assistant")
+    assert [b["type"] for b in assistant["content"]] == ["thinking", "tool_use"]
+    assert assistant["content"][0]["signature"] == "scripted-signature"
+
+
+@pytest.mark.parametrize("stream", [False, True], ids=["whole", "streamed"])
+async def test_the_querys_warnings_are_user_warnings_and_in_the_answer(stream: bool) -> None:
+    # Reasoning without its signed blocks can only be replayed as text: a warning says so.
+    unsigned = [
+        *QUESTION,
+        {"role": "assistant", "content": "Sunny.", "reasoning_content": "I looked outside."},
+        {"role": "user", "content": "And tomorrow?"},
+    ]
+    async with ScriptedMessagesAPI([reply(text("Rain."))]) as api, registered(api):
+        with pytest.warns(UserWarning, match=r"ClaudeAgentLLM: .*\(history-flattened\)"):
+            if stream:
+                response = await litellm.acompletion(model=MODEL, messages=unsigned, stream=True)
+                chunks = [chunk async for chunk in response]
+                fields = chunks[0].choices[0].delta.provider_specific_fields
+                assert "".join(c.choices[0].delta.content or "" for c in chunks) == "Rain."
+            else:
+                answer = await litellm.acompletion(model=MODEL, messages=unsigned)
+                fields = answer.choices[0].message.provider_specific_fields
+                assert answer.choices[0].message.content == "Rain."
+    assert [w["code"] for w in fields["warnings"]] == ["history-flattened"]
+    assert len(api.requests) == 1
+
+
 async def test_json_schema_response_format_gives_the_object() -> None:
     schema = {"type": "object", "properties": {"celsius": {"type": "number"}}}
 
@@ -246,6 +308,63 @@ async def test_reasoning_effort_reaches_the_request_when_litellm_lets_it_through
             allowed_openai_params=["reasoning_effort"],
         )
     assert api.requests[0].body["output_config"]["effort"] == "low"
+
+
+async def test_thinking_reaches_the_request_as_the_messages_api_object() -> None:
+    older = "claude-agent/claude-sonnet-4-5"  # takes thinking off and a budget
+    budget = {"type": "enabled", "budget_tokens": 2048}  # the CLI adds a display setting
+    async with ScriptedMessagesAPI([reply(text("Sunny."))] * 2) as api, registered(api):
+        for thinking_config in ({"type": "disabled"}, budget):
+            await litellm.acompletion(
+                model=older,
+                messages=QUESTION,
+                thinking=thinking_config,
+                allowed_openai_params=["thinking"],
+            )
+        with pytest.raises(litellm_errors.BadRequestError, match=r"thinking\.budget_tokens"):
+            await litellm.acompletion(
+                model=MODEL,
+                messages=QUESTION,
+                thinking={"type": "enabled", "budget_tokens": 10},
+                allowed_openai_params=["thinking"],
+            )
+    sent = [r.body["thinking"] for r in api.requests]
+    assert sent[0] == {"type": "disabled"}
+    assert (sent[1]["type"], sent[1]["budget_tokens"]) == ("enabled", 2048)
+
+
+async def test_drop_params_does_not_drop_what_this_provider_honours() -> None:
+    # LiteLLM's list for custom providers lacks reasoning_effort and thinking: with drop_params
+    # it dropped them before the call, silently.
+    script = [reply(text("Sunny."))] * 2
+    async with ScriptedMessagesAPI(script) as api, registered(api):
+        await litellm.acompletion(
+            model=MODEL, messages=QUESTION, reasoning_effort="low", drop_params=True
+        )
+        await litellm.acompletion(
+            model="claude-agent/claude-sonnet-4-5",
+            messages=QUESTION,
+            thinking={"type": "disabled"},
+            drop_params=True,
+        )
+    assert api.requests[0].body["output_config"]["effort"] == "low"
+    assert api.requests[1].body["thinking"] == {"type": "disabled"}
+
+
+@pytest.mark.parametrize("stream", [False, True], ids=["whole", "streamed"])
+async def test_what_drop_params_drops_is_a_warning(stream: bool) -> None:
+    async with ScriptedMessagesAPI([reply(text("Sunny."))]) as api, registered(api):
+        with pytest.warns(UserWarning, match=r"'verbosity' .*\(parameter-dropped\)"):
+            response = await litellm.acompletion(
+                model=MODEL, messages=QUESTION, verbosity="low", drop_params=True, stream=stream
+            )
+            if stream:
+                chunks = [chunk async for chunk in response]
+                fields = chunks[0].choices[0].delta.provider_specific_fields
+            else:
+                fields = response.choices[0].message.provider_specific_fields
+    assert [w["code"] for w in fields["warnings"]] == ["parameter-dropped"]
+    assert len(api.requests) == 1
 
 
 async def test_api_errors_are_litellm_exceptions_by_status() -> None:

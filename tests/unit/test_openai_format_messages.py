@@ -247,3 +247,38 @@ def test_other_image_url_values_are_refused_naming_them(image: dict[str, Any], p
 def test_an_image_url_without_a_url_is_invalid() -> None:
     with pytest.raises(InvalidMessagesError, match="needs"):
         provider_messages([{"role": "user", "content": [{"type": "image_url", "image_url": {}}]}])
+
+
+@pytest.mark.parametrize(
+    ("params", "options"),
+    [
+        ({"reasoning_effort": "minimal"}, {"effort": "low"}),
+        ({"reasoning_effort": "high"}, {"effort": "high"}),
+        ({"reasoning_effort": "none"}, {"thinking": "disabled"}),
+        ({"thinking": {"type": "enabled", "budget_tokens": 2048}}, {"thinking": 2048}),
+        ({"thinking": {"type": "adaptive"}}, {"thinking": "adaptive"}),
+        ({"thinking": {"type": "disabled"}, "reasoning_effort": "none"}, {"thinking": "disabled"}),
+        ({"thinking": {"type": "adaptive"}, "reasoning_effort": "low"},
+         {"thinking": "adaptive", "effort": "low"}),
+    ],
+)  # fmt: skip
+def test_reasoning_effort_and_thinking_become_call_options(
+    params: dict[str, Any], options: dict[str, Any]
+) -> None:
+    assert chat_request({"messages": [QUESTION], **params}).options == options
+
+
+@pytest.mark.parametrize(
+    ("params", "problem"),
+    [
+        ({"reasoning_effort": "extreme"}, "'extreme' is not one of"),
+        ({"thinking": "on"}, "thinking: must be an object"),
+        ({"thinking": {"type": "enabled"}}, "thinking.budget_tokens: required"),
+        ({"thinking": {"type": "sometimes"}}, "thinking.type: 'sometimes' is not supported"),
+        ({"thinking": {"type": "adaptive"}, "reasoning_effort": "none"}, "contradicts"),
+    ],
+)
+def test_a_bad_reasoning_parameter_is_refused_by_name(params: dict[str, Any], problem: str) -> None:
+    with pytest.raises(UnsupportedParameterError, match=problem) as refused:
+        chat_request({"messages": [QUESTION], **params})
+    assert refused.value.param in params
