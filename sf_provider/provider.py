@@ -29,7 +29,7 @@ from ._mapping import PartMapper, ResultCollector
 from ._messages import Conversation, MessagesInput, convert_messages
 from ._process import CLISession, WarmPool
 from ._tracing import start_query
-from .capabilities import CapabilityReport, check_capabilities, credentials_path
+from .capabilities import CapabilityReport, check_auth, check_capabilities, credentials_path
 from .errors import (
     MissingExecutorError,
     PartialResultError,
@@ -496,17 +496,19 @@ class ClaudeAgentProvider:
             )
             resume = {"resume": session_id, "resume_session_at": last_entry}
         hooks: dict[Any, list[sdk.HookMatcher]] | None = None
-        if plan.mode == "executor":
-            # bare: the API sees exactly the bridge tools (no DeferredToolPlaceholder); executor
-            # mode needs no hooks, which bare mode disables.
-            extra_args["bare"] = None
-        else:
+        if plan.mode == "single-turn":
             # One model turn, and every tool call deferred before it runs: the CLI stops and
-            # hands the calls back. ENABLE_TOOL_SEARCH=false drops the placeholder tool the way
-            # bare mode does, but keeps hooks working.
+            # hands the calls back. Bare mode would skip the hook.
             # Only the bridge tools are deferred: the CLI's own StructuredOutput tool must run.
             matcher = sdk.HookMatcher(matcher=f"mcp__{bridge}__.*", hooks=[_defer_tool_call])
             hooks = {"PreToolUse": [matcher]}
+        if plan.mode == "executor" and check_auth(settings).method not in _LOGIN_METHODS:
+            # bare: a faster start, and the API sees exactly the bridge tools (no
+            # DeferredToolPlaceholder); executor mode needs no hooks, which bare mode skips.
+            extra_args["bare"] = None
+        else:
+            # Not bare: ENABLE_TOOL_SEARCH=false drops the placeholder tool the way bare mode
+            # does, but keeps hooks working and a Claude login readable.
             env.setdefault("ENABLE_TOOL_SEARCH", "false")
         if settings.isolate:
             env = {**_blocked_environment(env), **env}
@@ -849,6 +851,11 @@ def _call_options(call_options: dict[str, Any]) -> CallOptions:
         return CallOptions(**call_options)
     except ValidationError as exc:
         raise UnsupportedRequestError(f"invalid call options: {exc}") from None
+
+
+#: Authentication with a Claude login (a subscription's OAuth token, from the environment or the
+#: credentials file), which the CLI's bare mode never reads: such queries run without `--bare`.
+_LOGIN_METHODS = frozenset({"oauth-token", "credentials-file"})
 
 
 def _isolated_dirs(workdir: Path, env: dict[str, str]) -> dict[str, str]:
