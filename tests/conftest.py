@@ -79,3 +79,23 @@ def _no_leaks_after_suite() -> Iterator[None]:
 @pytest.fixture
 def anyio_backend() -> str:
     return "asyncio"
+
+
+@pytest.fixture
+def no_login(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Path:
+    """No key, token, cloud switch or login anywhere in this process's environment: `HOME` and
+    an empty `CLAUDE_CONFIG_DIR` (returned, to log in to) under the test's temp dir."""
+    for var in (
+        "ANTHROPIC_API_KEY",
+        "ANTHROPIC_AUTH_TOKEN",
+        "CLAUDE_CODE_OAUTH_TOKEN",
+        "CLAUDE_CODE_USE_BEDROCK",
+        "CLAUDE_CODE_USE_VERTEX",
+        "CLAUDE_CODE_USE_FOUNDRY",
+    ):
+        monkeypatch.delenv(var, raising=False)
+    config = tmp_path / "config"
+    config.mkdir(exist_ok=True)
+    monkeypatch.setenv("CLAUDE_CONFIG_DIR", str(config))
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    return config

@@ -24,25 +24,6 @@ pytestmark = [pytest.mark.anyio, pytest.mark.cli]
 TOKEN = "sk-ant-oat01-scripted-offline"
 
 
-@pytest.fixture
-def no_login(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Path:
-    """No credentials from the machine running the tests; returns a config dir to log in to."""
-    for var in (
-        "ANTHROPIC_API_KEY",
-        "ANTHROPIC_AUTH_TOKEN",
-        "CLAUDE_CODE_OAUTH_TOKEN",
-        "CLAUDE_CODE_USE_BEDROCK",
-        "CLAUDE_CODE_USE_VERTEX",
-        "CLAUDE_CODE_USE_FOUNDRY",
-    ):
-        monkeypatch.delenv(var, raising=False)
-    monkeypatch.setenv("HOME", str(tmp_path / "home"))
-    config = tmp_path / "config"
-    config.mkdir()
-    monkeypatch.setenv("CLAUDE_CONFIG_DIR", str(config))
-    return config
-
-
 def _log_in(config: Path) -> None:
     """The credentials file `claude` writes when a subscriber logs in (a token valid an hour)."""
     login = {
@@ -65,7 +46,6 @@ async def _sunny(args: dict[str, Any]) -> str:
     return "sunny"
 
 
-@pytest.mark.usefixtures("no_login")
 @pytest.mark.parametrize("method", ["api-key", "auth-token", "oauth-token", "credentials-file"])
 @pytest.mark.parametrize("mode", ["executor", "single-turn"])
 async def test_each_authentication_method_runs_each_mode(

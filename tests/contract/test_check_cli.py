@@ -29,21 +29,10 @@ SECRET = "sk-ant-check-cli-secret-0123456789"
 
 
 @pytest.fixture(autouse=True)
-def _clean(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Iterator[None]:
+def _clean(monkeypatch: pytest.MonkeyPatch, no_login: Path) -> Iterator[None]:
     """No credentials or group switches from outside; sys.path and the fixture calls restored."""
-    for var in (
-        "ANTHROPIC_API_KEY",
-        "ANTHROPIC_AUTH_TOKEN",
-        "CLAUDE_CODE_OAUTH_TOKEN",
-        "CLAUDE_CODE_USE_BEDROCK",
-        "CLAUDE_CODE_USE_VERTEX",
-        "CLAUDE_CODE_USE_FOUNDRY",
-        "SF_PROVIDER_GROUP_ADMIN",
-        "SF_PROVIDER_GROUP_READ",
-    ):
-        monkeypatch.delenv(var, raising=False)
-    (tmp_path / "config").mkdir()
-    monkeypatch.setenv("CLAUDE_CONFIG_DIR", str(tmp_path / "config"))
+    monkeypatch.delenv("SF_PROVIDER_GROUP_ADMIN", raising=False)
+    monkeypatch.delenv("SF_PROVIDER_GROUP_READ", raising=False)
     monkeypatch.setattr(sys, "path", [*sys.path])
     from fixtures import check_tools
 

@@ -138,22 +138,6 @@ async def test_a_servable_request_starts_the_cli_the_refusal_tests_watch(tmp_pat
     assert starts.exists()
 
 
-@pytest.fixture
-def no_login(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
-    """No key, token, cloud switch or login anywhere in this process's environment."""
-    for var in (
-        "ANTHROPIC_API_KEY",
-        "ANTHROPIC_AUTH_TOKEN",
-        "CLAUDE_CODE_OAUTH_TOKEN",
-        "CLAUDE_CODE_USE_BEDROCK",
-        "CLAUDE_CODE_USE_VERTEX",
-        "CLAUDE_CODE_USE_FOUNDRY",
-    ):
-        monkeypatch.delenv(var, raising=False)
-    monkeypatch.setenv("CLAUDE_CONFIG_DIR", str(tmp_path / "config"))
-    monkeypatch.setenv("HOME", str(tmp_path / "home"))
-
-
 @pytest.mark.usefixtures("no_login")
 async def test_missing_authentication_is_refused_before_anything_is_spawned(
     tmp_path: Path,
