@@ -7,7 +7,8 @@ Nothing here starts a process; both `stream` and `generate` go through `PartMapp
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+import warnings
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 from claude_agent_sdk import (
@@ -686,3 +687,10 @@ class ResultCollector:
             mode=self._mode,
             provider_details=dict(finish.provider_details) if finish else {},
         )
+
+
+def warn_user(source: str, call_warnings: Iterable[CallWarning], *, stacklevel: int = 2) -> None:
+    """A query's warnings as Python `UserWarning`s, `"<source>: <message> (<code>)"`, so an
+    adapter's user sees them without looking for them (`stacklevel` counts from the caller)."""
+    for w in call_warnings:
+        warnings.warn(f"{source}: {w.message} ({w.code})", UserWarning, stacklevel=stacklevel + 1)

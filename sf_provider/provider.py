@@ -29,7 +29,7 @@ from ._mapping import PartMapper, ResultCollector
 from ._messages import Conversation, MessagesInput, convert_messages
 from ._process import CLISession, WarmPool
 from ._tracing import start_query
-from .capabilities import CapabilityReport, check_auth, check_capabilities, credentials_path
+from .capabilities import CapabilityReport, check_capabilities, credentials_path
 from .errors import (
     MissingExecutorError,
     PartialResultError,
@@ -155,6 +155,9 @@ class _Plan:
     rules: ResultRules
     #: What makes processes interchangeable (`ClaudeAgentProvider._setup_key`).
     key: Hashable
+    #: Run the CLI in bare mode (`--bare`: a faster start): executor mode, unless the CLI
+    #: authenticates with a Claude login, which bare mode never reads.
+    bare: bool = False
 
     @property
     def cli_max_turns(self) -> int:
@@ -447,6 +450,7 @@ class ClaudeAgentProvider:
             timeout=options.timeout or settings.timeout,
             rules=rules,
             key=self._setup_key(mode, conversation.system, options, checked),
+            bare=mode == "executor" and report.auth.method not in _LOGIN_METHODS,
         )
 
     def _sdk_options(
@@ -502,7 +506,7 @@ class ClaudeAgentProvider:
             # Only the bridge tools are deferred: the CLI's own StructuredOutput tool must run.
             matcher = sdk.HookMatcher(matcher=f"mcp__{bridge}__.*", hooks=[_defer_tool_call])
             hooks = {"PreToolUse": [matcher]}
-        if plan.mode == "executor" and check_auth(settings).method not in _LOGIN_METHODS:
+        if plan.bare:
             # bare: a faster start, and the API sees exactly the bridge tools (no
             # DeferredToolPlaceholder); executor mode needs no hooks, which bare mode skips.
             extra_args["bare"] = None

@@ -53,7 +53,6 @@ except ImportError as exc:  # pragma: no cover - exercised only without the extr
     ) from exc
 
 import json
-import warnings
 from collections.abc import AsyncIterator, Callable, Iterator, Mapping, Sequence
 from contextlib import aclosing
 from functools import partial
@@ -84,6 +83,7 @@ from langchain_core.utils.function_calling import convert_to_json_schema, conver
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from .._anthropic_format import thinking_option
+from .._mapping import warn_user
 from .._sync import iterate_in_thread, run_sync
 from ..errors import InvalidMessagesError, ProviderError, UnsupportedRequestError
 from ..provider import CallOptions, ClaudeAgentProvider, NamedToolChoice, ToolChoice
@@ -499,8 +499,7 @@ def _request(
 def _warn(call_warnings: Sequence[CallWarning]) -> None:
     """What was not sent as given, as a Python `UserWarning` too, so it is seen without looking
     at `response_metadata["warnings"]` (as the pydantic-ai adapter does)."""
-    for w in call_warnings:
-        warnings.warn(f"ChatClaudeAgent: {w.message} ({w.code})", UserWarning, stacklevel=3)
+    warn_user("ChatClaudeAgent", call_warnings, stacklevel=2)
 
 
 def provider_messages(messages: Sequence[BaseMessage]) -> list[dict[str, Any]]:

@@ -53,7 +53,6 @@ except ImportError as exc:  # pragma: no cover - exercised only without the extr
     ) from exc
 
 import uuid
-import warnings
 from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
 from typing import Any, NoReturn
 
@@ -71,7 +70,7 @@ from litellm.types.utils import (
 from litellm.utils import custom_llm_setup
 
 from .._error_status import error_info
-from .._mapping import ResultCollector
+from .._mapping import ResultCollector, warn_user
 from .._openai_format import ChatRequest, ChunkMapper, chat_request, completion
 from .._openai_format import usage as openai_usage
 from .._sync import iterate_in_thread, run_sync
@@ -96,6 +95,9 @@ _RESTORED = frozenset({"reasoning_effort", "thinking"})
 #: Parameters LiteLLM drops or renames without loss: `user` only tags a request, and
 #: `max_completion_tokens` arrives as `max_tokens`.
 _DROPPED_HARMLESSLY = frozenset({"user", "max_completion_tokens"})
+
+#: Delta fields a `GenericStreamingChunk` cannot carry: sent as a `ModelResponseStream`.
+_REASONING_FIELDS = frozenset({"reasoning_content", "thinking_blocks"})
 
 
 class ClaudeAgentLLM(CustomLLM):
@@ -131,7 +133,7 @@ class ClaudeAgentLLM(CustomLLM):
         answer = completion(result, model=model, structured=chat.structured)
         call_warnings = [*lost, *result.warnings]
         if call_warnings:
-            _warn(call_warnings)
+            warn_user("ClaudeAgentLLM", call_warnings)
             message = answer["choices"][0]["message"]
             message["provider_specific_fields"] = _warnings_field(call_warnings)
         return ModelResponse(**answer)
@@ -155,7 +157,7 @@ class ClaudeAgentLLM(CustomLLM):
                 async for part in parts:
                     if isinstance(part, StreamStartPart):
                         call_warnings = [*lost, *part.warnings]
-                        _warn(call_warnings)
+                        warn_user("ClaudeAgentLLM", call_warnings)
                         start = mapper.start()
                         if call_warnings:
                             start["delta"]["provider_specific_fields"] = _warnings_field(
@@ -163,7 +165,7 @@ class ClaudeAgentLLM(CustomLLM):
                             )
                         yield _stream_chunk(stream_id, model, start)
                     for choice in mapper.choices(part):
-                        if {"reasoning_content", "thinking_blocks"} & choice["delta"].keys():
+                        if not _REASONING_FIELDS.isdisjoint(choice["delta"]):
                             yield _stream_chunk(stream_id, model, choice)
                             continue
                         last = choice["finish_reason"] is not None and mapper.usage is not None
@@ -194,7 +196,7 @@ class ClaudeAgentLLM(CustomLLM):
         given = kwargs.get("optional_params") or {}
         optional = {k: v for k, v in given.items() if k not in _LITELLM_KEYS}
         extra = given.get("extra_body") or {}
-        dropped = _dropped_by_litellm(kwargs)
+        dropped = _dropped_by_litellm(kwargs, given)
         restored = {k: v for k, v in dropped.items() if k in _RESTORED}
         lost = [
             CallWarning(
@@ -220,15 +222,14 @@ class ClaudeAgentLLM(CustomLLM):
         return chat, model, options, lost
 
 
-def _dropped_by_litellm(kwargs: Mapping[str, Any]) -> dict[str, Any]:
-    """The parameters of the call that LiteLLM did not pass on (with `drop_params`, what its
-    list for custom providers lacks), from its record of the call (`model_call_details`, what
-    its callbacks get)."""
+def _dropped_by_litellm(kwargs: Mapping[str, Any], given: Mapping[str, Any]) -> dict[str, Any]:
+    """The parameters of the call that LiteLLM did not pass on in `given` (with `drop_params`,
+    what its list for custom providers lacks), from its record of the call
+    (`model_call_details`, what its callbacks get)."""
     details = getattr(kwargs.get("logging_obj"), "model_call_details", None)
     asked = details.get("optional_params") if isinstance(details, Mapping) else None
     if not isinstance(asked, Mapping):
         return {}
-    given = kwargs.get("optional_params") or {}
     return {k: v for k, v in asked.items() if k not in given and v is not None}
 
 
@@ -243,12 +244,6 @@ def _stream_chunk(stream_id: str, model: str, choice: Mapping[str, Any]) -> Mode
     delta = Delta(**choice["delta"])
     answer = StreamingChoices(delta=delta, finish_reason=choice["finish_reason"], index=0)
     return ModelResponseStream(id=stream_id, model=model, choices=[answer])
-
-
-def _warn(call_warnings: Sequence[CallWarning]) -> None:
-    """The query's warnings as Python `UserWarning`s (as the LangChain adapter gives them)."""
-    for w in call_warnings:
-        warnings.warn(f"ClaudeAgentLLM: {w.message} ({w.code})", UserWarning, stacklevel=3)
 
 
 def _warnings_field(call_warnings: Sequence[CallWarning]) -> dict[str, Any]:

@@ -117,6 +117,7 @@ from pydantic_ai.usage import RequestUsage
 
 from .. import errors
 from .. import types as sf
+from .._mapping import warn_user
 from ..provider import ClaudeAgentProvider, NamedToolChoice, ToolChoice
 from ..settings import Effort, ProviderSettings
 from ..tools import FunctionTool
@@ -737,8 +738,7 @@ class ClaudeStreamedResponse(StreamedResponse):
         if not call_warnings:
             return
         self._details()["warnings"] = [w.model_dump() for w in call_warnings]
-        for w in call_warnings:
-            warnings.warn(f"ClaudeAgentModel: {w.message} ({w.code})", UserWarning, stacklevel=2)
+        warn_user("ClaudeAgentModel", call_warnings)
 
     def _details(self) -> dict[str, Any]:
         if self.provider_details is None:
