@@ -164,7 +164,8 @@ FAILURES = {
         always(fault("malformed_sse")),
         APIConnectionError,
         None,
-        "json parse error",
+        # The CLI's words: "JSON Parse error: ..." (2.1.330), "... body is not valid JSON" (2.1.332).
+        "json",
         [True, False],
     ),
     "hang": Failure(
