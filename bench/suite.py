@@ -857,32 +857,45 @@ import time
 t0 = time.perf_counter()
 import claude_agent_sdk
 t1 = time.perf_counter()
-import sf_provider
+from sf_provider import ClaudeAgentProvider, FunctionTool
 t2 = time.perf_counter()
 print(t1 - t0, t2 - t1)
 """
 
 
 def import_time(report: Report, runs: int) -> None:
-    """`import claude_agent_sdk`, then `import sf_provider`, timed in fresh interpreters."""
+    """`import claude_agent_sdk`, then what an application imports from sf_provider (the package
+    loads its modules on first use, so a bare `import sf_provider` would measure nothing), timed
+    in fresh interpreters. Like an installed package, with its bytecode compiled: the first run
+    writes it (even under PYTHONDONTWRITEBYTECODE) and is not counted."""
     import subprocess
 
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
     sdk_s: list[float] = []
     ours_s: list[float] = []
-    for _ in range(runs):
+    for run in range(runs + 1):
         out = subprocess.run(
-            [sys.executable, "-c", _IMPORT_PROBE], capture_output=True, text=True, check=True
+            [sys.executable, "-c", _IMPORT_PROBE],
+            capture_output=True,
+            text=True,
+            check=True,
+            env=env,
         ).stdout.split()
+        if run == 0:
+            continue
         sdk_s.append(float(out[0]))
         ours_s.append(float(out[1]))
     section = "8 import"
     report.dist(section, "import claude_agent_sdk (fresh interpreter)", ms(sdk_s))
-    report.dist(section, "then import sf_provider", ms(ours_s))
+    report.dist(
+        section, "then from sf_provider import ClaudeAgentProvider, FunctionTool", ms(ours_s)
+    )
     share = statistics.median(ours_s) / statistics.median(sdk_s)
     report.value(section, "sf_provider's share over the SDK's import", share, "x")
     report.targets.append(
         (
-            f"import sf_provider adds <= {IMPORT_TARGET:.0%} to import claude_agent_sdk",
+            f"importing ClaudeAgentProvider and FunctionTool adds <= {IMPORT_TARGET:.0%} to "
+            "import claude_agent_sdk",
             share <= IMPORT_TARGET,
             f"{share:.1%}",
         )

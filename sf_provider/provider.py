@@ -385,6 +385,17 @@ class ClaudeAgentProvider:
             raise UnsupportedRequestError("tool_choice='required' needs at least one tool")
         missing = [t.name for t in checked if t.executor is None]
         warnings = list(conversation.warnings)
+        ignored = _ignored_environment(settings)
+        if ignored:
+            warnings.append(
+                CallWarning(
+                    code="environment-ignored",
+                    message=f"{', '.join(ignored)} set in the environment would change the "
+                    f"request (model, headers, body, limits), but an isolated query does not pass "
+                    f"it to the CLI; use the call options (model=, max_tokens=, betas=, ...) or "
+                    f"name it in ProviderSettings.env to pass it on",
+                )
+            )
         if options.mode == "executor" and missing:
             raise MissingExecutorError(
                 [
@@ -945,6 +956,37 @@ _ENV_ALLOWED = frozenset(
     }
 )
 _ENV_ALLOWED_PREFIXES = ("AWS_", "VERTEX_REGION_", "AZURE_", "LC_")
+
+
+#: Variables the CLI reads that reshape every request (the model, headers, betas, the body, the
+#: output and thinking limits, caching): blanked in isolated mode like any variable off the
+#: allow-list, and, unlike the rest, reported (`environment-ignored`) when the application's
+#: environment sets them, since a user who set one expects its effect.
+_REQUEST_SHAPING_ENV = frozenset(
+    {
+        "ANTHROPIC_MODEL",
+        "ANTHROPIC_DEFAULT_OPUS_MODEL",
+        "ANTHROPIC_DEFAULT_SONNET_MODEL",
+        "ANTHROPIC_DEFAULT_HAIKU_MODEL",
+        "ANTHROPIC_SMALL_FAST_MODEL",
+        "ANTHROPIC_CUSTOM_HEADERS",
+        "ANTHROPIC_BETAS",
+        "CLAUDE_CODE_EXTRA_BODY",
+        "CLAUDE_CODE_MAX_OUTPUT_TOKENS",
+        "MAX_THINKING_TOKENS",
+        "CLAUDE_CODE_EFFORT_LEVEL",
+        "CLAUDE_CODE_DISABLE_THINKING",
+        "DISABLE_PROMPT_CACHING",
+    }
+)
+
+
+def _ignored_environment(settings: ProviderSettings) -> list[str]:
+    """The request-shaping variables the application's environment sets and an isolated query
+    blanks (`_REQUEST_SHAPING_ENV`); none without isolation, or when `settings.env` names them."""
+    if not settings.isolate:
+        return []
+    return sorted(n for n in _REQUEST_SHAPING_ENV if os.environ.get(n) and n not in settings.env)
 
 
 def _blocked_environment(env: dict[str, str]) -> dict[str, str]:

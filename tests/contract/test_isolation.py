@@ -117,9 +117,13 @@ async def test_request_shaping_variables_pass_only_when_named_in_settings(
         monkeypatch.setenv(name, value)
     async with ScriptedMessagesAPI([reply(text("one")), reply(text("two"))]) as api:
         settings = api.settings(warm_processes=0)
-        await ClaudeAgentProvider(settings).generate("hi")
+        blanked = await ClaudeAgentProvider(settings).generate("hi")
         named = settings.model_copy(update={"env": {**settings.env, **REQUEST_SHAPING}})
-        await ClaudeAgentProvider(named).generate("hi")
+        passed = await ClaudeAgentProvider(named).generate("hi")
+    # Blanked, but not silently: the query says which variables it did not pass on.
+    [warning] = [w for w in blanked.warnings if w.code == "environment-ignored"]
+    assert [name for name in REQUEST_SHAPING if name not in warning.message] == []
+    assert [w.code for w in passed.warnings] == []
     from_environment, from_settings = (shaped(r) for r in api.requests)
     assert from_environment == {"model": "claude-opus-5-5", "header": None, "beta": False,
                                 "body": None}  # fmt: skip
