@@ -41,9 +41,11 @@ text.
 
 Request and streamed request share one path: `request` drains the same `StreamedResponse` that
 `request_stream` yields, built on `ClaudeAgentProvider.stream` (on which `generate` is built too).
-Usage -> `RequestUsage` (input tokens include cache reads and writes, as pydantic-ai counts them);
-cost, session id, turns, mode, warnings and the raw stop reason -> `provider_details`; the
-warnings are Python `UserWarning`s too.
+Usage -> `RequestUsage` (input tokens include cache reads and writes, as pydantic-ai counts them;
+`cost` is the CLI's, so `UsageLimits(cost_limit=...)` holds); cost, session id, turns, mode,
+warnings and the raw stop reason -> `provider_details`; the warnings are Python `UserWarning`s
+too. In mode='executor' the provider runs the tools inside the query, so pydantic-ai's
+`tool_calls_limit` does not count them and `parallel_tool_calls=False` cannot hold: both warn.
 
 Not supported: model settings the CLI has no switch for (an `UnsupportedSettingWarning` names
 each), `strict=True` on tools (warned the same way), native (provider built-in) tools (a
@@ -66,6 +68,7 @@ from collections.abc import AsyncGenerator, AsyncIterator, Iterable, Iterator, S
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from decimal import Decimal
 from typing import Any, ClassVar, Literal, assert_never
 
 import anyio
@@ -113,7 +116,7 @@ from pydantic_ai.models import Model, ModelRequestParameters, StreamedResponse, 
 from pydantic_ai.profiles import ModelProfile
 from pydantic_ai.settings import ModelSettingName, ModelSettings, ThinkingLevel, ToolOrOutput
 from pydantic_ai.tools import ToolDefinition
-from pydantic_ai.usage import RequestUsage
+from pydantic_ai.usage import RequestUsage, UsageLimits
 
 from .. import errors
 from .. import types as sf
@@ -241,7 +244,8 @@ class ClaudeAgentModel(Model):
         model_settings, model_request_parameters = self.prepare_request(
             model_settings, model_request_parameters
         )
-        async with self._open(messages, model_settings, model_request_parameters) as stream:
+        limits = run_context.usage_limits if run_context is not None else None
+        async with self._open(messages, model_settings, model_request_parameters, limits) as stream:
             yield stream
 
     @asynccontextmanager
@@ -250,11 +254,12 @@ class ClaudeAgentModel(Model):
         messages: list[ModelMessage],
         model_settings: ModelSettings | None,
         params: ModelRequestParameters,
+        limits: UsageLimits | None = None,
     ) -> AsyncGenerator[ClaudeStreamedResponse, None]:
         if params.native_tools:
             names = ", ".join(type(t).__name__ for t in params.native_tools)
             raise UserError(f"ClaudeAgentModel does not support native (built-in) tools: {names}")
-        tools, options = self._tools_and_options(model_settings, params)
+        tools, options = self._tools_and_options(model_settings, params, limits)
         options.update(_model_options(model_settings, params.thinking))
         # The instructions pydantic-ai sends: `instruction_parts` in an Agent run (and through
         # pydantic_ai.direct); for a bare `Model.request()`, the newest ones the history records.
@@ -288,7 +293,10 @@ class ClaudeAgentModel(Model):
                 await parts.aclose()
 
     def _tools_and_options(
-        self, model_settings: ModelSettings | None, params: ModelRequestParameters
+        self,
+        model_settings: ModelSettings | None,
+        params: ModelRequestParameters,
+        limits: UsageLimits | None = None,
     ) -> tuple[list[FunctionTool], dict[str, Any]]:
         if self.mode == "executor":
             agent_tools = [*params.function_tools, *params.output_tools]
@@ -302,6 +310,19 @@ class ClaudeAgentModel(Model):
                 raise UserError(
                     "`tool_choice` chooses among the Agent's tools; mode='executor' runs the "
                     "tools given to ClaudeAgentModel(tools=...), whose choice is the model's"
+                )
+            # pydantic-ai checks both only for the tools it runs itself; these run inside the
+            # query, like a provider's native tools, so neither would be kept or reported.
+            if (model_settings or {}).get("parallel_tool_calls") is False:
+                _warn_unsupported(
+                    "`parallel_tool_calls=False` is not supported in mode='executor': the CLI "
+                    "runs the calls of one model turn together"
+                )
+            if limits is not None and limits.tool_calls_limit is not None:
+                _warn_unsupported(
+                    f"`UsageLimits(tool_calls_limit={limits.tool_calls_limit})` does not count "
+                    f"the tools ClaudeAgentModel runs in mode='executor' (inside the query, like "
+                    f"a provider's native tools); bound them with ProviderSettings.max_turns"
                 )
             return self.tools, {"mode": "executor"}
         definitions, choice = _offered_tools(model_settings, params)
@@ -753,6 +774,9 @@ class ClaudeStreamedResponse(StreamedResponse):
             output_tokens=usage.output_tokens,
             cache_read_tokens=usage.cache_read_input_tokens,
             cache_write_tokens=usage.cache_creation_input_tokens,
+            # The CLI's own figure: pydantic-ai keeps a cost the model sets (its price table
+            # knows none of these models), so `UsageLimits(cost_limit=...)` holds.
+            cost=Decimal(str(part.cost_usd)) if part.cost_usd is not None else None,
         )
         self.finish_reason = _FINISH_REASONS[part.finish_reason]
         self._details().update(

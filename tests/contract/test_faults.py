@@ -164,7 +164,7 @@ FAILURES = {
         always(fault("malformed_sse")),
         APIConnectionError,
         None,
-        # The CLI's words: "JSON Parse error: ..." (2.1.330), "... body is not valid JSON" (2.1.332).
+        # The CLI's words: "JSON Parse error" (2.1.330), "body is not valid JSON" (2.1.332).
         "json",
         [True, False],
     ),

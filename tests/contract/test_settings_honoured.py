@@ -7,16 +7,19 @@ API; what took effect is read from the request the CLI sent.
 from __future__ import annotations
 
 import warnings
+from decimal import Decimal
 from typing import Any
 
 import anyio
 import pytest
 from pydantic import ValidationError
 from pydantic_ai import Agent
-from pydantic_ai.exceptions import ModelTimeoutError, UnsupportedSettingWarning
+from pydantic_ai.exceptions import ModelTimeoutError, UnsupportedSettingWarning, UsageLimitExceeded
+from pydantic_ai.usage import UsageLimits
 
 from sf_provider import (
     ClaudeAgentProvider,
+    FunctionTool,
     QueryTimeoutError,
     UnsupportedRequestError,
 )
@@ -29,6 +32,7 @@ from sf_provider.testing import (
     http_error,
     reply,
     text,
+    tool_use,
 )
 
 pytestmark = [pytest.mark.anyio, pytest.mark.cli]
@@ -159,6 +163,58 @@ async def test_pydantic_ai_timeout_bounds_the_query() -> None:
     assert isinstance(cause, QueryTimeoutError)
     assert (cause.kind, cause.seconds) == ("timeout", 1.5)
     assert len(api.all_requests) == 1, "it expired while the model was answering"
+
+
+async def test_pydantic_ai_cost_limit_holds_with_the_clis_cost() -> None:
+    async with ScriptedMessagesAPI([reply(text("ok")), reply(text("again"))]) as api:
+        agent = Agent(ClaudeAgentModel(api.settings(warm_processes=0)))
+        result = await agent.run("hi")
+        with pytest.raises(UsageLimitExceeded, match="cost_limit"):
+            await agent.run("hi", usage_limits=UsageLimits(cost_limit=Decimal("0.0000001")))
+    cost = result.response.provider_details["cost_usd"]
+    assert cost > 0
+    assert result.usage.cost == Decimal(str(cost))
+    assert len(api.requests) == 2, "the limit was checked on the answer, not before the call"
+
+
+def adder(calls: list[tuple[int, int]]) -> FunctionTool:
+    def add(a: int, b: int) -> int:
+        """Add two numbers."""
+        calls.append((a, b))
+        return a + b
+
+    return FunctionTool.from_function(add)
+
+
+async def test_pydantic_ai_executor_mode_warns_that_parallel_tool_calls_false_cannot_hold() -> None:
+    calls: list[tuple[int, int]] = []
+    script = [
+        reply(tool_use("add", {"a": 1, "b": 2}), tool_use("add", {"a": 3, "b": 4})),
+        reply(text("3 and 7")),
+    ]
+    async with ScriptedMessagesAPI(script) as api:
+        model = ClaudeAgentModel(
+            api.settings(warm_processes=0), mode="executor", tools=[adder(calls)]
+        )
+        with pytest.warns(UnsupportedSettingWarning, match="`parallel_tool_calls=False`"):
+            result = await Agent(model).run("add", model_settings={"parallel_tool_calls": False})
+    assert (result.output, calls) == ("3 and 7", [(1, 2), (3, 4)])
+
+
+async def test_pydantic_ai_executor_mode_warns_that_tool_calls_limit_does_not_count_its_tools() -> (
+    None
+):
+    calls: list[tuple[int, int]] = []
+    script = [reply(tool_use("add", {"a": 1, "b": 2})), reply(text("3"))]
+    async with ScriptedMessagesAPI(script) as api:
+        model = ClaudeAgentModel(
+            api.settings(warm_processes=0), mode="executor", tools=[adder(calls)]
+        )
+        limits = UsageLimits(tool_calls_limit=1)
+        with pytest.warns(UnsupportedSettingWarning, match=r"tool_calls_limit=1\)` does not count"):
+            async with Agent(model).run_stream("add", usage_limits=limits) as run:
+                assert await run.get_output() == "3"
+    assert calls == [(1, 2)]
 
 
 # -- LangChain constructor arguments
