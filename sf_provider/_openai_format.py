@@ -147,8 +147,16 @@ _ONLY_DEFAULT: dict[str, tuple[tuple[Any, ...], str]] = {
     "function_call": ((), "legacy function calling: send `tool_choice` instead"),
 }
 
-#: OpenAI's `reasoning_effort` -> the provider's `effort` (`minimal` is the lowest there is).
-_EFFORT = {"minimal": "low", "low": "low", "medium": "medium", "high": "high", "xhigh": "xhigh"}
+#: OpenAI's `reasoning_effort` -> the provider's `effort` (`minimal` is the lowest there is;
+#: `max` is LiteLLM's, for Anthropic models). LiteLLM's `default` asks for nothing.
+_EFFORT = {
+    "minimal": "low",
+    "low": "low",
+    "medium": "medium",
+    "high": "high",
+    "xhigh": "xhigh",
+    "max": "max",
+}
 
 
 def _default(value: Any, allowed: tuple[Any, ...]) -> bool:
@@ -225,10 +233,11 @@ def chat_request(body: Mapping[str, Any], *, ignore: frozenset[str] = frozenset(
     effort = given.get("reasoning_effort")
     if effort == "none":
         options["thinking"] = "disabled"
-    elif effort is not None:
-        if effort not in _EFFORT:
+    elif effort is not None and effort != "default":
+        if not isinstance(effort, str) or effort not in _EFFORT:
             raise UnsupportedParameterError(
-                "reasoning_effort", f"{effort!r} is not one of none, {', '.join(_EFFORT)}"
+                "reasoning_effort",
+                f"{effort!r} is not one of none, default, {', '.join(_EFFORT)}",
             )
         options["effort"] = _EFFORT[effort]
     if "thinking" in given:  # LiteLLM's Anthropic-style parameter (the Messages API's object)

@@ -37,7 +37,12 @@ non-streamed ones do.
 
 Errors are LiteLLM's exception types, by the same status mapping as the gateway
 (`RateLimitError`, `ServiceUnavailableError`, `Timeout`, ...), with the provider's error as
-`__cause__`. LiteLLM's `timeout` is the query's `timeout`.
+`__cause__`. LiteLLM's `timeout` (600 s unless given) bounds the query, and so does
+`ProviderSettings.timeout`: the shorter holds. `max_retries` (and `num_retries`, which LiteLLM
+passes as it) are the CLI's HTTP retries. The `anthropic-beta` header (`extra_headers`) adds its
+betas to the call's request, like the gateway's; other headers cannot be sent by the CLI and
+are `parameter-dropped` warnings. A per-call `api_key` or `api_base` is a `BadRequestError`: the
+CLI reaches the API with the provider's credentials and endpoint.
 
 LiteLLM fetches its model cost map from the network when imported, unless
 `LITELLM_LOCAL_MODEL_COST_MAP=True` is set first.
@@ -69,12 +74,13 @@ from litellm.types.utils import (
 )
 from litellm.utils import custom_llm_setup
 
+from .._anthropic_format import header_betas
 from .._error_status import error_info
 from .._mapping import ResultCollector, warn_user
 from .._openai_format import ChatRequest, ChunkMapper, chat_request, completion
 from .._openai_format import usage as openai_usage
 from .._sync import iterate_in_thread, run_sync
-from ..errors import ContextWindowExceededError, ProviderError
+from ..errors import ContextWindowExceededError, ProviderError, UnsupportedRequestError
 from ..provider import ClaudeAgentProvider
 from ..settings import ProviderSettings
 from ..types import CallWarning, StreamStartPart
@@ -206,19 +212,44 @@ class ClaudeAgentLLM(CustomLLM):
             )
             for name in sorted(dropped.keys() - _RESTORED - _DROPPED_HARMLESSLY)
         ]
+        headers = {str(k).lower(): str(v) for k, v in (kwargs.get("headers") or {}).items()}
+        lost += [
+            CallWarning(
+                code="parameter-dropped",
+                message=f"the header {name!r} (extra_headers or litellm.headers) was not sent: "
+                f"the Claude Code CLI makes the API request and takes no headers from the call",
+            )
+            for name in sorted(headers.keys() - {"anthropic-beta"})
+        ]
         body = {**restored, **optional, **extra, "messages": _plain(kwargs.get("messages") or [])}
         if model != "default":
             body["model"] = model
         try:
+            for name in ("api_key", "api_base"):
+                if kwargs.get(name):
+                    raise UnsupportedRequestError(
+                        f"{name}: this provider cannot use a per-call {name}; the Claude Code "
+                        f"CLI reaches the API with the provider's credentials and endpoint "
+                        f"(ProviderSettings.env: ANTHROPIC_API_KEY, ANTHROPIC_BASE_URL, or the "
+                        f"environment): configure them there and leave {name} out"
+                    )
             chat = chat_request(body)
         except ProviderError as exc:
             _raise(exc, model, self.name)
         options = dict(chat.options)
+        betas = header_betas([headers.get("anthropic-beta", "")])
+        if betas:
+            options["betas"] = betas
+        if isinstance(given.get("max_retries"), int):  # `max_retries` / `num_retries`
+            options["max_retries"] = given["max_retries"]
+        # LiteLLM always passes a timeout (its default: `litellm.request_timeout`, 600 s), so
+        # it cannot lengthen the provider's own: the shorter one holds.
         timeout = kwargs.get("timeout")
         if isinstance(timeout, httpx.Timeout):
             timeout = timeout.read
         if isinstance(timeout, int | float) and timeout > 0:
-            options["timeout"] = float(timeout)
+            own = self.provider.settings.timeout
+            options["timeout"] = float(timeout) if own is None else min(own, float(timeout))
         return chat, model, options, lost
 
 

@@ -19,11 +19,13 @@ import litellm
 import pytest
 from litellm import exceptions as litellm_errors
 
+from sf_provider import QueryTimeoutError
 from sf_provider.adapters.litellm import ClaudeAgentLLM, register
 from sf_provider.testing import (
     RecordedRequest,
     Reply,
     ScriptedMessagesAPI,
+    fault,
     http_error,
     reply,
     result_text,
@@ -378,6 +380,46 @@ async def test_api_errors_are_litellm_exceptions_by_status() -> None:
     assert limited.value.status_code == 429
     assert type(limited.value.__cause__).__name__ == "RateLimitError"
     assert len(api.requests) == 2
+
+
+async def test_the_providers_timeout_holds_under_litellms_default() -> None:
+    # LiteLLM passes its default timeout (600 s) on every call: it must not replace a shorter
+    # ProviderSettings.timeout.
+    script = [fault("hang", seconds=30)]
+    async with ScriptedMessagesAPI(script) as api, registered(api, warm_processes=0, timeout=2):
+        with pytest.raises(litellm_errors.Timeout) as caught:
+            await litellm.acompletion(model=MODEL, messages=QUESTION)
+    cause = caught.value.__cause__
+    assert isinstance(cause, QueryTimeoutError)
+    assert (cause.kind, cause.seconds) == ("timeout", 2.0)
+    assert len(api.all_requests) == 1, "it expired while the model was answering"
+
+
+async def test_max_retries_are_the_clis_retries() -> None:
+    script = [http_error(529), reply(text("Sunny."))]
+    async with ScriptedMessagesAPI(script) as api, registered(api, warm_processes=0):
+        response = await litellm.acompletion(model=MODEL, messages=QUESTION, max_retries=1)
+    assert response.choices[0].message.content == "Sunny."
+    assert len(api.all_requests) == 2
+
+
+async def test_the_anthropic_beta_header_is_sent_and_other_headers_are_warnings() -> None:
+    headers = {"anthropic-beta": "context-1m-2025-08-07", "X-Trace": "abc"}
+    async with ScriptedMessagesAPI([reply(text("Sunny."))]) as api, registered(api):
+        with pytest.warns(UserWarning, match=r"header 'x-trace' .*\(parameter-dropped\)"):
+            await litellm.acompletion(model=MODEL, messages=QUESTION, extra_headers=headers)
+    sent = api.requests[0].headers
+    assert "context-1m-2025-08-07" in sent.get("anthropic-beta", "").split(",")
+    assert "x-trace" not in {name.lower() for name in sent}
+
+
+@pytest.mark.parametrize("given", [{"api_key": "sk-ant-other"}, {"api_base": "http://127.0.0.1:9"}])
+async def test_a_per_call_key_or_endpoint_is_refused_not_ignored(given: dict[str, str]) -> None:
+    (name,) = given
+    async with ScriptedMessagesAPI([reply(text("Sunny."))]) as api, registered(api):
+        with pytest.raises(litellm_errors.BadRequestError, match=f"{name}: this provider cannot"):
+            await litellm.acompletion(model=MODEL, messages=QUESTION, **given)
+    assert api.all_requests == []
 
 
 _IMPORT_PROBE = """

@@ -255,6 +255,8 @@ def test_an_image_url_without_a_url_is_invalid() -> None:
         ({"reasoning_effort": "minimal"}, {"effort": "low"}),
         ({"reasoning_effort": "high"}, {"effort": "high"}),
         ({"reasoning_effort": "none"}, {"thinking": "disabled"}),
+        ({"reasoning_effort": "max"}, {"effort": "max"}),  # LiteLLM's, for Anthropic models
+        ({"reasoning_effort": "default"}, {}),  # LiteLLM's: asks for nothing
         ({"thinking": {"type": "enabled", "budget_tokens": 2048}}, {"thinking": 2048}),
         ({"thinking": {"type": "adaptive"}}, {"thinking": "adaptive"}),
         ({"thinking": {"type": "disabled"}, "reasoning_effort": "none"}, {"thinking": "disabled"}),
@@ -272,6 +274,7 @@ def test_reasoning_effort_and_thinking_become_call_options(
     ("params", "problem"),
     [
         ({"reasoning_effort": "extreme"}, "'extreme' is not one of"),
+        ({"reasoning_effort": {"effort": "high"}}, r"\{'effort': 'high'\} is not one of"),
         ({"thinking": "on"}, "thinking: must be an object"),
         ({"thinking": {"type": "enabled"}}, "thinking.budget_tokens: required"),
         ({"thinking": {"type": "sometimes"}}, "thinking.type: 'sometimes' is not supported"),
