@@ -303,6 +303,12 @@ def _output_schema(response_format: Any) -> dict[str, Any] | None:
 # --------------------------------------------------------------------------- tools
 
 
+#: The fields of an OpenAI function tool (`cache_control`: a caching hint, ignored like the
+#: messages' own; the CLI places its own cache breakpoints).
+_TOOL_FIELDS = frozenset({"type", "function", "cache_control"})
+_FUNCTION_FIELDS = frozenset({"name", "description", "parameters", "strict"})
+
+
 def function_tools(tools: Any) -> list[FunctionTool]:
     """OpenAI function tools -> `FunctionTool`s without executors (the client runs them)."""
     if not isinstance(tools, Sequence) or isinstance(tools, str | bytes):
@@ -318,7 +324,19 @@ def function_tools(tools: Any) -> list[FunctionTool]:
                 f"{{'name', 'description', 'parameters'}}}}); type {kind!r} cannot be offered",
             )
         # `strict` is accepted, not enforced: the OpenAI Agents SDK sets it on every tool, and
-        # the CLI has no strict tool use (README: the gateway's parameter table).
+        # the CLI has no strict tool use (README: the gateway's parameter table). Any other field
+        # (`defer_loading`, `input_examples`, ...) would change what the model is offered.
+        for where, given, known in (
+            (f"tools[{i}]", tool, _TOOL_FIELDS),
+            (f"tools[{i}].function", function, _FUNCTION_FIELDS),
+        ):
+            unknown = sorted(set(given) - known)
+            if unknown:
+                raise UnsupportedParameterError(
+                    "tools",
+                    f"{where}.{unknown[0]} cannot be honoured: a function tool is offered with "
+                    f"its {', '.join(sorted(_FUNCTION_FIELDS))} only",
+                )
         parameters = function.get("parameters")
         converted.append(
             FunctionTool(

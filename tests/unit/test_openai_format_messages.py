@@ -3,6 +3,7 @@ carries reaches the model, asks for nothing, or is refused naming it (`messages[
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 import pytest
@@ -285,3 +286,30 @@ def test_a_bad_reasoning_parameter_is_refused_by_name(params: dict[str, Any], pr
     with pytest.raises(UnsupportedParameterError, match=problem) as refused:
         chat_request({"messages": [QUESTION], **params})
     assert refused.value.param in params
+
+
+def _tool(**extra: Any) -> dict[str, Any]:
+    function = {"name": "get_weather", "parameters": {"type": "object", "properties": {}}}
+    return {"type": "function", "function": {**function, **extra.pop("function", {})}, **extra}
+
+
+@pytest.mark.parametrize(
+    ("tool", "field"),
+    [
+        (_tool(defer_loading=True), "tools[0].defer_loading"),
+        (_tool(function={"input_examples": [{}]}), "tools[0].function.input_examples"),
+    ],
+)
+def test_a_tool_field_that_would_change_the_offer_is_refused_by_name(
+    tool: dict[str, Any], field: str
+) -> None:
+    problem = re.escape(f"{field} cannot be honoured")
+    with pytest.raises(UnsupportedParameterError, match=problem) as refused:
+        chat_request({"messages": [QUESTION], "tools": [tool]})
+    assert refused.value.param == "tools"
+
+
+def test_strict_and_cache_control_on_a_tool_are_accepted() -> None:
+    tool = _tool(function={"strict": True}, cache_control={"type": "ephemeral"})
+    [offered] = chat_request({"messages": [QUESTION], "tools": [tool]}).tools
+    assert offered.name == "get_weather"
