@@ -83,6 +83,10 @@ def finish_reason_for(result: ResultMessage) -> FinishReason:
     return _STOP_REASONS.get(result.stop_reason or "", "other")
 
 
+#: The input token counts of an API message's usage: together, the context the model was given.
+_INPUT_KINDS = ("input_tokens", "cache_read_input_tokens", "cache_creation_input_tokens")
+
+
 def usage_from(raw: dict[str, Any] | None) -> Usage:
     """`Usage` from the SDK's usage dict (missing counts are 0)."""
     raw = raw or {}
@@ -163,6 +167,9 @@ class PartMapper:
         self.output_limit_hits = 0
         #: API messages received: every model call the CLI made (resumed pieces, retries too).
         self.api_calls = 0
+        #: The last model call's input tokens, cache reads and writes included: the size of the
+        #: context the model was last given (the query's usage sums every call's).
+        self.context_input_tokens = 0
         self._unstreamed_id: str | None = None
         self._counter = 0
         self.api_error: str | None = None
@@ -206,6 +213,8 @@ class PartMapper:
         kind = event.get("type")
         if kind == "message_start":
             parts = self._discard_cut_attempt()
+            usage = (event.get("message") or {}).get("usage") or {}
+            self.context_input_tokens = sum(int(usage.get(k) or 0) for k in _INPUT_KINDS)
             message_id = str((event.get("message") or {}).get("id") or self._next_id("msg"))
             self._message_id = message_id
             self._new_message()
@@ -496,6 +505,9 @@ class PartMapper:
         stop_reason = result.stop_reason
         if self.output_limit_hits:
             details["output_limit_hits"] = self.output_limit_hits
+        if self.api_calls > 1 and self.context_input_tokens:
+            # The usage sums several model calls, which overstates the context size.
+            details["context_input_tokens"] = self.context_input_tokens
         if self.output_limit_reached:
             # The CLI resumed the cut answer as often as it does, then gave up with an error
             # message: the answer so far is the result, cut at the output limit.

@@ -42,7 +42,8 @@ text.
 Request and streamed request share one path: `request` drains the same `StreamedResponse` that
 `request_stream` yields, built on `ClaudeAgentProvider.stream` (on which `generate` is built too).
 Usage -> `RequestUsage` (input tokens include cache reads and writes, as pydantic-ai counts them;
-`cost` is the CLI's, so `UsageLimits(cost_limit=...)` holds); cost, session id, turns, mode,
+`cost` is the CLI's, so `UsageLimits(cost_limit=...)` holds; when the query made several model
+calls, the last one's input is marked as the context size); cost, session id, turns, mode,
 warnings and the raw stop reason -> `provider_details`; the warnings are Python `UserWarning`s
 too. In mode='executor' the provider runs the tools inside the query, so pydantic-ai's
 `tool_calls_limit` does not count them and `parallel_tool_calls=False` cannot hold: both warn.
@@ -73,6 +74,7 @@ from typing import Any, ClassVar, Literal, assert_never
 
 import anyio
 from pydantic_ai import InstructionPart, RunContext
+from pydantic_ai._context_size import mark_context_input_tokens
 from pydantic_ai.exceptions import (
     ModelAPIError,
     ModelAuthenticationError,
@@ -778,6 +780,11 @@ class ClaudeStreamedResponse(StreamedResponse):
             # knows none of these models), so `UsageLimits(cost_limit=...)` holds.
             cost=Decimal(str(part.cost_usd)) if part.cost_usd is not None else None,
         )
+        context = part.provider_details.get("context_input_tokens")
+        if isinstance(context, int):
+            # The usage sums the query's model calls; the context-size readers
+            # (`per_request_input_tokens_limit`, `RunContext.context_window_used`) read this.
+            mark_context_input_tokens(self, context)
         self.finish_reason = _FINISH_REASONS[part.finish_reason]
         self._details().update(
             {

@@ -217,6 +217,28 @@ async def test_pydantic_ai_executor_mode_warns_that_tool_calls_limit_does_not_co
     assert calls == [(1, 2)]
 
 
+async def test_pydantic_ai_reads_the_last_calls_context_not_the_sum_of_the_querys_calls() -> None:
+    # Executor mode: three model calls in one request. The usage is their sum; the context the
+    # model was last given is one call's input.
+    calls: list[tuple[int, int]] = []
+    script = [
+        reply(tool_use("add", {"a": 1, "b": 2})),
+        reply(tool_use("add", {"a": 3, "b": 4})),
+        reply(text("done")),
+    ]
+    async with ScriptedMessagesAPI(script * 2) as api:
+        model = ClaudeAgentModel(
+            api.settings(warm_processes=0), mode="executor", tools=[adder(calls)]
+        )
+        result = await Agent(model).run("add")
+        per_call = result.response.usage.input_tokens // 3
+        limits = UsageLimits(per_request_input_tokens_limit=per_call + 1)
+        limited = await Agent(model).run("add", usage_limits=limits)
+    assert result.response.provider_details["api_calls"] == 3
+    assert result.response.provider_details["context_input_tokens"] == per_call
+    assert (limited.output, len(api.requests)) == ("done", 6)
+
+
 # -- LangChain constructor arguments
 
 

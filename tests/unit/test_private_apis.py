@@ -70,6 +70,12 @@ PRIVATE = [
         "builds the response parts from text, thinking and tool-call deltas",
     ),
     ("pydantic_ai.models", "StreamedResponse._usage", "the response's usage, set at the finish"),
+    (
+        "pydantic_ai._context_size",
+        "mark_context_input_tokens",
+        "how a model whose usage sums several model calls states the context size (pydantic-ai's "
+        "Google and Anthropic models use it): no public route in pydantic-ai 2.60-2.68",
+    ),
     # A custom chat model's interface, as LangChain documents it: BaseChatModel's hooks.
     ("langchain_core.language_models", "BaseChatModel._llm_type", "overridden: tracing"),
     ("langchain_core.language_models", "BaseChatModel._identifying_params", "overridden: tracing"),
