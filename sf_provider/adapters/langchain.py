@@ -53,7 +53,7 @@ except ImportError as exc:  # pragma: no cover - exercised only without the extr
     ) from exc
 
 import json
-from collections.abc import AsyncIterator, Callable, Iterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Collection, Iterator, Mapping, Sequence
 from contextlib import aclosing
 from functools import partial
 from operator import itemgetter
@@ -84,6 +84,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 
 from .._anthropic_format import thinking_option
 from .._mapping import warn_user
+from .._openai_format import _IMAGE_DETAIL
 from .._sync import iterate_in_thread, run_sync
 from ..errors import InvalidMessagesError, ProviderError, UnsupportedRequestError
 from ..provider import CallOptions, ClaudeAgentProvider, NamedToolChoice, ToolChoice
@@ -129,6 +130,17 @@ class StreamRetractionError(ProviderError):
     retryable = True
 
 
+#: The model's own settings, applied to every call over the provider's (`_call_options`).
+_OWN_FIELDS = ("model", "max_tokens", "timeout", "max_retries", "thinking", "effort")
+
+#: Provider settings that change what the model is asked, or how its answer may end: with the
+#: model's own settings, the LLM cache key (`_identifying_params`). `extra_args` are CLI flags,
+#: which can change the prompt or the tools (`--append-system-prompt`, `--disallowedTools`).
+_ANSWER_SETTINGS = (
+    *_OWN_FIELDS, "system_prompt", "max_turns", "max_budget_usd", "extra_args"
+)  # fmt: skip
+
+
 class ChatClaudeAgent(BaseChatModel):
     """Claude through the Claude Code CLI as a LangChain chat model; LangChain runs the tools.
 
@@ -142,7 +154,9 @@ class ChatClaudeAgent(BaseChatModel):
     not `tools`/`tool_choice` are passed on as the provider's call options (`model`,
     `system_prompt`, `max_tokens`, ...); one the CLI cannot honour (`temperature`,
     `extra_headers`, ...) or an unknown one raises `UnsupportedRequestError` before anything
-    starts.
+    starts. `invoke(..., stream=True)` streams (token callbacks), as LangChain means it.
+    With `cache=`, the LLM cache keys on these settings and the provider's that shape the
+    answer (`_identifying_params`).
     """
 
     model_config = ConfigDict(arbitrary_types_allowed=True, extra="forbid")
@@ -180,7 +194,14 @@ class ChatClaudeAgent(BaseChatModel):
 
     @property
     def _identifying_params(self) -> dict[str, Any]:
-        return {"model": self.model or self.provider.settings.model}
+        """Everything that shapes the answer: LangChain's LLM cache keys on it (a model asked
+        differently must not get another's cached answer), and tracing shows it. The model's
+        own settings over the provider's, as a call applies them, and the provider settings
+        that change what the model is asked (not its environment, paths or process handling).
+        """
+        settings = self.provider.settings.model_dump(mode="json", include=set(_ANSWER_SETTINGS))
+        own = {name: getattr(self, name) for name in _OWN_FIELDS}
+        return settings | {name: value for name, value in own.items() if value is not None}
 
     def _requested_model(self, options: Mapping[str, Any]) -> str | None:
         model = options.get("model") or self.provider.settings.model
@@ -188,8 +209,7 @@ class ChatClaudeAgent(BaseChatModel):
 
     def _call_options(self, kwargs: dict[str, Any]) -> dict[str, Any]:
         """The model's own settings (those set), under the call's keyword arguments."""
-        fields = ("model", "max_tokens", "timeout", "max_retries", "thinking", "effort")
-        own = {name: getattr(self, name) for name in fields if getattr(self, name) is not None}
+        own = {name: getattr(self, name) for name in _OWN_FIELDS if getattr(self, name) is not None}
         return {**own, **kwargs}
 
     def bind_tools(
@@ -350,8 +370,11 @@ def tool_definition(tool: ToolLike) -> dict[str, Any]:
 
     Only function tools can be offered: a tool dict of another `type` (an Anthropic server or
     built-in tool such as `web_search_20250305` or `bash_20250124`) raises
-    `UnsupportedRequestError`, and so does an OpenAI tool with `"strict": true`. A tool's
-    `cache_control` is ignored: the CLI places its own cache breakpoints.
+    `UnsupportedRequestError`, and so does a tool with `"strict": true`. A tool's
+    `cache_control` is ignored: the CLI places its own cache breakpoints. Anything else beyond
+    the name, description and schema (`BaseTool.extras` such as `defer_loading` or
+    `input_examples`, another key of a tool dict) raises `UnsupportedRequestError`:
+    `convert_to_openai_tool` would drop it, and the CLI sends no such tool fields.
     """
     kind = tool.get("type") if isinstance(tool, Mapping) else None
     if isinstance(tool, Mapping) and kind not in (None, "function", "custom"):
@@ -360,15 +383,55 @@ def tool_definition(tool: ToolLike) -> dict[str, Any]:
             f"which this adapter cannot offer: the model would only see an empty client tool. "
             f"Bind function tools (a BaseTool, function, pydantic model or function tool dict)"
         )
+    _check_tool_fields(tool)
     converted = convert_to_openai_tool(tool)
     function = converted["function"]
-    if converted.get("strict") or function.get("strict"):
+    anthropic_strict = isinstance(tool, Mapping) and "input_schema" in tool and tool.get("strict")
+    if converted.get("strict") or function.get("strict") or anthropic_strict:
         raise UnsupportedRequestError(f"tool {function['name']!r}: {_NO_STRICT_TOOLS}")
     return {
         "name": function["name"],
         "description": function.get("description", ""),
         "input_schema": function.get("parameters") or {"type": "object", "properties": {}},
     }
+
+
+#: The keys of a tool dict that reach the request (`strict` is checked), by the dict's form.
+_ANTHROPIC_TOOL_KEYS = frozenset({"type", "name", "description", "input_schema", "strict"})
+_OPENAI_TOOL_KEYS = frozenset({"type", "function", "strict"})
+_FUNCTION_KEYS = frozenset({"name", "description", "parameters", "strict"})
+#: Caching hints: caching changes cost, never the answer, and the CLI sets its own breakpoints.
+_IGNORED_TOOL_KEYS = frozenset({"cache_control"})
+
+
+def _check_tool_fields(tool: ToolLike) -> None:
+    """Refuse what a tool carries beyond its name, description and schema (`tool_definition`).
+
+    A JSON schema dict (with a `title`) is all schema, and a Bedrock `toolSpec` is read whole.
+    """
+    name: Any = None
+    unsent: list[str] = []  # the keys that would not reach the request, as the user wrote them
+    if isinstance(tool, BaseTool):
+        name, unsent = tool.name, [f"extras[{key!r}]" for key in _unknown(tool.extras, ())]
+    elif isinstance(tool, Mapping) and "name" in tool and "input_schema" in tool:  # Anthropic
+        name, unsent = tool["name"], [repr(key) for key in _unknown(tool, _ANTHROPIC_TOOL_KEYS)]
+    elif isinstance(tool, Mapping) and isinstance(tool.get("function"), Mapping):  # OpenAI
+        function = tool["function"]
+        name = function.get("name")
+        unsent = [repr(key) for key in _unknown(tool, _OPENAI_TOOL_KEYS)]
+        unsent += [f"function[{key!r}]" for key in _unknown(function, _FUNCTION_KEYS)]
+    elif isinstance(tool, Mapping) and "name" in tool:  # an OpenAI function
+        name, unsent = tool["name"], [repr(key) for key in _unknown(tool, _FUNCTION_KEYS)]
+    if unsent:
+        raise UnsupportedRequestError(
+            f"tool {name!r}: {', '.join(unsent)} cannot be sent: the Claude Code CLI offers a "
+            f"tool by its name, description and input schema only (cache_control is ignored: "
+            f"the CLI places its own cache breakpoints). Remove it from the tool"
+        )
+
+
+def _unknown(fields: Mapping[str, Any] | None, known: Collection[str]) -> list[str]:
+    return [key for key in fields or {} if key not in known and key not in _IGNORED_TOOL_KEYS]
 
 
 def _function_tool(definition: Mapping[str, Any]) -> FunctionTool:
@@ -432,8 +495,10 @@ _NO_SWITCH = {
     "response_format": "use with_structured_output(schema, method='json_schema') instead",
 }  # fmt: skip
 
-#: Keyword arguments LangChain itself passes and takes back before the model is called.
-_LANGCHAIN_OWN = {"ls_structured_output_format"}
+#: Keyword arguments LangChain itself reads: it takes `ls_structured_output_format` back before
+#: the model is called; `stream` (`invoke(..., stream=True)`, as ChatAnthropic takes it) has
+#: already chosen `_stream` or `_generate` when it reaches the model, so `_request` drops it.
+_LANGCHAIN_OWN = {"ls_structured_output_format", "stream"}
 
 
 def _options(kwargs: Mapping[str, Any]) -> dict[str, Any]:
@@ -487,6 +552,7 @@ def _request(
             "stop sequences are not supported: the Claude Code CLI has no stop-sequence option"
         )
     options = _options(kwargs)
+    options.pop("stream", None)  # LangChain's own, already acted on (`_LANGCHAIN_OWN`)
     # `bind(tools=...)` and `invoke(..., tools=...)` take what bind_tools takes.
     tools = [_function_tool(tool_definition(t)) for t in options.pop("tools", None) or []]
     if "tool_choice" in options:
@@ -545,7 +611,8 @@ def _converted(
                 )
             converted.append({"role": "system", "content": _text_of(message.content, where)})
         elif isinstance(message, HumanMessage) or role == "user":
-            converted.append({"role": "user", "content": _user_content(message.content, where)})
+            content = _user_content(message.content, where, lost)
+            converted.append({"role": "user", "content": content})
         elif isinstance(message, AIMessage) or role == "assistant":
             answers = {call_id for call_id, j in answered.items() if j > i}
             content = _assistant_content(message, where, answers, lost)
@@ -563,7 +630,7 @@ def _converted(
                     )
                 )
         elif isinstance(message, ToolMessage):
-            converted.append({"role": "tool", "content": _tool_results(message, where)})
+            converted.append({"role": "tool", "content": _tool_results(message, where, lost)})
         else:
             raise InvalidMessagesError(
                 f"{where}: role {role!r} cannot be sent; use system, human, ai or tool messages"
@@ -597,16 +664,17 @@ def _text_of(content: str | list[str | dict[str, Any]], where: str) -> str:
     return "".join(texts)
 
 
-def _user_content(content: str | list[str | dict[str, Any]], where: str) -> list[dict[str, Any]]:
+def _user_content(
+    content: str | list[str | dict[str, Any]], where: str, lost: list[CallWarning]
+) -> list[dict[str, Any]]:
     blocks: list[dict[str, Any]] = []
     for block in _content_blocks(content):
         kind = block.get("type")
         if kind == "text":
             blocks.append({"type": "text", "text": str(block.get("text", ""))})
+            _note_citations(block, where, lost)
         elif kind == "image_url":  # OpenAI style: {"image_url": {"url": ...}} or a plain url
-            image = block.get("image_url")
-            url = image.get("url") if isinstance(image, Mapping) else image
-            blocks.append({"type": "image", "url": url})
+            blocks.append({"type": "image", "url": _image_url(block.get("image_url"), where)})
         elif kind == "image" and (block.get("file_id") or _source(block).get("type") == "file"):
             raise InvalidMessagesError(
                 f"{where}: images by file id (the Files API) are not supported: the CLI "
@@ -638,6 +706,47 @@ def _user_content(content: str | list[str | dict[str, Any]], where: str) -> list
     return blocks
 
 
+def _image_url(image: Any, where: str) -> str:
+    """An OpenAI `image_url`'s URL, read as the gateway's OpenAI format reads it: `detail`
+    `auto` or `high` (or none) only, as Claude has no low-detail mode; other fields refused."""
+    if isinstance(image, str):
+        return image
+    if not isinstance(image, Mapping) or not isinstance(image.get("url"), str):
+        raise InvalidMessagesError(f"{where}: an image_url block needs {{'url': ...}}")
+    unknown = [
+        key for key, value in image.items() if key not in ("url", "detail") and value is not None
+    ]
+    if unknown:
+        raise InvalidMessagesError(
+            f"{where}: image_url field(s) {', '.join(map(repr, unknown))} cannot be sent: an "
+            f"image goes to the model by its url only; send 'url' (and 'detail') only"
+        )
+    detail = image.get("detail")
+    if detail == "low":
+        raise InvalidMessagesError(
+            f"{where}: image_url detail 'low' cannot be honoured: Claude has no low-detail mode "
+            f"and reads an image at the resolution it is sent; send 'auto' or 'high' or leave "
+            f"it out (to spend fewer tokens, send a smaller image)"
+        )
+    if detail is not None and detail not in _IMAGE_DETAIL:
+        raise InvalidMessagesError(
+            f"{where}: image_url detail {detail!r} is not one of 'auto', 'high', 'low'"
+        )
+    return str(image["url"])
+
+
+def _note_citations(block: Mapping[str, Any], where: str, lost: list[CallWarning]) -> None:
+    """A `citations-dropped` warning (once per message) when a text block carries citations
+    (Anthropic's `citations`, LangChain v1 `annotations`): only the text is sent."""
+    warning = CallWarning(
+        code="citations-dropped",
+        message=f"{where}: the citations of its text were not sent, only the text: the "
+        f"provider sends message text without citations",
+    )
+    if (block.get("citations") or block.get("annotations")) and warning not in lost:
+        lost.append(warning)
+
+
 def _source(block: Mapping[str, Any]) -> Mapping[str, Any]:
     source = block.get("source")
     return source if isinstance(source, Mapping) else {}
@@ -658,14 +767,13 @@ def _assistant_content(
     invalid: list[Mapping[str, Any]] = list(ai.invalid_tool_calls) if ai else []
     known = {call.get("id") for call in calls}
     known_invalid = {call.get("id") for call in invalid}
-    cited = False
     for block in _content_blocks(message.content):
         kind = block.get("type")
         if kind == "text":
             text = str(block.get("text", ""))
             if text.strip():  # the API refuses blank text blocks (ChatAnthropic leaves them out)
                 blocks.append({"type": "text", "text": text})
-            cited = cited or bool(block.get("citations") or block.get("annotations"))
+            _note_citations(block, where, lost)
         elif kind == "refusal":  # what the model said (ChatOpenAI); the API has no such block
             if str(block.get("refusal", "")).strip():
                 blocks.append({"type": "text", "text": str(block["refusal"])})
@@ -716,14 +824,6 @@ def _assistant_content(
         and not any(b["type"] == "text" for b in blocks)
     ):
         blocks.append({"type": "text", "text": refusal})
-    if cited:
-        lost.append(
-            CallWarning(
-                code="citations-dropped",
-                message=f"{where}: the citations of its text were not sent, only the text: the "
-                f"provider replays assistant text without citations",
-            )
-        )
     for call in calls:
         if not call.get("id"):
             raise InvalidMessagesError(
@@ -803,18 +903,20 @@ def _result_blocks(message: ToolMessage) -> list[dict[str, Any]]:
     return []
 
 
-def _tool_results(message: ToolMessage, where: str) -> list[dict[str, Any]]:
+def _tool_results(
+    message: ToolMessage, where: str, lost: list[CallWarning]
+) -> list[dict[str, Any]]:
     blocks = _result_blocks(message)
+    is_error = message.status == "error"
     if not blocks:
-        return [
-            _tool_result(message.tool_call_id, message.content, message.status == "error", where)
-        ]
+        return [_tool_result(message.tool_call_id, message.content, is_error, where, lost)]
     return [
         _tool_result(
             str(block.get("tool_use_id")),
             block.get("content") or "",
-            bool(block.get("is_error", message.status == "error")),
+            bool(block.get("is_error", is_error)),
             where,
+            lost,
         )
         for block in blocks
     ]
@@ -825,7 +927,11 @@ _IMAGES = {"image", "image_url"}
 
 
 def _tool_result(
-    call_id: str, content: str | list[str | dict[str, Any]], is_error: bool, where: str
+    call_id: str,
+    content: str | list[str | dict[str, Any]],
+    is_error: bool,
+    where: str,
+    lost: list[CallWarning],
 ) -> dict[str, Any]:
     """A tool message's result: text or JSON as `output`; with images, content blocks."""
     result: dict[str, Any] = {"type": "tool-result", "tool_call_id": call_id}
@@ -837,26 +943,60 @@ def _tool_result(
                 f"{where}: a tool result with images holds text and images only, not "
                 f"{', '.join(others)} blocks"
             )
-        result["content"] = _user_content(content, where)
+        result["content"] = _user_content(content, where, lost)
     else:
-        result["output"] = _tool_output(content, where)
+        result["output"] = _tool_output(content, where, lost)
     return result | {"is_error": is_error}
 
 
-def _tool_output(content: str | list[str | dict[str, Any]], where: str) -> Any:
+#: Tool message blocks sent as their text: `text`, and LangChain v1 `text-plain` holding text.
+_TEXTS = {"text", "text-plain"}
+
+
+def _tool_output(
+    content: str | list[str | dict[str, Any]], where: str, lost: list[CallWarning]
+) -> Any:
+    """A tool result's `output`: the text of text blocks, else the list as JSON when it is
+    plain data; content blocks of a kind the provider's tool results cannot carry are refused,
+    as blocks of unknown kinds are in other messages, rather than sent as JSON markup."""
     if isinstance(content, str):
         return content
     blocks = _content_blocks(content)
-    media = sorted({str(b.get("type")) for b in blocks if b.get("type") in _MEDIA})
+    kinds = {str(b["type"]) for b in blocks if isinstance(b, Mapping) and b.get("type")}
+    media = sorted(kinds & _MEDIA)
     if media:
         raise InvalidMessagesError(
             f"{where}: a tool result with {', '.join(media)} blocks cannot be sent: the "
             f"provider's tool results carry text, JSON and images only. Return text from the "
             f"tool, or put the file in a HumanMessage after the tool messages"
         )
-    if all(b.get("type") == "text" for b in blocks):
-        return "".join(str(b.get("text", "")) for b in blocks)
-    return blocks  # sent as JSON
+    if all(isinstance(b, Mapping) and b.get("type") in _TEXTS for b in blocks):
+        for block in blocks:
+            _note_citations(block, where, lost)
+        return "".join(_text_block(block, where) for block in blocks)
+    unknown = sorted(kinds - _TEXTS)
+    if unknown:
+        raise InvalidMessagesError(
+            f"{where}: a tool result with {', '.join(unknown)} blocks cannot be sent: the "
+            f"provider's tool results carry text, JSON and images only, and sending these "
+            f"content blocks as JSON would show the model markup instead. Return text (or a "
+            f"JSON string) from the tool"
+        )
+    return blocks  # plain data, not content blocks: sent as JSON
+
+
+def _text_block(block: Mapping[str, Any], where: str) -> str:
+    """A text block's text; a v1 `text-plain` block's, which must hold just its text (the
+    provider sends no documents: ChatAnthropic sends a `text-plain` block as one)."""
+    if block.get("type") == "text-plain":
+        other = [key for key in ("base64", "url", "file_id", "title", "context") if block.get(key)]
+        if other or not isinstance(block.get("text"), str):
+            raise InvalidMessagesError(
+                f"{where}: a text-plain block in a tool result is sent as its text, so it needs "
+                f"'text' and cannot carry {', '.join(other) or 'only base64, url or file_id'}: "
+                f"put the text itself in 'text'"
+            )
+    return str(block.get("text", ""))
 
 
 # --------------------------------------------------------------------------- results out

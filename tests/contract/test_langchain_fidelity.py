@@ -6,11 +6,13 @@ request log, or from the named error raised before any request.
 
 from __future__ import annotations
 
+import json
 import warnings
 from typing import Any
 
 import pytest
-from langchain_core.callbacks import get_usage_metadata_callback
+from langchain_core.caches import InMemoryCache
+from langchain_core.callbacks import BaseCallbackHandler, get_usage_metadata_callback
 from langchain_core.messages import (
     AIMessage,
     AIMessageChunk,
@@ -19,6 +21,7 @@ from langchain_core.messages import (
     SystemMessage,
     ToolMessage,
 )
+from langchain_core.tools import tool
 from pydantic import BaseModel, ValidationError
 
 from sf_provider import ClaudeAgentProvider, InvalidMessagesError, UnsupportedRequestError
@@ -683,3 +686,178 @@ async def test_reasoning_content_of_another_provider_is_replayed_as_text_with_a_
     assert message.additional_kwargs["reasoning_content"] == "Paris, then."
     api, answer = await replay(message)
     assert assistant_blocks(api.requests[0].body) == [("thinking", "SIG-1"), ("tool_use", None)]
+
+
+# -- the LLM cache keys on everything that shapes the answer
+
+
+@pytest.mark.anyio
+async def test_models_asked_differently_do_not_share_llm_cache_entries() -> None:
+    cache = InMemoryCache()
+    script = [reply(text("Short.")), reply(text("Longer.")), reply(text("Bonjour."))]
+    async with ScriptedMessagesAPI(script) as api:
+        settings = api.settings(warm_processes=0)
+        short = ChatClaudeAgent(settings=settings, max_tokens=100, cache=cache)
+        longer = ChatClaudeAgent(settings=settings, max_tokens=2000, cache=cache)
+        same = ChatClaudeAgent(settings=settings, max_tokens=100, cache=cache)
+        french = ChatClaudeAgent(
+            settings=api.settings(warm_processes=0, system_prompt="Answer in French."),
+            max_tokens=100,
+            cache=cache,
+        )
+        answers = [(await m.ainvoke("Hi")).content for m in (short, longer, same, french)]
+    assert answers == ["Short.", "Longer.", "Short.", "Bonjour."], "`same` is served the cache"
+    assert [r.body["max_tokens"] for r in api.requests] == [100, 2000, 100]
+    assert json.dumps(short._identifying_params)  # also traced: plain JSON
+
+
+# -- image_url fields
+
+
+@pytest.mark.parametrize(
+    ("image_url", "problem"),
+    [
+        ({"url": f"data:image/png;base64,{PNG}", "detail": "low"}, "no low-detail mode"),
+        ({"url": f"data:image/png;base64,{PNG}", "format": "png"}, r"field\(s\) 'format'"),
+    ],
+    ids=["detail-low", "unknown-field"],
+)
+@pytest.mark.anyio
+async def test_image_url_fields_that_cannot_be_honoured_are_refused_before_any_request(
+    image_url: dict[str, Any], problem: str
+) -> None:
+    # As the gateway's OpenAI format refuses them.
+    message = HumanMessage([{"type": "text", "text": "What?"},
+                            {"type": "image_url", "image_url": image_url}])  # fmt: skip
+    async with ScriptedMessagesAPI([reply(text("A dot."))]) as api:
+        chat = ChatClaudeAgent(settings=api.settings(warm_processes=0))
+        with pytest.raises(InvalidMessagesError, match=rf"message 0 .*{problem}"):
+            await chat.ainvoke([message])
+        high = {**image_url, "detail": "high"}
+        high.pop("format", None)
+        await chat.ainvoke([HumanMessage([{"type": "image_url", "image_url": high}])])
+    (request,) = api.requests
+    (image,) = request.blocks("image")
+    assert image["source"]["data"].rstrip("=") == PNG  # the high-detail image was sent
+
+
+# -- tool fields the CLI cannot send
+
+
+@tool(extras={"defer_loading": True, "cache_control": {"type": "ephemeral"}})
+def deferred_weather(city: str) -> str:
+    """Get the weather of a city."""
+    return "sunny"
+
+
+ANTHROPIC_TOOL = {
+    "name": "Weather",
+    "description": "Get the weather of a city.",
+    "input_schema": {"type": "object", "properties": {"city": {"type": "string"}}},
+}
+
+
+@pytest.mark.parametrize(
+    ("extra_tool", "problem"),
+    [
+        (deferred_weather, r"tool 'deferred_weather': extras\['defer_loading'\] cannot be sent"),
+        ({**ANTHROPIC_TOOL, "input_examples": [{"city": "Paris"}]}, r"'input_examples' cannot"),
+        ({**ANTHROPIC_TOOL, "eager_input_streaming": True}, r"'eager_input_streaming' cannot"),
+        ({**WEATHER_OPENAI, "function": {**WEATHER_OPENAI["function"], "defer_loading": True}},
+         r"tool 'Weather': function\['defer_loading'\] cannot be sent"),
+    ],
+    ids=["base-tool-extras", "input-examples", "eager-input-streaming", "openai"],
+)  # fmt: skip
+@pytest.mark.anyio
+async def test_tool_fields_the_cli_cannot_send_are_refused_before_any_request(
+    extra_tool: Any, problem: str
+) -> None:
+    async with ScriptedMessagesAPI([reply(text("ok"))]) as api:
+        chat = ChatClaudeAgent(settings=api.settings(warm_processes=0))
+        with pytest.raises(UnsupportedRequestError, match=problem):
+            chat.bind_tools([extra_tool])
+        with pytest.raises(UnsupportedRequestError, match=problem):
+            await chat.ainvoke("Weather?", tools=[extra_tool])
+        # cache_control alone is ignored (the CLI places its own cache breakpoints).
+        cached = {**ANTHROPIC_TOOL, "cache_control": {"type": "ephemeral"}}
+        await chat.bind_tools([cached]).ainvoke("Weather?")
+    (request,) = api.requests
+    assert request.tool_names == ["mcp__sf__Weather"]
+
+
+# -- typed blocks in tool messages
+
+
+def tool_history(content: Any) -> list[BaseMessage]:
+    call = {"name": "Weather", "args": {"city": "Paris"}, "id": "toolu_01"}
+    return [HumanMessage("Weather in Paris?"), AIMessage("", tool_calls=[call]),
+            ToolMessage(content, tool_call_id="toolu_01")]  # fmt: skip
+
+
+@pytest.mark.anyio
+async def test_a_text_plain_block_in_a_tool_message_is_sent_as_its_text() -> None:
+    plain = {"type": "text-plain", "text": "sunny", "mime_type": "text/plain"}
+    api, answer = await ask(tool_history([plain]))
+    (result,) = api.requests[0].results()
+    assert result.text == "sunny"
+    assert "warnings" not in answer.response_metadata
+
+
+@pytest.mark.parametrize(
+    "block",
+    [
+        {"type": "search_result", "source": "https://example.com", "title": "Weather",
+         "content": [{"type": "text", "text": "sunny"}]},
+        {"type": "tool_reference", "tool_name": "Weather"},
+        {"type": "text-plain", "url": "https://example.com/w.txt", "mime_type": "text/plain"},
+    ],
+    ids=["search_result", "tool_reference", "text-plain-by-url"],
+)  # fmt: skip
+@pytest.mark.anyio
+async def test_content_blocks_a_tool_result_cannot_carry_are_refused_not_sent_as_json(
+    block: dict[str, Any],
+) -> None:
+    async with ScriptedMessagesAPI([reply(text("Sunny."))]) as api:
+        chat = ChatClaudeAgent(settings=api.settings(warm_processes=0)).bind_tools([Weather])
+        with pytest.raises(InvalidMessagesError, match=rf"message 2 .*{block['type']} block"):
+            await chat.ainvoke(tool_history([block]))
+        await chat.ainvoke(tool_history([{"city": "Paris", "sky": "sunny"}]))  # plain data
+    (request,) = api.requests
+    (result,) = request.results()
+    assert json.loads(result.text) == [{"city": "Paris", "sky": "sunny"}]
+
+
+# -- citations on user text
+
+
+@pytest.mark.anyio
+async def test_citations_on_user_text_draw_a_warning() -> None:
+    cited = {"type": "text", "text": "Paris is the capital.", "annotations": [
+        {"type": "citation", "cited_text": "Paris is the capital of France."}]}  # fmt: skip
+    history: list[BaseMessage] = [HumanMessage([cited])]
+    with pytest.warns(UserWarning, match=r"message 0 .*citations.*\(citations-dropped\)"):
+        api, answer = await ask(history)
+    assert texts_of(api.requests[0].body, "user") == ["Paris is the capital."]
+    assert warning_codes(answer) == ["citations-dropped"]
+
+
+# -- LangChain's own `stream` keyword
+
+
+class TokenCounter(BaseCallbackHandler):
+    def __init__(self) -> None:
+        self.tokens: list[str] = []
+
+    def on_llm_new_token(self, token: str, **kwargs: Any) -> None:
+        self.tokens.append(token)
+
+
+@pytest.mark.parametrize("stream", [True, False])
+def test_invoke_with_stream_picks_streaming_as_langchain_means_it(stream: bool) -> None:
+    with ScriptedMessagesAPI([reply(text("A fairly long streamed answer."))]) as api:
+        counter = TokenCounter()
+        chat = ChatClaudeAgent(settings=api.settings(warm_processes=0))
+        answer = chat.invoke("Say something.", stream=stream, config={"callbacks": [counter]})
+    assert answer.content == "A fairly long streamed answer."
+    assert len(api.requests) == 1
+    assert (len(counter.tokens) > 1) is stream, "streamed token by token only with stream=True"
