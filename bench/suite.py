@@ -15,6 +15,7 @@ import datetime
 import json
 import os
 import resource
+import shutil
 import statistics
 import sys
 import tempfile
@@ -140,32 +141,35 @@ async def tool_call_cost(report: Report, calls: int) -> None:
             raise BenchError(f"tool call via {label}: add({i}, 1) returned {got!r}")
 
     samples: dict[str, list[float]] = {"direct": [], "in-memory": [], "stdio": []}
-    async with mcp.Client(server, mode="legacy") as memory, mcp.Client(params) as stdio:
+    try:
+        async with mcp.Client(server, mode="legacy") as memory, mcp.Client(params) as stdio:
 
-        async def via_direct(i: int) -> str:
-            out = await direct_tool.call({"a": i, "b": 1})
-            return out.text
+            async def via_direct(i: int) -> str:
+                out = await direct_tool.call({"a": i, "b": 1})
+                return out.text
 
-        async def via_client(client: mcp.Client, i: int) -> str:
-            result = await client.call_tool("add", {"a": i, "b": 1})
-            if result.is_error:
-                raise BenchError(f"tool call failed: {result.content}")
-            return "".join(getattr(b, "text", "") for b in result.content)
+            async def via_client(client: mcp.Client, i: int) -> str:
+                result = await client.call_tool("add", {"a": i, "b": 1})
+                if result.is_error:
+                    raise BenchError(f"tool call failed: {result.content}")
+                return "".join(getattr(b, "text", "") for b in result.content)
 
-        contenders: dict[str, Callable[[int], Awaitable[str]]] = {
-            "direct": via_direct,
-            "in-memory": lambda i: via_client(memory, i),
-            "stdio": lambda i: via_client(stdio, i),
-        }
-        for label, call in contenders.items():  # warm-up: imports, first validation, pipes
-            for i in range(5):
-                check(label, await call(i), i)
-        for i in range(calls):
-            for label, call in contenders.items():
-                started = time.perf_counter()
-                got = await call(i)
-                samples[label].append(time.perf_counter() - started)
-                check(label, got, i)
+            contenders: dict[str, Callable[[int], Awaitable[str]]] = {
+                "direct": via_direct,
+                "in-memory": lambda i: via_client(memory, i),
+                "stdio": lambda i: via_client(stdio, i),
+            }
+            for label, call in contenders.items():  # warm-up: imports, first validation, pipes
+                for i in range(5):
+                    check(label, await call(i), i)
+            for i in range(calls):
+                for label, call in contenders.items():
+                    started = time.perf_counter()
+                    got = await call(i)
+                    samples[label].append(time.perf_counter() - started)
+                    check(label, got, i)
+    finally:
+        shutil.rmtree(workdir, ignore_errors=True)  # the serve process's working directory
     for label, what in (
         ("direct", "FunctionTool.call (direct)"),
         ("in-memory", "bridge, in-memory mcp.Client"),
@@ -252,8 +256,6 @@ async def bare_stream(api: ScriptedMessagesAPI, expected: str) -> Timing:
             elif isinstance(message, sdk.ResultMessage):
                 result = message
     finally:
-        import shutil
-
         shutil.rmtree(workdir, ignore_errors=True)
     total = time.perf_counter() - started
     if result is None or result.is_error or "".join(got) != expected or first is None:
@@ -1015,7 +1017,6 @@ async def sample_replica(root: int, peak: list[ReplicaMemory], seen: set[int], s
 async def gateway_bench(report: Report, rounds: int) -> None:
     """`sf-provider gateway` as a subprocess (one replica, as docs/deploy.md runs it), driven by
     the official `openai` client: each conversation is one tool-call step and one answer."""
-    import shutil
     import signal
     import socket
     import subprocess
