@@ -9,7 +9,10 @@ What an executor or a gate raises, by kind:
 - `SystemExit` (argparse and click tools exit on bad input) is one too: only the call ends. A
   sync executor's is told apart from the application's own (a signal handler's `sys.exit()`
   running in the event loop's thread while the call waits), which is treated as below;
-- cancellation (anyio's) stays cancellation: the caller's cancel scope is honoured;
+- cancellation (anyio's) stays cancellation: the caller's cancel scope is honoured. A
+  `CancelledError` the executor raises while nothing cancels the call (one leaked from a library,
+  or raised by hand) is the tool's failure like an `Exception`: re-raised, it would end the
+  transport's task (the query's bridge, `sf-provider serve`) for every later call;
 - any other `BaseException` (`KeyboardInterrupt`, `GeneratorExit`, ...) is not the tool's
   business alone: it goes to the interrupt handler of the context the call runs in (a query
   stops and re-raises it to its caller; `sf-provider serve` answers with an error result and
@@ -121,9 +124,30 @@ class _ToolExit(Exception):
         self.exit = exit
 
 
+class _ToolCancelled(Exception):
+    """An executor raised a `CancelledError` while nothing cancelled its call: a failure of the
+    call, raised in place of it so that the transport's task is not taken for cancelled."""
+
+    def __init__(self, exit: BaseException) -> None:
+        super().__init__(str(exit))
+        self.exit = exit
+
+
+def _cancelling() -> bool:
+    """Whether this task is being cancelled (a cancel scope, a timeout, the caller): only then
+    is a `CancelledError` cancellation. anyio cancels asyncio tasks with `Task.cancel()`."""
+    import asyncio
+
+    try:
+        task = asyncio.current_task()
+    except RuntimeError:  # not asyncio (trio's Cancelled cannot be raised by user code)
+        return True
+    return task is None or task.cancelling() > 0
+
+
 def _describe(exc: BaseException) -> str:
     """`Type: message`, with the exit code for `SystemExit`."""
-    if isinstance(exc, _ToolExit):
+    if isinstance(exc, _ToolExit | _ToolCancelled):
         exc = exc.exit
     if isinstance(exc, SystemExit):
         return f"SystemExit: exit code {exc.code!r}"
@@ -248,7 +272,8 @@ async def _gated_call(
     except Exception as exc:
         message = f"Tool {tool.name!r} failed: {_describe(exc)}"
         logger.warning(message, exc_info=True)
-        span.failed(error_type(exc.exit if isinstance(exc, _ToolExit) else exc), message)
+        raised = exc.exit if isinstance(exc, _ToolExit | _ToolCancelled) else exc
+        span.failed(error_type(raised), message)
         return ToolOutput.from_text(message, is_error=True)
     try:
         return truncate_output(to_tool_output(value), max_result_chars, tool.name)
@@ -274,6 +299,10 @@ async def _execute(call: RunningCall, args: dict[str, Any]) -> Any:
         if inspect.isawaitable(value):
             value = await value
         return value
+    except anyio.get_cancelled_exc_class() as exc:
+        if _cancelling():
+            raise
+        raise _ToolCancelled(exc) from exc
     finally:
         _CURRENT_CALL.reset(token)
 

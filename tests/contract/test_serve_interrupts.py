@@ -1,6 +1,7 @@
-"""`sf-provider serve` outlives its tools: `sys.exit()`, `KeyboardInterrupt` and `GeneratorExit`
-raised by a tool (or `sys.exit()` by the gate) are answered with an error result, and the server
-serves the next call. Only the end of stdin or a signal stops it (tests/contract/test_serve.py).
+"""`sf-provider serve` outlives its tools: `sys.exit()`, `KeyboardInterrupt`, `GeneratorExit` and a
+`CancelledError` that nothing cancelled, raised by a tool (or `sys.exit()` by the gate), are
+answered with an error result, and the server serves the next call. Only the end of stdin or a
+signal stops it (tests/contract/test_serve.py).
 
 The real `sf-provider serve` subprocess over stdio, driven by the official `mcp` client; the
 tools are `tests/fixtures/unruly_tools.py`.
@@ -56,6 +57,8 @@ async def call_then_echo(tmp_path: Path, name: str) -> tuple[tuple[str, bool], s
         ("exits_async", "Tool 'exits_async' failed: SystemExit: exit code 2"),
         ("interrupts", "Tool 'interrupts' failed: KeyboardInterrupt"),
         ("generator_exit", "Tool 'generator_exit' failed: GeneratorExit"),
+        ("cancelled", "Tool 'cancelled' failed: CancelledError"),
+        ("cancelled_async", "Tool 'cancelled_async' failed: CancelledError"),
         (
             "guarded",  # its gate calls sys.exit(5)
             "Tool 'guarded' was denied by the safety gate: the gate failed "

@@ -13,6 +13,7 @@ nothing leaks.
 
 from __future__ import annotations
 
+import asyncio
 import os
 import subprocess
 import sys
@@ -75,6 +76,39 @@ def argparse_tool(arguments: dict[str, Any]) -> str:
     parser.add_argument("--year", type=int, required=True)
     parser.parse_args([])  # no --year: prints usage to stderr and calls sys.exit(2)
     return "unreachable"
+
+
+# --------------------------------------------------------------------------- CancelledError
+
+
+@pytest.mark.parametrize("kind", ["sync", "async"])
+async def test_a_cancelled_error_no_one_asked_for_is_an_error_result_and_the_bridge_lives(
+    kind: str,
+) -> None:
+    # Raised by the tool (leaked from a library), not a cancellation of the call: re-raised, it
+    # ended the bridge's task, failed every later call and was kept warm for the next query.
+    raised: list[BaseException] = []
+    make = raiser if kind == "sync" else async_raiser
+    failing = FunctionTool(name="tool", executor=make(asyncio.CancelledError(), raised))
+    fine = FunctionTool(name="fine", executor=lambda arguments: "fine")
+    script = [
+        reply(tool_use("tool", {})),
+        reply(tool_use("fine", {})),
+        reply(text("done")),
+        reply(tool_use("fine", {})),
+        reply(text("done again")),
+    ]
+    async with ScriptedMessagesAPI(script) as api:
+        provider = ClaudeAgentProvider(api.settings(warm_processes=1))
+        first = await provider.generate("go", tools=[failing, fine])
+        second = await provider.generate("again", tools=[failing, fine])
+        await provider.aclose()
+    assert (first.text, second.text) == ("done", "done again")
+    assert second.provider_details["process"] == "warm"
+    last = [(r.text, r.is_error) for r in (api.requests[i].results()[-1] for i in (1, 2, 4))]
+    assert last == [("Tool 'tool' failed: CancelledError", True), ("fine", False), ("fine", False)]
+    await no_cli_left()
+    assert leftover_query_dirs() == []
 
 
 # --------------------------------------------------------------------------- SystemExit
