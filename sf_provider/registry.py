@@ -62,6 +62,15 @@ class ToolRegistry:
         guidance: bool = False,
         environ: Mapping[str, str] | None = None,
     ) -> None:
+        if gate is not None and not callable(gate):
+            raise TypeError(f"gate must be a callable (a Gate), not {type(gate).__name__}")
+        # A switch that is not a bool ("false" is truthy) would leave a group on: refused.
+        for group, enabled in (groups or {}).items():
+            if not isinstance(enabled, bool):
+                raise TypeError(
+                    f"groups[{group!r}] must be True or False, not {enabled!r} "
+                    f"({type(enabled).__name__})"
+                )
         self.gate = gate
         self.groups: dict[str, bool] = dict(groups or {})
         self.guidance = guidance
@@ -119,9 +128,16 @@ class ToolRegistry:
         if group is None:
             return True
         environ = os.environ if self._environ is None else self._environ
-        raw = environ.get(group_env_var(group))
-        if raw is not None and raw.strip().lower() in _TRUE | _FALSE:
-            return raw.strip().lower() in _TRUE
+        name = group_env_var(group)
+        raw = (environ.get(name) or "").strip().lower()
+        if raw in _TRUE | _FALSE:
+            return raw in _TRUE
+        if raw:  # an operator's switch that cannot be read must not leave the group as it was
+            raise ValueError(
+                f"{name}={environ.get(name)!r} is not a switch this registry reads: set it to "
+                f"1, true, on or yes to enable the group {group!r}, or 0, false, off or no to "
+                f"disable it (empty: the registry's own setting)"
+            )
         return self.groups.get(group, True)
 
     def all_groups(self) -> list[str]:

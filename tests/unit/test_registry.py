@@ -105,10 +105,33 @@ def test_environment_switch_accepts_the_usual_words(raw: str, enabled: bool) -> 
     assert registry.group_enabled("admin") is enabled
 
 
-def test_an_unreadable_environment_value_falls_back_to_settings() -> None:
-    registry = _registry(groups={"admin": False}, environ={"SF_PROVIDER_GROUP_ADMIN": "maybe"})
+@pytest.mark.parametrize("setting", [True, False])
+def test_an_unreadable_environment_switch_is_an_error_not_the_settings(setting: bool) -> None:
+    # An operator's "disabled" used to be ignored: the group stayed as the code set it.
+    registry = _registry(groups={"admin": setting}, environ={"SF_PROVIDER_GROUP_ADMIN": "disabled"})
 
-    assert not registry.group_enabled("admin")
+    with pytest.raises(ValueError, match=r"SF_PROVIDER_GROUP_ADMIN='disabled' is not a switch"):
+        registry.group_enabled("admin")
+    with pytest.raises(ValueError, match="SF_PROVIDER_GROUP_ADMIN"):
+        registry.enabled_tools()
+
+
+def test_an_empty_environment_switch_leaves_the_settings() -> None:
+    registry = _registry(groups={"admin": False}, environ={"SF_PROVIDER_GROUP_ADMIN": " "})
+
+    assert registry.group_enabled("admin") is False
+
+
+@pytest.mark.parametrize("value", ["false", 0, None])
+def test_a_group_setting_that_is_not_a_bool_is_refused(value: Any) -> None:
+    # "false" is truthy: it would have left the group on.
+    with pytest.raises(TypeError, match=r"groups\['admin'\] must be True or False"):
+        ToolRegistry([_tool("wipe_db", group="admin")], groups={"admin": value})
+
+
+def test_a_gate_that_is_not_callable_is_refused() -> None:
+    with pytest.raises(TypeError, match="gate must be a callable"):
+        ToolRegistry([_tool("wipe_db")], gate="yes")  # type: ignore[arg-type]
 
 
 def test_a_group_name_with_dashes_maps_to_underscores_in_its_variable() -> None:
