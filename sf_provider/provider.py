@@ -433,7 +433,9 @@ class ClaudeAgentProvider:
             required, instruction = choice.name, f"the tool {choice.name!r}"
         elif choice == "required":
             required, instruction = "a tool", "at least one of the tools"
-        system = [options.system_prompt or settings.system_prompt, *conversation.system]
+        # An explicit "" drops the settings' prompt for this call.
+        own = options.system_prompt
+        system = [settings.system_prompt if own is None else own, *conversation.system]
         if instruction is not None:
             system.append(_REQUIRED_INSTRUCTION.format(what=instruction))
         if forbid_calls:

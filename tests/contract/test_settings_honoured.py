@@ -6,6 +6,7 @@ API; what took effect is read from the request the CLI sent.
 
 from __future__ import annotations
 
+import json
 import warnings
 from decimal import Decimal
 from typing import Any
@@ -104,6 +105,16 @@ async def test_the_provider_settings_apply_to_every_query() -> None:
         await provider.aclose()
     assert sent(api.requests[0])["max_tokens"] == 64
     assert sent(api.requests[0])["effort"] == "high"
+
+
+async def test_a_calls_empty_system_prompt_replaces_the_settings_one() -> None:
+    async with ScriptedMessagesAPI([reply(text("one")), reply(text("two"))]) as api:
+        provider = ClaudeAgentProvider(api.settings(warm_processes=0, system_prompt="PIRATE"))
+        await provider.generate("hi")
+        await provider.generate("hi", system_prompt="")
+    with_settings, without = (json.dumps(r.body.get("system")) for r in api.requests)
+    assert "PIRATE" in with_settings
+    assert "PIRATE" not in without
 
 
 async def test_max_retries_per_call_sets_the_clis_retries() -> None:
