@@ -520,6 +520,10 @@ class PartMapper:
         ):
             # Single-turn: the calls handed back are why the query stopped.
             reason = "tool-calls"
+        elif reason == "tool-calls" and not self._calls and result.structured_output is not None:
+            # The last turn called only the CLI's hidden StructuredOutput tool: the answer is
+            # the object, and there is no call for the application to answer.
+            reason = "stop"
         return FinishPart(
             structured_output=result.structured_output,
             finish_reason=reason,

@@ -41,6 +41,19 @@ async def test_the_answer_object_arrives_as_structured_output() -> None:
     assert api.requests[0].tool_names == ["StructuredOutput"]
 
 
+@pytest.mark.parametrize("mode", ["executor", "single-turn"])
+async def test_an_answer_that_is_only_the_object_finishes_with_stop(mode: str) -> None:
+    # The CLI ends the query on the StructuredOutput call (stop reason tool_use): there is no
+    # call for the application to answer, so a `while finish_reason == "tool-calls"` loop ends.
+    script = [reply(tool_use("StructuredOutput", {"city": "Paris", "celsius": 18}))]
+    tools = [FunctionTool(name="get_weather", executor=lambda arguments: "18")]
+    async with ScriptedMessagesAPI(script) as api:
+        provider = ClaudeAgentProvider(api.settings(warm_processes=0))
+        result = await provider.generate("Weather?", tools=tools, output_schema=WEATHER, mode=mode)
+    assert result.structured_output == {"city": "Paris", "celsius": 18}
+    assert (result.finish_reason, result.tool_calls, len(api.requests)) == ("stop", [], 1)
+
+
 async def test_single_turn_does_not_defer_the_structured_output_tool() -> None:
     async with ScriptedMessagesAPI(complying) as api:
         provider = ClaudeAgentProvider(api.settings())
