@@ -754,6 +754,7 @@ class ClaudeAgentProvider:
         registry = self.registry
         return (
             self.settings.model_dump_json(),
+            _environment_key(self.settings.isolate),  # credentials, endpoint: read at start
             self.settings.cwd or os.getcwd(),  # the CLI's working directory, named to the model
             id(registry),
             id(registry.gate) if registry is not None else None,
@@ -989,6 +990,19 @@ def _ignored_environment(settings: ProviderSettings) -> list[str]:
     if not settings.isolate:
         return []
     return sorted(n for n in _REQUEST_SHAPING_ENV if os.environ.get(n) and n not in settings.env)
+
+
+def _environment_key(isolate: bool) -> tuple[tuple[str, str], ...]:
+    """The application's environment as the CLI reads it at start (isolated: the allow-list
+    only), for the warm-process key: a rotated API key or a new endpoint in `os.environ` must
+    not be answered by a process started with the old one."""
+    return tuple(
+        sorted(
+            (name, value)
+            for name, value in os.environ.items()
+            if not isolate or name in _ENV_ALLOWED or name.startswith(_ENV_ALLOWED_PREFIXES)
+        )
+    )
 
 
 def _blocked_environment(env: dict[str, str]) -> dict[str, str]:

@@ -174,6 +174,25 @@ async def test_other_options_or_executors_get_another_process() -> None:
     assert "Be brief." not in json.dumps(api.requests[6].body["system"])
 
 
+async def test_a_rotated_api_key_in_the_environment_is_never_sent_by_an_old_process(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    script = [reply(text("one")), reply(text("two")), reply(text("three"))]
+    async with ScriptedMessagesAPI(script) as api:
+        settings = api.settings(warm_processes=1)
+        env = {k: v for k, v in settings.env.items() if k != "ANTHROPIC_API_KEY"}
+        async with ClaudeAgentProvider(settings.model_copy(update={"env": env})) as provider:
+            monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-ant-key-one")
+            first = await provider.generate("hi")
+            monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-ant-key-two")
+            second = await provider.generate("hi")
+            third = await provider.generate("hi")
+    sent = [r.headers.get("x-api-key") for r in api.requests]
+    assert sent == ["sk-ant-key-one", "sk-ant-key-two", "sk-ant-key-two"]
+    processes = [r.provider_details["process"] for r in (first, second, third)]
+    assert processes == ["fresh", "fresh", "warm"]
+
+
 async def test_single_turn_queries_reuse_a_process_without_pending_calls() -> None:
     routed = FunctionTool(name="route", description="Route a request.", input_schema=SCHEMA)
     async with (
