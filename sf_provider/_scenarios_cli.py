@@ -179,7 +179,8 @@ def run_record(args: argparse.Namespace, out: TextIO | None = None) -> int:
         registry = load_tools_option("scenarios record", args.tools)
         if registry is None:
             return 2
-    options = {k: v for k, v in (("model", args.model), ("max_turns", args.max_turns)) if v}
+    pairs = (("model", args.model), ("max_turns", args.max_turns))
+    options = {k: v for k, v in pairs if v is not None}  # 0 or "" is refused, not dropped
 
     async def record() -> Scenario:
         return await record_scenario(

@@ -295,8 +295,11 @@ class _QuerySpan(QueryTrace):
             return
         self._ended = True
         span = self._span
-        if isinstance(exc, GeneratorExit):
-            # The application left the stream: an error only when it says so (its own span).
+        import anyio
+
+        if isinstance(exc, GeneratorExit | anyio.get_cancelled_exc_class()):
+            # The application left the stream, or cancelled the call (its own timeout, a client
+            # that went away): an error only when it says so (its own span).
             if not self._finished:
                 span.set_attribute("sf_provider.closed_early", True)
         elif exc is not None:

@@ -102,7 +102,7 @@ class CallOptions(BaseModel):
 
     model_config = ConfigDict(extra="forbid", frozen=True, defer_build=True)
 
-    model: str | None = None
+    model: str | None = Field(default=None, min_length=1)
     system_prompt: str | None = None
     max_turns: int | None = Field(default=None, ge=1)
     max_budget_usd: float | None = Field(default=None, gt=0)

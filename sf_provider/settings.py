@@ -30,7 +30,7 @@ class ProviderSettings(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True, defer_build=True)
 
     model: str | None = Field(
-        default=None, description="Model name passed to the CLI; None = CLI default."
+        default=None, min_length=1, description="Model name passed to the CLI; None = CLI default."
     )
     system_prompt: str | None = Field(default=None, description="System prompt for every query.")
     max_turns: int = Field(default=10, ge=1, description="Model turns allowed in executor mode.")

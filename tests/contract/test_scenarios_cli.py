@@ -167,3 +167,23 @@ def test_record_needs_live_or_an_upstream(capsys: pytest.CaptureFixture[str]) ->
 
     assert exit_.value.code == 2
     assert "one of the arguments --live --upstream is required" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(("option", "value"), [("--max-turns", "0"), ("--model", "")])
+def test_record_refuses_an_option_value_it_cannot_use(
+    app: Path,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+    option: str,
+    value: str,
+) -> None:
+    # `--max-turns 0` and `--model ""` were dropped: the recording ran with the defaults.
+    monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-ant-recording")
+    with ScriptedMessagesAPI([reply(text("Hi."))]) as upstream:
+        args = ["--upstream", upstream.base_url, "--prompt", "Hi?", "--out", "scenarios/hi.json"]
+        code = main(["scenarios", "record", *args, option, value])
+    captured = capsys.readouterr()
+    assert code != 0, captured.out
+    assert option.removeprefix("--").replace("-", "_") in captured.err
+    assert not (app / "scenarios" / "hi.json").exists()
+    assert upstream.requests == []

@@ -32,7 +32,7 @@ from sf_provider import (
 )
 from sf_provider._tracing import CAPTURE_CONTENT_ENV
 from sf_provider.gateway import GatewaySettings, create_app
-from sf_provider.testing import ScriptedMessagesAPI, http_error, reply, text, tool_use
+from sf_provider.testing import ScriptedMessagesAPI, fault, http_error, reply, text, tool_use
 
 pytestmark = [pytest.mark.anyio, pytest.mark.cli]
 
@@ -164,6 +164,29 @@ async def test_a_failed_query_has_error_status_and_the_provider_error_type(
     (event,) = query.events
     assert event.name == "exception"
     assert dict(event.attributes or {})["exception.type"].endswith("APIError")
+
+
+@pytest.mark.parametrize("how", ["cancelled", "left"])
+async def test_a_query_the_application_stops_is_closed_early_not_an_error(
+    spans: InMemorySpanExporter, how: str
+) -> None:
+    # Cancelling the call (the app's own timeout, a gateway client gone) is no provider failure,
+    # like leaving the stream.
+    async with ScriptedMessagesAPI([fault("hang", seconds=30)]) as api:
+        provider = ClaudeAgentProvider(api.settings(model=MODEL, warm_processes=0))
+        if how == "cancelled":
+            with anyio.move_on_after(2) as scope:
+                await provider.generate("2+3?")
+            assert scope.cancelled_caught
+        else:
+            async with provider.stream("2+3?") as parts:
+                async for _ in parts:
+                    break  # the stream-start part
+    query = _query_span(spans.get_finished_spans())
+    assert query.status.status_code is StatusCode.UNSET
+    attributes = dict(query.attributes or {})
+    assert attributes["sf_provider.closed_early"] is True
+    assert "error.type" not in attributes
 
 
 async def test_a_call_the_gate_denied_is_an_execute_tool_span_with_error_status(
