@@ -70,6 +70,7 @@ from mcp.server.stdio import stdio_server
 
 from ._bridge import build_mcp_server
 from ._invoke import INTERRUPTS
+from ._tracing import flush
 from .cli import load_tools_option
 
 __all__ = ["run_serve"]
@@ -249,6 +250,7 @@ def _leave_tool_threads_behind() -> None:
             "cancelled tools); exiting without waiting for them",
             len(running),
         )
+        flush()  # no atexit after os._exit: the spans still buffered go now
         logging.shutdown()
         sys.stdout.flush()
         sys.stderr.flush()

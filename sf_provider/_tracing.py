@@ -60,6 +60,7 @@ __all__ = [
     "ToolTrace",
     "capture_content",
     "continue_trace",
+    "flush",
     "start_query",
     "tool_span",
 ]
@@ -150,6 +151,17 @@ def _tracer() -> tuple[_API, Tracer] | None:
         tracer = provider.get_tracer("sf_provider", __version__)
         api.provider, api.tracer = provider, tracer
     return api, tracer
+
+
+def flush() -> None:
+    """Export the spans still buffered, when the application configured a tracer provider: for
+    servers whose process may end without `atexit` (uvicorn re-raises SIGTERM after a graceful
+    shutdown; `sf-provider serve` can leave with `os._exit`)."""
+    found = _tracer()
+    if found is not None:
+        force_flush = getattr(found[0].trace.get_tracer_provider(), "force_flush", None)
+        if callable(force_flush):
+            force_flush()
 
 
 def capture_content() -> bool:

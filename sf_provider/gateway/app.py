@@ -25,6 +25,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
+from .._tracing import flush
 from ..errors import ProviderError
 from ..provider import ClaudeAgentProvider
 from ..settings import ProviderSettings
@@ -60,16 +61,15 @@ def create_app(
 
     @asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
-        if provider is not None:
-            app.state.provider = provider
-            yield
-            return
-        own = ClaudeAgentProvider(settings.provider)
-        app.state.provider = own
+        own = ClaudeAgentProvider(settings.provider) if provider is None else None
+        app.state.provider = provider or own
         try:
             yield
         finally:
-            await own.aclose()
+            if own is not None:
+                await own.aclose()
+            # uvicorn ends the process by SIGTERM itself after a graceful shutdown: no atexit.
+            flush()
 
     async def healthz(_request: Request) -> Response:
         return JSONResponse(

@@ -6,11 +6,14 @@ nothing at all without a configured tracer provider."""
 from __future__ import annotations
 
 import json
+import os
+import signal
 import subprocess
 import sys
 import textwrap
 from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager
+from pathlib import Path
 from typing import Any
 
 import anyio
@@ -32,7 +35,15 @@ from sf_provider import (
 )
 from sf_provider._tracing import CAPTURE_CONTENT_ENV
 from sf_provider.gateway import GatewaySettings, create_app
-from sf_provider.testing import ScriptedMessagesAPI, fault, http_error, reply, text, tool_use
+from sf_provider.testing import (
+    ScriptedMessagesAPI,
+    fault,
+    http_error,
+    offline_env,
+    reply,
+    text,
+    tool_use,
+)
 
 pytestmark = [pytest.mark.anyio, pytest.mark.cli]
 
@@ -444,6 +455,59 @@ _UNCONFIGURED = textwrap.dedent(
                       "current": current, "sdk_loaded": sdk_loaded, "names": names}))
     """
 )
+
+
+#: `sf-provider gateway` in a process whose OpenTelemetry SDK batches spans (as
+#: `opentelemetry-instrument` configures it), writing the names of exported spans to a file.
+_TRACED_GATEWAY = """
+import sys
+from opentelemetry import trace
+from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExporter, SpanExportResult
+class ToFile(SpanExporter):
+    def export(self, spans):
+        with open(sys.argv[1], "a") as out:
+            out.writelines(f"{span.name}\\n" for span in spans)
+        return SpanExportResult.SUCCESS
+provider = TracerProvider()
+provider.add_span_processor(BatchSpanProcessor(ToFile(), schedule_delay_millis=600_000))
+trace.set_tracer_provider(provider)
+from sf_provider.cli import main
+sys.exit(main(["gateway", "--port", "0", "--api-key", "key"]))
+"""
+
+
+async def test_the_gateway_commands_spans_are_exported_when_it_is_stopped(
+    tmp_path: Path,
+) -> None:
+    # uvicorn ends the process by re-raising SIGTERM after its graceful shutdown, so no atexit
+    # handler (the SDK's own flush) runs: the spans still batched were lost.
+    exported = tmp_path / "spans.txt"
+    async with ScriptedMessagesAPI([reply(text("Sunny."))]) as api:
+        env = {**os.environ, **offline_env(api.base_url)}
+        command = [sys.executable, "-c", _TRACED_GATEWAY, str(exported)]
+        async with await anyio.open_process(command, env=env) as gateway_process:
+            assert gateway_process.stderr is not None
+            log = ""
+            async for chunk in gateway_process.stderr:
+                log += chunk.decode()
+                if "Uvicorn running on" in log:
+                    break
+            url = log.split("Uvicorn running on ")[1].split()[0]
+            async with httpx.AsyncClient(base_url=url, timeout=60) as client:
+                answer = await client.post(
+                    "/v1/chat/completions",
+                    headers={"authorization": "Bearer key"},
+                    json={"model": MODEL, "messages": [{"role": "user", "content": "Sunny?"}]},
+                )
+            assert answer.status_code == 200, answer.text
+            assert not exported.exists(), "batched, not exported yet"
+            gateway_process.send_signal(signal.SIGTERM)
+            async for chunk in gateway_process.stderr:
+                log += chunk.decode()
+            await gateway_process.wait()
+    assert "Application shutdown complete" in log
+    assert f"chat {MODEL}" in exported.read_text().splitlines()
 
 
 def test_without_a_tracer_provider_nothing_is_traced_and_nothing_imported() -> None:
