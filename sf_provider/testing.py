@@ -49,7 +49,7 @@ from dataclasses import dataclass, field
 from types import TracebackType
 from typing import Any, Literal, get_args
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from .settings import ProviderSettings
 
@@ -117,6 +117,37 @@ class Reply(BaseModel):
     usage: dict[str, int] = Field(default_factory=dict)
     model: str | None = None
     chunk_size: int = Field(default=8, ge=1, description="Characters per streamed delta.")
+
+    @field_validator("content")
+    @classmethod
+    def _blocks(cls, content: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        """A block the server could not send is the script's mistake, named here: sent, it
+        failed far away (a dropped connection, then "no scripted reply left")."""
+        for i, block in enumerate(content):
+            kind = block.get("type")
+            if kind not in _BLOCK_FIELDS:
+                raise ValueError(
+                    f"content[{i}]: type {kind!r} is not one of {', '.join(_BLOCK_FIELDS)} "
+                    f"(build blocks with text(), tool_use(), thinking(), redacted_thinking())"
+                )
+            if kind == "tool_use" and not isinstance(block.get("input", {}), dict):
+                raise ValueError(f"content[{i}]: a tool_use block's 'input' must be an object")
+            for name, expected in _BLOCK_FIELDS[kind].items():
+                if not isinstance(block.get(name), expected):
+                    raise ValueError(
+                        f"content[{i}]: a {kind} block needs {name!r} "
+                        f"({expected.__name__}), got {block.get(name)!r}"
+                    )
+        return content
+
+
+#: The blocks a scripted reply can hold, and the fields each needs.
+_BLOCK_FIELDS: dict[str, dict[str, type]] = {
+    "text": {"text": str},
+    "tool_use": {"name": str},
+    "thinking": {"thinking": str},
+    "redacted_thinking": {"data": str},
+}
 
 
 class HTTPErrorReply(BaseModel):
@@ -592,7 +623,16 @@ class ScriptedMessagesAPI:
             # As the Messages API answers it, before any scripted reply is spent.
             await _write_json(writer, 400, _error_body("invalid_request_error", _TOOLS_NEEDED))
             return True
-        item = await self._next_item(recorded)
+        try:
+            item = await self._next_item(recorded)
+        except Exception as exc:  # a script function's mistake: named, not a dropped connection
+            problem = (
+                f"ScriptedMessagesAPI: the script failed on request #{recorded.index}: "
+                f"{type(exc).__name__}: {exc}"
+            )
+            self._state.errors.append(problem)
+            await _write_json(writer, 500, _error_body("api_error", problem))
+            return True
         if item is None:
             problem = f"ScriptedMessagesAPI: no scripted reply left for request #{recorded.index}"
             self._state.errors.append(problem)

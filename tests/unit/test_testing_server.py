@@ -776,3 +776,35 @@ async def test_a_server_already_running_cannot_be_entered_again() -> None:
     async with ScriptedMessagesAPI([]) as api:
         with pytest.raises(RuntimeError, match="already running"):
             api.__enter__()
+
+
+# -- a script's own mistakes are named
+
+
+@pytest.mark.parametrize(
+    ("block", "problem"),
+    [
+        ({"type": "text", "txt": "ok"}, r"content\[0\]: a text block needs 'text' \(str\)"),
+        ({"type": "txt", "text": "ok"}, r"content\[0\]: type 'txt' is not one of text"),
+        ({"type": "tool_use", "input": {}}, r"content\[0\]: a tool_use block needs 'name'"),
+        ({"type": "tool_use", "name": "t", "input": "x"}, "'input' must be an object"),
+    ],
+)
+def test_a_reply_block_the_server_could_not_send_is_refused_when_scripted(
+    block: dict[str, Any], problem: str
+) -> None:
+    # Sent, it failed far away: a dropped connection, then "no scripted reply left".
+    with pytest.raises(ValidationError, match=problem):
+        reply(block)
+
+
+async def test_a_script_function_that_fails_is_a_500_naming_its_error() -> None:
+    def script(request: RecordedRequest) -> Reply:
+        raise RuntimeError("no answer for this question")
+
+    async with ScriptedMessagesAPI(script) as api:
+        response = await post(api, body())
+    expected = "the script failed on request #0: RuntimeError: no answer for this question"
+    assert response.status_code == 500
+    assert expected in response.json()["error"]["message"]
+    assert api.errors == [f"ScriptedMessagesAPI: {expected}"]
