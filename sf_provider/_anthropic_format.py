@@ -507,6 +507,9 @@ def _tool_result(block: Mapping[str, Any], where: str) -> JSON:
     call_id = block.get("tool_use_id")
     if not isinstance(call_id, str) or not call_id:
         raise InvalidMessagesError(f"{where}.tool_use_id: required: a string")
+    is_error = block.get("is_error", False)
+    if not isinstance(is_error, bool):  # "false" would be truthy: sent as an error
+        raise InvalidMessagesError(f"{where}.is_error: must be true or false, not {is_error!r}")
     content = block.get("content", "")
     result: JSON = {"type": "tool-result", "tool_call_id": call_id}
     if isinstance(content, list):
@@ -531,7 +534,7 @@ def _tool_result(block: Mapping[str, Any], where: str) -> JSON:
         result["output"] = content
     else:
         raise InvalidMessagesError(f"{where}.content: must be a string or a list of blocks")
-    return result | {"is_error": bool(block.get("is_error"))}
+    return result | {"is_error": is_error}
 
 
 def _user(content: Any, where: str) -> list[JSON]:

@@ -5,15 +5,22 @@ Input format (a list of dicts; a plain string is one user turn):
 - `{"role": "system", "content": str}`: joined into the system prompt.
 - `{"role": "user", "content": str | [blocks]}` with blocks `{"type": "text", "text"}` and
   `{"type": "image", "data": <base64>, "media_type": "image/png"}` or
-  `{"type": "image", "url": "data:image/png;base64,..." | "https://..."}`.
+  `{"type": "image", "url": "data:image/png;base64,..." | "https://..."}` (one of the two; an
+  optional `"detail"` may be `"auto"` or `"high"`: Claude has no low-detail mode).
 - `{"role": "assistant", "content": str | [blocks]}` with blocks `{"type": "text", "text"}`,
   `{"type": "reasoning", "text", "signature"}`, a redacted thinking block
   `{"type": "reasoning", "text": "", "redacted": <data>}` (sent back as the API's
   `redacted_thinking`) and `{"type": "tool-call", "tool_call_id", "tool_name", "input"}`.
 - `{"role": "tool", "content": [{"type": "tool-result", "tool_call_id", "output", "is_error"}]}`:
-  results the application produced; `output` is text, or any JSON value (sent as JSON). A result
-  with images gives `"content": [blocks]` instead of `output`: text and image blocks as in a
-  user turn (sent as the result's content blocks).
+  results the application produced; `output` is text, or any JSON value (sent as JSON);
+  `is_error` is a bool (default false); an optional `tool_name` must name the call's tool. A
+  result with images gives `"content": [blocks]` instead of `output`: text and image blocks as
+  in a user turn (sent as the result's content blocks).
+
+Only these keys are read; any other key on a message or a block is refused (it would not reach
+the model), except `cache_control`, a caching hint, which is ignored: the CLI sets its own cache
+breakpoints. The turn to answer must hold something: a last user turn of blank text only is
+refused, as an empty prompt string is.
 
 Every tool call in the history needs a result, and every result a call. A reasoning block
 without a signature cannot be replayed natively: it is sent as text in a `<reasoning>` element
@@ -37,6 +44,23 @@ __all__ = ["Conversation", "MessagesInput", "convert_messages"]
 MessagesInput = str | Sequence[Mapping[str, Any]]
 
 _ROLES = {"system", "user", "assistant", "tool"}
+
+#: The keys each block type is read with (any other is refused, except `_IGNORED_KEYS`).
+_BLOCK_KEYS = {
+    "text": {"type", "text"},
+    "image": {"type", "data", "media_type", "url", "detail"},
+    "reasoning": {"type", "text", "signature", "redacted"},
+    "tool-call": {"type", "tool_call_id", "tool_name", "input"},
+    "tool-result": {"type", "tool_call_id", "tool_name", "output", "content", "is_error"},
+}
+
+#: Caching hints: caching changes cost, never the answer, and the CLI sets its own cache
+#: breakpoints. Accepted on messages and blocks, and ignored.
+_IGNORED_KEYS = frozenset({"cache_control"})
+
+#: Image `detail` values that can be honoured: Claude has no low-detail mode and reads an image
+#: at the resolution it is sent (as `_openai_format._IMAGE_DETAIL`).
+_IMAGE_DETAIL = ("auto", "high")
 _DATA_URL = re.compile(r"^data:(?P<media>[\w.+-]+/[\w.+-]+);base64,(?P<data>.+)$", re.DOTALL)
 
 
@@ -75,6 +99,25 @@ def _fail(where: str, problem: str) -> InvalidMessagesError:
     return InvalidMessagesError(f"{where}: {problem}")
 
 
+def _check_keys(item: Mapping[str, Any], where: str, allowed: set[str], what: str) -> None:
+    """Refuse a key of `item` (a message or a block) that would not reach the model."""
+    unknown = sorted(str(k) for k in item if k not in allowed and k not in _IGNORED_KEYS)
+    if not unknown:
+        return
+    named = ", ".join(repr(k) for k in unknown)
+    hint = (
+        " (the Messages API has no participant names: put the speaker in the content)"
+        if "name" in unknown and what.endswith("message")
+        else ""
+    )
+    raise _fail(
+        where,
+        f"{what} has unknown key(s) {named}{hint}; it is read with "
+        f"{', '.join(repr(k) for k in sorted(allowed))} only, so remove them "
+        f"('cache_control' is accepted and ignored)",
+    )
+
+
 def _blocks(content: Any, where: str) -> list[Any]:
     if isinstance(content, str):
         return [{"type": "text", "text": content}]
@@ -85,7 +128,10 @@ def _blocks(content: Any, where: str) -> list[Any]:
     )
 
 
-def _text_block(block: Mapping[str, Any], where: str) -> dict[str, Any]:
+def _text_block(block: Any, where: str) -> dict[str, Any]:
+    if not isinstance(block, Mapping):
+        raise _fail(where, f"a text block must be a dict, not {type(block).__name__}")
+    _check_keys(block, where, _BLOCK_KEYS["text"], "a text block")
     text = block.get("text")
     if not isinstance(text, str):
         raise _fail(where, "a text block needs a string 'text'")
@@ -93,6 +139,25 @@ def _text_block(block: Mapping[str, Any], where: str) -> dict[str, Any]:
 
 
 def _image_block(block: Mapping[str, Any], where: str) -> dict[str, Any]:
+    _check_keys(block, where, _BLOCK_KEYS["image"], "an image block")
+    detail = block.get("detail")
+    if detail == "low":
+        raise _fail(
+            where,
+            "image detail 'low' cannot be honoured: Claude has no low-detail mode and reads an "
+            "image at the resolution it is sent; send 'auto' or 'high' or leave it out (to spend "
+            "fewer tokens, send a smaller image)",
+        )
+    if detail is not None and detail not in _IMAGE_DETAIL:
+        raise _fail(where, f"image detail {detail!r} is not one of 'auto', 'high'")
+    if "data" in block and "url" in block:
+        raise _fail(where, "an image block has 'data' or 'url', not both; keep one")
+    if "url" in block and "media_type" in block:
+        raise _fail(
+            where,
+            "'media_type' goes with 'data'; an image 'url' carries its own type (a data: URL "
+            "names it), so remove 'media_type'",
+        )
     if isinstance(block.get("data"), str):
         media = block.get("media_type")
         if not isinstance(media, str):
@@ -155,6 +220,7 @@ class _Builder:
         self.warnings: list[CallWarning] = []
         self.open_calls: dict[str, str] = {}  # tool call id -> where it was made
         self.seen_calls: set[str] = set()
+        self.call_names: dict[str, str] = {}  # tool call id -> the tool it calls
 
     def add(self, role: str, blocks: list[dict[str, Any]]) -> None:
         if self.turns and self.turns[-1]["role"] == role:
@@ -187,6 +253,7 @@ class _Builder:
         self.add("assistant", blocks)
 
     def _reasoning(self, block: Mapping[str, Any], where: str) -> dict[str, Any]:
+        _check_keys(block, where, _BLOCK_KEYS["reasoning"], "a reasoning block")
         redacted = block.get("redacted")
         if redacted is not None:  # a redacted thinking block: its data goes back as it came
             if not isinstance(redacted, str) or not redacted:
@@ -207,6 +274,7 @@ class _Builder:
         return {"type": "text", "text": f"<reasoning>{text}</reasoning>"}
 
     def _tool_call(self, block: Mapping[str, Any], where: str) -> dict[str, Any]:
+        _check_keys(block, where, _BLOCK_KEYS["tool-call"], "a tool-call")
         call_id, name, arguments = (block.get(k) for k in ("tool_call_id", "tool_name", "input"))
         if not isinstance(call_id, str) or not call_id:
             raise _fail(where, "a tool-call needs a string 'tool_call_id'")
@@ -218,6 +286,7 @@ class _Builder:
             raise _fail(where, f"tool call id {call_id!r} is used twice")
         self.seen_calls.add(call_id)
         self.open_calls[call_id] = where
+        self.call_names[call_id] = name
         return {"type": "tool_use", "id": call_id, "name": name, "input": dict(arguments)}
 
     def tool(self, content: Any, where: str) -> None:
@@ -227,6 +296,7 @@ class _Builder:
             kind = block.get("type") if isinstance(block, Mapping) else None
             if kind != "tool-result":
                 raise _fail(here, f"a tool message holds 'tool-result' blocks, not {kind!r}")
+            _check_keys(block, here, _BLOCK_KEYS["tool-result"], "a tool-result")
             call_id = block.get("tool_call_id")
             if not isinstance(call_id, str) or call_id not in self.open_calls:
                 raise _fail(
@@ -235,6 +305,19 @@ class _Builder:
                     f"(or that call already has a result)",
                 )
             del self.open_calls[call_id]
+            is_error = block.get("is_error", False)
+            if not isinstance(is_error, bool):
+                raise _fail(
+                    here,
+                    f"a tool-result's 'is_error' must be true or false (a bool), not {is_error!r}",
+                )
+            tool_name = block.get("tool_name", self.call_names[call_id])
+            if tool_name != self.call_names[call_id]:
+                raise _fail(
+                    here,
+                    f"the tool-result for {call_id!r} names the tool {tool_name!r}, but that call "
+                    f"is of {self.call_names[call_id]!r}; fix 'tool_name' or leave it out",
+                )
             output: str | list[dict[str, Any]]
             if "content" in block:
                 if "output" in block:
@@ -244,13 +327,18 @@ class _Builder:
                     raise _fail(here, "a tool-result's 'content' is empty; give some blocks")
             else:
                 output = _tool_output(block)
-            blocks.append(_tool_result(call_id, output, bool(block.get("is_error"))))
+            blocks.append(_tool_result(call_id, output, is_error))
         self.add("user", blocks)
 
     def _close_calls(self, where: str) -> None:
         if self.open_calls:
             missing = ", ".join(sorted(self.open_calls))
             raise _fail(where, f"the tool call(s) {missing} before it have no result")
+
+
+def _blank(block: Mapping[str, Any]) -> bool:
+    """A text block with nothing but whitespace."""
+    return block.get("type") == "text" and not str(block.get("text", "")).strip()
 
 
 def convert_messages(messages: MessagesInput) -> Conversation:
@@ -275,6 +363,7 @@ def convert_messages(messages: MessagesInput) -> Conversation:
         if "content" not in message:
             raise InvalidMessagesError(f"message {i} ({role}) has no 'content'")
         where = f"message {i} ({role})"
+        _check_keys(message, where, {"role", "content"}, f"a {role} message")
         if role == "system":
             blocks = [_text_block(b, where) for b in _blocks(message["content"], where)]
             builder.system.append("\n".join(b["text"] for b in blocks))
@@ -298,8 +387,12 @@ def convert_messages(messages: MessagesInput) -> Conversation:
         )
     if turns[0]["role"] != "user":
         raise InvalidMessagesError("message 0: the conversation must start with a user message")
-    if not turns[-1]["content"]:
-        raise InvalidMessagesError("the last user turn is empty; send some text")
+    if all(_blank(block) for block in turns[-1]["content"]):
+        # The CLI would send "(no content)" in its place; an empty prompt string is refused too.
+        raise InvalidMessagesError(
+            f"message {len(messages) - 1}: the last user turn is empty (its text is blank and it "
+            f"holds no image or tool result); send some text"
+        )
     return Conversation(
         prompt=turns[-1]["content"],
         history=turns[:-1],

@@ -11,7 +11,7 @@ import re
 import threading
 import warnings
 from collections.abc import Awaitable, Callable, Iterable, Mapping
-from typing import TYPE_CHECKING, Any, get_type_hints
+from typing import TYPE_CHECKING, Annotated, Any, get_type_hints
 
 import jsonschema
 import referencing
@@ -32,6 +32,7 @@ from .errors import (
     DuplicateToolNameError,
     InvalidToolNameError,
     InvalidToolSchemaError,
+    ToolDefinitionError,
     UnsupportedRequestError,
 )
 
@@ -114,8 +115,25 @@ class ToolOutput(BaseModel):
 
     model_config = ConfigDict(frozen=True, defer_build=True)
 
-    content: list[dict[str, Any]] = Field(description="MCP content blocks (text, image).")
+    content: list[dict[str, Any]] = Field(
+        description="MCP content blocks: {'type': 'text', 'text': str} or "
+        "{'type': 'image', 'data': <base64 str>, 'mimeType': str}."
+    )
     is_error: bool = False
+
+    @field_validator("content")
+    @classmethod
+    def _check_blocks(cls, content: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        """Each block is one the model can receive, checked here rather than failing later
+        as a protocol error ("Invalid request parameters") that names nothing."""
+        for i, block in enumerate(content):
+            problem = _block_problem(block)
+            if problem is not None:
+                raise ValueError(
+                    f"content[{i}]: {problem}. A block is {{'type': 'text', 'text': str}} or "
+                    f"{{'type': 'image', 'data': <base64 str>, 'mimeType': 'image/png'}}"
+                )
+        return content
 
     @property
     def text(self) -> str:
@@ -126,6 +144,30 @@ class ToolOutput(BaseModel):
     def from_text(cls, text: str, *, is_error: bool = False) -> ToolOutput:
         """A result made of one text block."""
         return cls(content=[{"type": "text", "text": text}], is_error=is_error)
+
+
+#: The keys of each `ToolOutput` block type (MCP's shapes, as the bridge sends them on).
+_BLOCK_KEYS = {"text": {"type", "text"}, "image": {"type", "data", "mimeType"}}
+
+
+def _block_problem(block: Mapping[str, Any]) -> str | None:
+    """What is wrong with a `ToolOutput` content block, or None."""
+    kind = block.get("type")
+    if not isinstance(kind, str) or kind not in _BLOCK_KEYS:
+        return f"unknown block type {kind!r}; a tool result holds 'text' and 'image' blocks"
+    if kind == "text" and not isinstance(block.get("text"), str):
+        return "a text block needs a string 'text'"
+    if kind == "image":
+        missing = [k for k in ("data", "mimeType") if not isinstance(block.get(k), str)]
+        if missing:
+            return f"an image block needs {' and '.join(repr(k) for k in missing)} (strings)"
+    extra = sorted(str(k) for k in block if k not in _BLOCK_KEYS[kind])
+    if extra:
+        return (
+            f"a {kind} block has {', '.join(repr(k) for k in extra)}, which would not reach the "
+            f"model; remove {'it' if len(extra) == 1 else 'them'}"
+        )
+    return None
 
 
 def normalize_input_schema(schema: Mapping[str, Any], *, tool_name: str = "?") -> dict[str, Any]:
@@ -485,17 +527,41 @@ class FunctionTool(BaseModel):
 
         The executor validates the model's arguments with pydantic (so `int`, `Literal`, nested
         `BaseModel` and `list[...]` parameters arrive as real Python values) and calls `fn`
-        with them as keyword arguments; `fn` may be sync or async.
+        with them (positional-only parameters by position, the others by keyword); `fn` may be
+        sync or async, and an awaitable a sync `fn` returns (a sync wrapper of an async
+        function) is awaited. `fn` may be a function, a method, a `functools.partial` or an
+        instance with a `__call__` method. Every parameter name reaches the model as written,
+        `_private` and pydantic's own names (`model_config`, `json`) included.
+
+        Refused with `ToolDefinitionError` (`InvalidToolSchemaError` for parameters): `*args`
+        and `**kwargs` (the model passes named arguments only) and generator functions, sync or
+        async (a tool returns one result: collect the items and return a list).
         """
-        signature = inspect.signature(fn)
-        hints = get_type_hints(fn, include_extras=True)
+        target = _described_callable(fn)
+        label = _callable_label(fn, target)
+        where = f"FunctionTool.from_function({label})"
+        if inspect.isasyncgenfunction(target) or inspect.isgeneratorfunction(target):
+            kind = "an async generator" if inspect.isasyncgenfunction(target) else "a generator"
+            raise ToolDefinitionError(
+                f"{where}: {label} is {kind} function, and a tool returns one result, not a "
+                f"series of yielded ones: collect the items and return them (e.g. a list)"
+            )
+        try:
+            signature = inspect.signature(fn)
+        except (TypeError, ValueError) as exc:
+            raise ToolDefinitionError(
+                f"{where}: cannot read the parameters of {label} ({exc}); pass a Python function, "
+                f"method, functools.partial or callable instance, or build FunctionTool(name, "
+                f"description, input_schema, executor) yourself"
+            ) from None
+        hints = get_type_hints(target, include_extras=True)
         untyped = [p for p in signature.parameters if p not in hints]
-        doc = description if description is not None else inspect.getdoc(fn) or ""
+        doc = description if description is not None else _callable_doc(fn, target)
         if untyped or not doc.strip():
             gaps = [f"untyped parameters {', '.join(untyped)}"] if untyped else []
             gaps += [] if doc.strip() else ["no docstring or description"]
             warnings.warn(
-                f"FunctionTool.from_function({getattr(fn, '__qualname__', fn)!r}): "
+                f"FunctionTool.from_function({label!r}): "
                 f"{' and '.join(gaps)}; the model sees only what the schema and description "
                 f"say, so give every parameter a type hint and the function a docstring (or "
                 f"pass description=...)",
@@ -503,37 +569,124 @@ class FunctionTool(BaseModel):
                 stacklevel=2,
             )
         fields: dict[str, Any] = {}
+        names: dict[str, str] = {}  # parameter name -> field name of the arguments model
+        positional: list[str] = []  # positional-only parameters, passed by position
         for pname, param in signature.parameters.items():
             if param.kind in (param.VAR_POSITIONAL, param.VAR_KEYWORD):
+                stars = "*" if param.kind is param.VAR_POSITIONAL else "**"
                 raise InvalidToolSchemaError(
-                    f"from_function({fn.__name__}): *args/**kwargs cannot be described as a schema"
+                    f"{where}: the parameter {stars}{pname} cannot be described as a schema "
+                    f"(*args/**kwargs): the model passes named arguments only. Give each "
+                    f"argument a named, typed parameter, or build FunctionTool(name, "
+                    f"description, input_schema, executor) with an executor taking the "
+                    f"arguments dict"
                 )
+            if param.kind is param.POSITIONAL_ONLY:
+                positional.append(pname)
             annotation = hints.get(pname, Any)
             default = ... if param.default is inspect.Parameter.empty else param.default
-            fields[pname] = (annotation, default)
-        args_model = create_model(f"{fn.__name__}_arguments", **fields)
+            field = pname
+            if _reserved_by_pydantic(pname):
+                # A name pydantic keeps for itself (`_private`, `model_config`, `json`): a field
+                # of another name, with the parameter's name as its alias (schema and input).
+                field = _free_field_name(len(fields), signature.parameters)
+                annotation = Annotated[annotation, Field(alias=pname)]
+            names[pname] = field
+            fields[field] = (annotation, default)
+        args_model = create_model(f"{_model_name(label)}_arguments", **fields)
         schema = args_model.model_json_schema()
         schema.pop("title", None)
         for prop in schema.get("properties", {}).values():
             if isinstance(prop, dict):
                 prop.pop("title", None)
+        is_async = inspect.iscoroutinefunction(fn) or inspect.iscoroutinefunction(target)
 
         async def executor(arguments: dict[str, Any]) -> Any:
             parsed = args_model.model_validate(arguments)
-            kwargs = {field: getattr(parsed, field) for field in fields}
-            if inspect.iscoroutinefunction(fn):
-                return await fn(**kwargs)
-            from ._invoke import run_sync_in_daemon_thread
+            kwargs = {pname: getattr(parsed, field) for pname, field in names.items()}
+            args = [kwargs.pop(pname) for pname in positional]
+            if is_async:
+                value = await fn(*args, **kwargs)
+            else:
+                from ._invoke import run_sync_in_daemon_thread
 
-            return await run_sync_in_daemon_thread(lambda: fn(**kwargs))
+                value = await run_sync_in_daemon_thread(lambda: fn(*args, **kwargs))
+            if inspect.isawaitable(value):  # a sync wrapper of an async function
+                value = await value
+            return value
 
         return cls(
-            name=name or fn.__name__,
+            name=name or _default_tool_name(fn, target),
             description=doc,
             input_schema=schema,
             executor=executor,
             **options,
         )
+
+
+def _described_callable(fn: Any) -> Any:
+    """What describes `fn` (its hints, docstring, kind): the function a `functools.partial`
+    wraps, a callable instance's bound `__call__`, else `fn` itself."""
+    if not callable(fn):
+        raise ToolDefinitionError(
+            f"FunctionTool.from_function needs a callable (a function, method, functools.partial "
+            f"or an instance with __call__), got {type(fn).__name__}"
+        )
+    target = fn
+    while isinstance(target, functools.partial):
+        target = target.func
+    if not (inspect.isroutine(target) or inspect.isclass(target)):
+        target = target.__call__
+    return target
+
+
+def _callable_label(fn: Any, target: Any) -> str:
+    """`fn`'s name for messages: its qualified name, its class's for a callable instance."""
+    base = fn
+    while isinstance(base, functools.partial):
+        base = base.func
+    if not (inspect.isroutine(base) or inspect.isclass(base)):
+        return f"{type(base).__qualname__} instance"
+    return str(getattr(base, "__qualname__", None) or getattr(target, "__name__", repr(fn)))
+
+
+def _default_tool_name(fn: Any, target: Any) -> str:
+    base = fn
+    while isinstance(base, functools.partial):
+        base = base.func
+    if not (inspect.isroutine(base) or inspect.isclass(base)):
+        return type(base).__name__
+    return str(getattr(base, "__name__", None) or getattr(target, "__name__", "tool"))
+
+
+def _callable_doc(fn: Any, target: Any) -> str:
+    """The docstring describing `fn`: the wrapped function's for a partial (not `partial`'s
+    own), the class's or else `__call__`'s for a callable instance."""
+    base = fn
+    while isinstance(base, functools.partial):
+        base = base.func
+    for candidate in (base, target):
+        doc = inspect.getdoc(candidate)
+        if doc:
+            return doc
+    return ""
+
+
+def _model_name(label: str) -> str:
+    return re.sub(r"\W", "_", label) or "tool"
+
+
+def _reserved_by_pydantic(pname: str) -> bool:
+    """Whether a pydantic model cannot have a field named `pname`: private (`_x`), or a name of
+    `BaseModel` itself or its protected `model_` namespace."""
+    return pname.startswith("_") or pname.startswith("model_") or hasattr(BaseModel, pname)
+
+
+def _free_field_name(index: int, parameters: Mapping[str, Any]) -> str:
+    field = f"argument_{index}"
+    while field in parameters or hasattr(BaseModel, field):
+        field += "_"
+    return field
 
 
 def validate_tool_set(tools: Iterable[FunctionTool], *, bridge_name: str) -> list[FunctionTool]:

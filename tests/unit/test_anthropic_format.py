@@ -177,6 +177,20 @@ def test_a_tool_error_result_keeps_is_error() -> None:
     }  # fmt: skip
 
 
+@pytest.mark.parametrize("value", ["false", 0, None])
+def test_a_tool_result_is_error_that_is_no_bool_is_refused(value: Any) -> None:
+    # "false" was sent as an error result (bool("false") is True).
+    messages = [
+        {"role": "user", "content": "go"},
+        {"role": "assistant", "content": [
+            {"type": "tool_use", "id": "t1", "name": "x", "input": {}}]},
+        {"role": "user", "content": [
+            {"type": "tool_result", "tool_use_id": "t1", "content": "ok", "is_error": value}]},
+    ]  # fmt: skip
+    with pytest.raises(InvalidMessagesError, match=r"\.is_error: must be true or false"):
+        parse_request(request(messages=messages))
+
+
 def test_images_from_base64_and_url_sources() -> None:
     call = parse_request(
         request(

@@ -285,3 +285,136 @@ def test_any_jsonish_input_converts_or_raises_invalid_messages(messages: Any) ->
     except InvalidMessagesError:
         return
     assert isinstance(result, Conversation)
+
+
+@pytest.mark.parametrize(
+    "content",
+    ["", "  \n", [], [text("")], [text("  "), text("\t")]],
+    ids=["empty-string", "blank-string", "no-blocks", "empty-block", "blank-blocks"],
+)
+def test_a_blank_last_user_turn_is_refused_as_an_empty_prompt_string_is(content: Any) -> None:
+    with pytest.raises(InvalidMessagesError, match="message 0: the last user turn is empty"):
+        convert_messages([{"role": "user", "content": content}])
+    with pytest.raises(InvalidMessagesError, match="message 2: the last user turn is empty"):
+        convert_messages(
+            [{"role": "user", "content": "Hi"}, {"role": "assistant", "content": "Hello"},
+             {"role": "user", "content": content}]
+        )  # fmt: skip
+
+
+def test_a_last_user_turn_with_an_image_or_a_tool_result_beside_blank_text_is_kept() -> None:
+    image = {"type": "image", "data": "AAAA", "media_type": "image/png"}
+    assert len(convert_messages([{"role": "user", "content": [text(" "), image]}]).prompt) == 2
+    conversation = convert_messages(
+        [{"role": "user", "content": "a"}, {"role": "assistant", "content": [call("c1")]},
+         {"role": "tool", "content": [result("c1", "done")]}, {"role": "user", "content": ""}]
+    )  # fmt: skip
+    assert [b["type"] for b in conversation.prompt] == ["tool_result", "text"]
+
+
+@pytest.mark.parametrize("flag", ["false", "true", 0, 1, None])
+def test_a_tool_result_is_error_that_is_no_bool_is_refused(flag: Any) -> None:
+    with pytest.raises(InvalidMessagesError) as info:
+        convert_messages(
+            [{"role": "user", "content": "a"}, {"role": "assistant", "content": [call("c1")]},
+             {"role": "tool", "content": [result("c1", "x", is_error=flag)]}]
+        )  # fmt: skip
+    assert str(info.value) == (
+        f"message 2 (tool), block 0: a tool-result's 'is_error' must be true or false (a bool), "
+        f"not {flag!r}"
+    )
+
+
+def test_a_tool_result_tool_name_must_name_the_calls_tool() -> None:
+    history = [{"role": "user", "content": "a"}, {"role": "assistant", "content": [call("c1")]}]
+    same = [*history, {"role": "tool", "content": [result("c1", "x", tool_name="get_weather")]}]
+    assert convert_messages(same).prompt == [
+        {"type": "tool_result", "tool_use_id": "c1", "content": [text("x")]}
+    ]
+    other = [*history, {"role": "tool", "content": [result("c1", "x", tool_name="delete")]}]
+    with pytest.raises(InvalidMessagesError, match="names the tool 'delete', but that call is of"):
+        convert_messages(other)
+
+
+@pytest.mark.parametrize(
+    ("image", "problem"),
+    [
+        ({"data": "AAAA", "media_type": "image/png", "url": "https://example.org/a.png"},
+         "an image block has 'data' or 'url', not both; keep one"),
+        ({"url": "https://example.org/a.png", "media_type": "image/png"},
+         "'media_type' goes with 'data'"),
+        ({"url": "https://example.org/a.png", "detail": "low"},
+         "image detail 'low' cannot be honoured: Claude has no low-detail mode"),
+        ({"url": "https://example.org/a.png", "detail": "tiny"},
+         "image detail 'tiny' is not one of 'auto', 'high'"),
+    ],
+    ids=["data-and-url", "url-with-media-type", "detail-low", "detail-unknown"],
+)  # fmt: skip
+def test_an_image_block_that_would_lose_something_is_refused(
+    image: dict[str, Any], problem: str
+) -> None:
+    with pytest.raises(InvalidMessagesError) as info:
+        convert_messages([{"role": "user", "content": [text("Look:"), {"type": "image", **image}]}])
+    assert str(info.value).startswith(f"message 0 (user), block 1: {problem}")
+
+
+@pytest.mark.parametrize("detail", ["auto", "high"])
+def test_an_image_detail_claude_honours_is_accepted(detail: str) -> None:
+    image = {"type": "image", "url": "https://example.org/a.png", "detail": detail}
+    assert convert_messages([{"role": "user", "content": [image]}]).prompt == [
+        {"type": "image", "source": {"type": "url", "url": "https://example.org/a.png"}}
+    ]
+
+
+@pytest.mark.parametrize(
+    ("messages", "expected"),
+    [
+        ([{"role": "user", "content": "Hi", "name": "ada"}],
+         "message 0 (user): a user message has unknown key(s) 'name' (the Messages API has no "
+         "participant names"),
+        ([{"role": "user", "content": [{"type": "text", "text": "Hi", "citations": []}]}],
+         "message 0 (user), block 0: a text block has unknown key(s) 'citations'"),
+        ([{"role": "user", "content": "a"},
+          {"role": "assistant", "content": [{**call("c1"), "provider_executed": True}]},
+          {"role": "tool", "content": [result("c1", "x")]}],
+         "message 1 (assistant), block 0: a tool-call has unknown key(s) 'provider_executed'"),
+        ([{"role": "user", "content": "a"},
+          {"role": "assistant", "content": [call("c1")]},
+          {"role": "tool", "content": [result("c1", "x", outcome="failed")]}],
+         "message 2 (tool), block 0: a tool-result has unknown key(s) 'outcome'"),
+        ([{"role": "user", "content": "a"},
+          {"role": "assistant", "content": [{"type": "reasoning", "text": "t", "sig": "s"}]},
+          {"role": "user", "content": "b"}],
+         "message 1 (assistant), block 0: a reasoning block has unknown key(s) 'sig'"),
+        ([{"role": "user", "content": [{"type": "image", "url": "https://x.org", "alt": "a"}]}],
+         "message 0 (user), block 0: an image block has unknown key(s) 'alt'"),
+        ([{"role": "system", "content": "Be brief.", "priority": 1},
+          {"role": "user", "content": "Hi"}],
+         "message 0 (system): a system message has unknown key(s) 'priority'"),
+    ],
+    ids=["message-name", "text-citations", "call-extra", "result-extra", "reasoning-extra",
+         "image-extra", "system-extra"],
+)  # fmt: skip
+def test_an_unknown_key_on_a_message_or_block_is_refused_naming_it(
+    messages: list[Any], expected: str
+) -> None:
+    with pytest.raises(InvalidMessagesError) as info:
+        convert_messages(messages)
+    assert str(info.value).startswith(expected)
+    assert "remove them" in str(info.value)
+
+
+def test_cache_control_on_messages_and_blocks_is_ignored() -> None:
+    hint = {"type": "ephemeral"}
+    conversation = convert_messages(
+        [{"role": "system", "content": "Be brief.", "cache_control": hint},
+         {"role": "user", "content": [{**text("Hi"), "cache_control": hint}],
+          "cache_control": hint}]
+    )  # fmt: skip
+    assert (conversation.system, conversation.prompt) == (["Be brief."], [text("Hi")])
+
+
+def test_a_system_content_list_of_strings_is_refused_not_a_crash() -> None:
+    with pytest.raises(InvalidMessagesError, match=r"message 0 \(system\): a text block must be"):
+        convert_messages([{"role": "system", "content": ["Be brief."]},
+                          {"role": "user", "content": "Hi"}])  # fmt: skip

@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import copy
+import functools
 import http.server
 import json
 import threading
 import warnings
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Awaitable, Iterator
 from typing import Any, Literal
 
 import pytest
@@ -15,11 +16,17 @@ from hypothesis import example, given, settings
 from hypothesis import strategies as st
 from pydantic import BaseModel
 
-from sf_provider.errors import DuplicateToolNameError, InvalidToolNameError, InvalidToolSchemaError
+from sf_provider.errors import (
+    DuplicateToolNameError,
+    InvalidToolNameError,
+    InvalidToolSchemaError,
+    ToolDefinitionError,
+)
 from sf_provider.tools import (
     ARGUMENT_DEPTH_LIMIT,
     SCHEMA_DEPTH_LIMIT,
     FunctionTool,
+    ToolOutput,
     normalize_input_schema,
     validate_tool_set,
 )
@@ -537,7 +544,7 @@ def test_var_args_are_rejected() -> None:
         """Add up the values."""
         return sum(values)
 
-    with pytest.raises(InvalidToolSchemaError, match=r"\*args"):
+    with pytest.raises(InvalidToolSchemaError, match=r"parameter \*values .*\*args"):
         FunctionTool.from_function(total)
 
 
@@ -546,7 +553,7 @@ def test_var_kwargs_are_rejected() -> None:
         """Take any options."""
         return len(options)
 
-    with pytest.raises(InvalidToolSchemaError, match=r"\*\*kwargs"):
+    with pytest.raises(InvalidToolSchemaError, match=r"parameter \*\*options .*\*\*kwargs"):
         FunctionTool.from_function(anything)
 
 
@@ -614,3 +621,157 @@ def test_from_function_warns_naming_the_function_without_description_or_types() 
         warnings.simplefilter("error")
         FunctionTool.from_function(typed)
         FunctionTool.from_function(lambda: "x", name="lam", description="Says x.")
+
+
+@pytest.mark.anyio
+async def test_positional_only_parameters_are_passed_by_position() -> None:
+    def subtract(a: int, b: int, /, *, scale: int = 1) -> int:
+        """Subtract b from a, scaled."""
+        return (a - b) * scale
+
+    tool = FunctionTool.from_function(subtract)
+    output = await tool.call({"a": 5, "b": 2, "scale": 10})
+
+    assert tool.input_schema["required"] == ["a", "b"]
+    assert (output.text, output.is_error) == ("30", False)
+
+
+@pytest.mark.anyio
+async def test_underscored_and_pydantic_reserved_parameter_names_reach_the_model_as_written() -> (
+    None
+):
+    def lookup(_id: int, model_config: str, json: bool = False) -> str:
+        """Look a record up."""
+        return f"{_id}:{model_config}:{json}"
+
+    tool = FunctionTool.from_function(lookup)
+    output = await tool.call({"_id": 7, "model_config": "m", "json": True})
+
+    assert tool.input_schema == {
+        "type": "object",
+        "properties": {
+            "_id": {"type": "integer"},
+            "model_config": {"type": "string"},
+            "json": {"type": "boolean", "default": False},
+        },
+        "required": ["_id", "model_config"],
+    }
+    assert (output.text, output.is_error) == ("7:m:True", False)
+    invalid = await tool.call({"_id": "seven", "model_config": "m"})
+    assert invalid.is_error and "_id" in invalid.text
+
+
+async def _numbers(n: int) -> AsyncIterator[int]:
+    """Count to n."""
+    yield n
+
+
+def _sync_numbers(n: int) -> Iterator[int]:
+    """Count to n."""
+    yield n
+
+
+@pytest.mark.parametrize(
+    ("fn", "kind"), [(_numbers, "an async generator"), (_sync_numbers, "a generator")]
+)
+def test_generator_functions_are_refused_naming_the_function(fn: Any, kind: str) -> None:
+    with pytest.raises(ToolDefinitionError, match=rf"numbers is {kind} function.*return"):
+        FunctionTool.from_function(fn)
+
+
+async def _double(x: int) -> int:
+    return x * 2
+
+
+@pytest.mark.anyio
+async def test_an_awaitable_a_sync_function_returns_is_awaited() -> None:
+    def double(x: int) -> Awaitable[int]:
+        """Double a number (a sync wrapper of an async function)."""
+        return _double(x)
+
+    output = await FunctionTool.from_function(double).call({"x": 21})
+
+    assert (output.text, output.is_error) == ("42", False)
+
+
+@pytest.mark.anyio
+async def test_a_partial_is_described_by_the_function_it_wraps() -> None:
+    def power(base: int, exponent: int) -> int:
+        """Raise base to exponent."""
+        return int(base**exponent)
+
+    tool = FunctionTool.from_function(functools.partial(power, exponent=2))
+    output = await tool.call({"base": 9})
+
+    assert (tool.name, tool.description) == ("power", "Raise base to exponent.")
+    assert tool.input_schema["required"] == ["base"]
+    assert output.text == "81"
+
+
+class _Greeter:
+    """Greet someone."""
+
+    def __call__(self, who: str) -> str:
+        return f"hello {who}"
+
+
+class _AsyncGreeter:
+    async def __call__(self, who: str) -> str:
+        """Greet someone, asynchronously."""
+        return f"hi {who}"
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize(
+    ("instance", "name", "description", "text"),
+    [
+        (_Greeter(), "_Greeter", "Greet someone.", "hello Ada"),
+        (_AsyncGreeter(), "_AsyncGreeter", "Greet someone, asynchronously.", "hi Ada"),
+    ],
+)
+async def test_a_callable_instance_is_described_by_its_call_method(
+    instance: Any, name: str, description: str, text: str
+) -> None:
+    tool = FunctionTool.from_function(instance)
+    output = await tool.call({"who": "Ada"})
+
+    assert (tool.name, tool.description) == (name, description)
+    assert tool.input_schema["required"] == ["who"]
+    assert (output.text, output.is_error) == (text, False)
+
+
+def test_something_not_callable_is_refused_saying_what_is_accepted() -> None:
+    with pytest.raises(ToolDefinitionError, match=r"needs a callable .*functools\.partial"):
+        FunctionTool.from_function(42)  # type: ignore[arg-type]
+
+
+# -- ToolOutput
+
+
+def test_tool_output_accepts_text_and_mcp_image_blocks() -> None:
+    blocks = [
+        {"type": "text", "text": "a"},
+        {"type": "image", "data": "AAAA", "mimeType": "image/png"},
+    ]
+    assert ToolOutput(content=blocks).content == blocks
+
+
+@pytest.mark.parametrize(
+    ("block", "problem"),
+    [
+        ({"type": "bogus"}, "unknown block type 'bogus'"),
+        ({"text": "no type"}, "unknown block type None"),
+        ({"type": "text"}, "a text block needs a string 'text'"),
+        ({"type": "text", "text": 5}, "a text block needs a string 'text'"),
+        ({"type": "image", "data": "AAAA"}, "an image block needs 'mimeType'"),
+        ({"type": "image", "data": "AAAA", "media_type": "image/png"}, "needs 'mimeType'"),
+        ({"type": "image", "mimeType": "image/png"}, "an image block needs 'data'"),
+        ({"type": "text", "text": "a", "annotations": {}}, "has 'annotations', which would not"),
+    ],
+)
+def test_a_tool_output_block_the_model_cannot_receive_is_refused_naming_it(
+    block: dict[str, Any], problem: str
+) -> None:
+    with pytest.raises(ValueError, match=r"content\[1\]: ") as info:
+        ToolOutput(content=[{"type": "text", "text": "fine"}, block])
+    assert problem in str(info.value)
