@@ -593,7 +593,13 @@ class FunctionTool(BaseModel):
                 annotation = Annotated[annotation, Field(alias=pname)]
             names[pname] = field
             fields[field] = (annotation, default)
-        args_model = create_model(f"{_model_name(label)}_arguments", **fields)
+        # Arguments the function does not take are the model's mistake, told to it as invalid
+        # arguments (additionalProperties: false), not dropped before the call.
+        args_model = create_model(
+            f"{_model_name(label)}_arguments",
+            __config__=ConfigDict(extra="forbid"),
+            **fields,
+        )
         schema = args_model.model_json_schema()
         schema.pop("title", None)
         for prop in schema.get("properties", {}).values():

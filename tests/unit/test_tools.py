@@ -479,7 +479,21 @@ def test_schema_from_hints_with_defaults() -> None:
         "type": "object",
         "properties": {"a": {"type": "integer"}, "b": {"type": "integer", "default": 2}},
         "required": ["a"],
+        "additionalProperties": False,
     }
+
+
+@pytest.mark.anyio
+async def test_an_argument_the_function_does_not_take_is_an_invalid_call_not_dropped() -> None:
+    def add(a: int, b: int = 2) -> int:
+        """Add two integers."""
+        return a + b
+
+    output = await FunctionTool.from_function(add).call({"a": 1, "c": 5})
+
+    assert output.is_error
+    assert output.text.startswith("Invalid arguments for tool 'add'")
+    assert "'c'" in output.text
 
 
 def test_literal_becomes_enum() -> None:
@@ -655,6 +669,7 @@ async def test_underscored_and_pydantic_reserved_parameter_names_reach_the_model
             "json": {"type": "boolean", "default": False},
         },
         "required": ["_id", "model_config"],
+        "additionalProperties": False,
     }
     assert (output.text, output.is_error) == ("7:m:True", False)
     invalid = await tool.call({"_id": "seven", "model_config": "m"})
