@@ -58,9 +58,15 @@ _BLOCK_KEYS = {
 #: breakpoints. Accepted on messages and blocks, and ignored.
 _IGNORED_KEYS = frozenset({"cache_control"})
 
-#: Image `detail` values that can be honoured: Claude has no low-detail mode and reads an image
-#: at the resolution it is sent (as `_openai_format._IMAGE_DETAIL`).
-_IMAGE_DETAIL = ("auto", "high")
+#: Image `detail` values that can be honoured, here and in the OpenAI-format readers (the gateway,
+#: LiteLLM, LangChain's `image_url`): Claude has no low-detail mode.
+IMAGE_DETAIL = ("auto", "high")
+#: Why `detail: "low"` is refused, wherever it is.
+NO_LOW_DETAIL = (
+    "'low' cannot be honoured: Claude has no low-detail mode and reads an image at the "
+    "resolution it is sent; send 'auto' or 'high' or leave it out (to spend fewer tokens, send a "
+    "smaller image)"
+)
 _DATA_URL = re.compile(r"^data:(?P<media>[\w.+-]+/[\w.+-]+);base64,(?P<data>.+)$", re.DOTALL)
 
 
@@ -142,13 +148,8 @@ def _image_block(block: Mapping[str, Any], where: str) -> dict[str, Any]:
     _check_keys(block, where, _BLOCK_KEYS["image"], "an image block")
     detail = block.get("detail")
     if detail == "low":
-        raise _fail(
-            where,
-            "image detail 'low' cannot be honoured: Claude has no low-detail mode and reads an "
-            "image at the resolution it is sent; send 'auto' or 'high' or leave it out (to spend "
-            "fewer tokens, send a smaller image)",
-        )
-    if detail is not None and detail not in _IMAGE_DETAIL:
+        raise _fail(where, f"image detail {NO_LOW_DETAIL}")
+    if detail is not None and detail not in IMAGE_DETAIL:
         raise _fail(where, f"image detail {detail!r} is not one of 'auto', 'high'")
     if "data" in block and "url" in block:
         raise _fail(where, "an image block has 'data' or 'url', not both; keep one")

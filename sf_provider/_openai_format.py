@@ -39,6 +39,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ._anthropic_format import thinking_option
+from ._messages import IMAGE_DETAIL, NO_LOW_DETAIL
 from .errors import InvalidMessagesError, ProviderError, UnsupportedRequestError
 from .provider import NamedToolChoice, ToolChoice
 from .tools import FunctionTool
@@ -407,10 +408,6 @@ _EMPTY_ONLY: dict[str, str] = {
 #: CLI sets its own cache breakpoints.
 _IGNORED_MESSAGE_FIELDS = frozenset({"cache_control"})
 
-#: `image_url.detail` values that can be honoured: Claude has no low-detail mode and reads an
-#: image at the resolution it is sent (up to its own limit).
-_IMAGE_DETAIL = ("auto", "high")
-
 
 def _empty(value: Any) -> bool:
     return value is None or (isinstance(value, str | list | tuple | Mapping) and not value)
@@ -544,7 +541,7 @@ def _user_content(content: Any, where: str, path: str) -> list[dict[str, Any]]:
 
 
 def _image_url(image: Any, where: str, path: str) -> str:
-    """An `image_url` part's URL; its `detail` checked (`_IMAGE_DETAIL`), other fields refused."""
+    """An `image_url` part's URL; its `detail` checked (`IMAGE_DETAIL`), other fields refused."""
     if isinstance(image, str):
         return image
     if not isinstance(image, Mapping) or not isinstance(image.get("url"), str):
@@ -557,13 +554,8 @@ def _image_url(image: Any, where: str, path: str) -> str:
             )  # fmt: skip
     detail = image.get("detail")
     if detail == "low":
-        raise UnsupportedParameterError(
-            f"{path}.detail",
-            "'low' cannot be honoured: Claude has no low-detail mode and reads an image at the "
-            "resolution it is sent; send 'auto' or 'high' or leave it out (to spend fewer "
-            "tokens, send a smaller image)",
-        )
-    if detail is not None and detail not in _IMAGE_DETAIL:
+        raise UnsupportedParameterError(f"{path}.detail", NO_LOW_DETAIL)
+    if detail is not None and detail not in IMAGE_DETAIL:
         raise UnsupportedParameterError(
             f"{path}.detail", f"{json.dumps(detail)} is not one of auto, high, low"
         )

@@ -84,7 +84,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 
 from .._anthropic_format import thinking_option
 from .._mapping import warn_user
-from .._openai_format import _IMAGE_DETAIL
+from .._messages import IMAGE_DETAIL, NO_LOW_DETAIL
 from .._sync import iterate_in_thread, run_sync
 from ..errors import InvalidMessagesError, ProviderError, UnsupportedRequestError
 from ..provider import CallOptions, ClaudeAgentProvider, NamedToolChoice, ToolChoice
@@ -723,12 +723,8 @@ def _image_url(image: Any, where: str) -> str:
         )
     detail = image.get("detail")
     if detail == "low":
-        raise InvalidMessagesError(
-            f"{where}: image_url detail 'low' cannot be honoured: Claude has no low-detail mode "
-            f"and reads an image at the resolution it is sent; send 'auto' or 'high' or leave "
-            f"it out (to spend fewer tokens, send a smaller image)"
-        )
-    if detail is not None and detail not in _IMAGE_DETAIL:
+        raise InvalidMessagesError(f"{where}: image_url detail {NO_LOW_DETAIL}")
+    if detail is not None and detail not in IMAGE_DETAIL:
         raise InvalidMessagesError(
             f"{where}: image_url detail {detail!r} is not one of 'auto', 'high', 'low'"
         )
