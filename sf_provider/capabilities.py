@@ -252,6 +252,9 @@ def check_capabilities(
         except ProviderCompatibilityError as exc:
             problems += exc.problems
             exposed = []
+        except ValueError as exc:  # an unreadable SF_PROVIDER_GROUP_ switch
+            problems.append(str(exc))
+            exposed = []
     else:
         exposed = []
         if tool_names or groups:
@@ -264,7 +267,12 @@ def check_capabilities(
     for name in [*registered, *(n for n in exposed_names if n not in registered)]:
         tool = exposed_names.get(name) or registered[name]
         problem = _schema_problem(tool) if check_schemas else None
-        enabled = switches.group_enabled(tool.group)
+        try:
+            enabled = switches.group_enabled(tool.group)
+        except ValueError as exc:  # an unreadable switch: reported, and the group held off
+            enabled = False
+            if str(exc) not in problems:
+                problems.append(str(exc))
         if not enabled and tools is not None and name in exposed_names:
             var = group_env_var(str(tool.group))
             problems.append(

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Annotated, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 __all__ = ["Effort", "ProviderSettings", "Thinking"]
 
@@ -18,6 +18,50 @@ Effort = Literal["low", "medium", "high", "xhigh", "max"]
 #: a model the CLI does not list), else the lowest effort level the model takes, else its
 #: default. Sent as the request's `thinking` (and `output_config.effort` for `"least"`).
 Thinking = Literal["adaptive", "disabled", "least"] | Annotated[int, Field(ge=1024)]
+
+
+#: CLI flags `extra_args` may not set: those the provider or the SDK sets from typed settings
+#: (an extra flag would silently win), and those that would give a query built-in tools,
+#: permissions, settings, plugins, agents or MCP servers beyond the request's tools. (`bare`
+#: and `no-session-persistence` only repeat what the provider may set; `fallback-model` and
+#: `betas` are documented routes: tests/unit/test_options_coverage.py.)
+_MANAGED_FLAGS = frozenset(
+    {
+        "model",
+        "tools",
+        "allowedTools",
+        "allowed-tools",
+        "disallowedTools",
+        "disallowed-tools",
+        "max-turns",
+        "max-budget-usd",
+        "system-prompt",
+        "system-prompt-file",
+        "mcp-config",
+        "strict-mcp-config",
+        "setting-sources",
+        "settings",
+        "permission-mode",
+        "permission-prompt-tool",
+        "dangerously-skip-permissions",
+        "allow-dangerously-skip-permissions",
+        "resume",
+        "resume-session-at",
+        "continue",
+        "fork-session",
+        "session-id",
+        "output-format",
+        "input-format",
+        "json-schema",
+        "print",
+        "include-partial-messages",
+        "plugin-dir",
+        "agents",
+        "max-thinking-tokens",
+        "effort",
+        "thinking",
+    }
+)
 
 
 class ProviderSettings(BaseModel):
@@ -108,5 +152,22 @@ class ProviderSettings(BaseModel):
         "the provider is closed.",
     )
     extra_args: dict[str, str | None] = Field(
-        default_factory=dict, description="Extra CLI flags (name without dashes -> value or None)."
+        default_factory=dict,
+        description="Extra CLI flags (name without dashes -> value or None). Flags the provider "
+        "sets itself or that would widen what a query may do (`model`, `tools`, `max-turns`, "
+        "`permission-mode`, `mcp-config`, `settings`, ...) are refused: use the typed settings.",
     )
+
+    @field_validator("extra_args")
+    @classmethod
+    def _own_flags_only(cls, flags: dict[str, str | None]) -> dict[str, str | None]:
+        for name in flags:
+            if name.startswith("-"):
+                raise ValueError(f"extra_args names flags without dashes: {name.lstrip('-')!r}")
+            if name in _MANAGED_FLAGS:
+                raise ValueError(
+                    f"extra_args cannot set --{name}: the provider sets it (or it would let a "
+                    f"query do more than its tools); use the typed setting instead (model=, "
+                    f"max_turns=, system_prompt=, thinking=, effort=, a call's betas=, ...)"
+                )
+        return flags

@@ -17,6 +17,7 @@ from claude_agent_sdk._internal.transport.subprocess_cli import SubprocessCLITra
 from sf_provider import (
     GUIDANCE_TOOL_NAME,
     CapabilityReport,
+    ClaudeAgentProvider,
     FunctionTool,
     GateDecision,
     ProviderCompatibilityError,
@@ -585,3 +586,22 @@ def test_the_report_reads_the_process_environment_when_no_environ_is_given(
 
     assert report.auth.method == "auth-token"
     assert os.environ["ANTHROPIC_AUTH_TOKEN"] not in report.model_dump_json()
+
+
+def test_an_unreadable_group_switch_is_a_problem_of_the_report_not_a_crash(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # `sf-provider check` printed a ValueError traceback; a query raised it as itself.
+    monkeypatch.setenv("SF_PROVIDER_GROUP_ADMIN", "maybe")
+    wipe = FunctionTool(name="wipe", executor=lambda arguments: "wiped", group="admin")
+    settings = ProviderSettings(env={"ANTHROPIC_API_KEY": "sk-ant-test"})
+    problem = "SF_PROVIDER_GROUP_ADMIN='maybe' is not a switch"
+
+    for report in (
+        check_capabilities(settings, ToolRegistry([wipe])),
+        check_capabilities(settings, None, tools=[wipe]),
+    ):
+        assert [p for p in report.problems if problem in p], report.problems
+        assert report.tools[0].group_enabled is False
+    with pytest.raises(ProviderCompatibilityError, match=problem):
+        ClaudeAgentProvider(settings).stream("hi", tools=[wipe])

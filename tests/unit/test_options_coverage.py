@@ -263,3 +263,24 @@ def test_each_exposed_option_reaches_the_sdk_through_provider_settings(
     options = _built(ClaudeAgentProvider(settings), tmp_path / "w", "Hi.", [])
 
     assert example.items() <= getattr(options, route).items()
+
+
+@pytest.mark.parametrize(
+    "flags",
+    [
+        {"model": "claude-haiku-5-5"},  # would silently win over ProviderSettings.model
+        {"tools": "Bash"},  # would give the model a built-in shell
+        {"allowedTools": "Bash"},
+        {"permission-mode": "bypassPermissions"},
+        {"mcp-config": "{}"},
+        {"settings": "{}"},
+        {"max-turns": "5"},
+        {"--debug": None},  # names go without dashes
+    ],
+    ids=lambda flags: next(iter(flags)),
+)
+def test_extra_args_cannot_set_what_the_provider_sets_or_widen_a_query(
+    flags: dict[str, str | None],
+) -> None:
+    with pytest.raises(ValueError, match="extra_args"):
+        ProviderSettings(extra_args=flags)
