@@ -502,7 +502,7 @@ class ClaudeAgentProvider:
             )
         extra_args: dict[str, str | None] = {"no-session-persistence": None}
         resume: dict[str, Any] = {}
-        cwd = settings.cwd or os.getcwd()
+        cwd = os.path.abspath(settings.cwd or os.getcwd())  # a relative one: from here, now
         if plan.conversation.history:
             session_id, last_entry = write_transcript(
                 Path(env["CLAUDE_CONFIG_DIR"]),
@@ -755,7 +755,7 @@ class ClaudeAgentProvider:
         return (
             self.settings.model_dump_json(),
             _environment_key(self.settings.isolate),  # credentials, endpoint: read at start
-            self.settings.cwd or os.getcwd(),  # the CLI's working directory, named to the model
+            os.path.abspath(self.settings.cwd or os.getcwd()),  # named to the model
             id(registry),
             id(registry.gate) if registry is not None else None,
             mode,

@@ -114,7 +114,12 @@ class ProviderSettings(BaseModel):
     )
     env: dict[str, str] = Field(default_factory=dict, description="Extra environment for the CLI.")
     cli_path: str | None = Field(default=None, description="CLI binary; None = the bundled one.")
-    cwd: str | None = Field(default=None, description="Working directory of the CLI.")
+    cwd: str | None = Field(
+        default=None,
+        min_length=1,
+        description="Working directory of the CLI (a relative one from the current directory at "
+        "query time); None = the current directory.",
+    )
     isolate: bool = Field(
         default=True,
         description="Per-query temp HOME, CLAUDE_CONFIG_DIR and TMPDIR, removed afterwards.",

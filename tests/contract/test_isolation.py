@@ -173,3 +173,25 @@ async def test_a_warm_query_after_chdir_runs_in_the_new_working_directory(
     assert str(second) in said
     assert str(first) not in said
     assert os.getcwd() == str(second)
+
+
+async def test_a_relative_cwd_is_resolved_at_query_time(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A relative ProviderSettings.cwd is relative to the current directory when the query runs:
+    # a warm process started under another directory is not reused for it.
+    for parent in ("a", "b"):
+        (tmp_path / parent / "work").mkdir(parents=True)
+    tool = FunctionTool(name="t", description="d")  # single-turn: the CLI names its cwd
+    script = [reply(text("one")), reply(text("two"))]
+    async with ScriptedMessagesAPI(script) as api:
+        settings = api.settings(cwd="work")
+        async with ClaudeAgentProvider(settings) as provider:
+            monkeypatch.chdir(tmp_path / "a")
+            await provider.generate("hi", tools=[tool])
+            monkeypatch.chdir(tmp_path / "b")
+            result = await provider.generate("hi", tools=[tool])
+    assert result.provider_details["process"] == "fresh"
+    said = json.dumps(api.requests[1].body["messages"]) + json.dumps(api.requests[1].body["system"])
+    assert str(tmp_path / "b" / "work") in said
+    assert str(tmp_path / "a") not in said
