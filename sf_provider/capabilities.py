@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import functools
 import os
+import re
 import shutil
 import subprocess
 from collections import ChainMap
@@ -127,7 +128,15 @@ def find_cli(cli_path: str | None = None) -> CLIStatus:
                 path=cli_path,
                 problem=f"ProviderSettings.cli_path {cli_path!r} is not an executable file",
             )
-        return CLIStatus(found=True, path=str(path), version=_cli_version(str(path)))
+        version = _cli_version(str(path))
+        if version is None:
+            return CLIStatus(
+                found=False,
+                path=cli_path,
+                problem=f"ProviderSettings.cli_path {cli_path!r} did not answer --version as the "
+                f"Claude Code CLI does (`2.1.332 (Claude Code)`): point it at the `claude` binary",
+            )
+        return CLIStatus(found=True, path=str(path), version=version)
     bundled = _bundled_cli()
     if bundled.is_file():
         return _found(bundled)
@@ -165,6 +174,9 @@ def _bundled_cli() -> Path:
     return Path(claude_agent_sdk.__file__).parent / "_bundled" / "claude"
 
 
+_VERSION = re.compile(r"^\d+\.\d+\.\d+")
+
+
 @functools.cache
 def _cli_version(path: str) -> str | None:
     stamp = Path(path).with_name("claude.version")
@@ -176,7 +188,9 @@ def _cli_version(path: str) -> str | None:
         )
     except (OSError, subprocess.TimeoutExpired):
         return None
-    return done.stdout.strip().split(" ")[0] or None
+    version = done.stdout.strip().split(" ")[0]
+    # Claude Code answers `2.1.332 (Claude Code)`; anything else is not the CLI.
+    return version if _VERSION.match(version) else None
 
 
 def credentials_path(env: Mapping[str, str]) -> Path:

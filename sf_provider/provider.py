@@ -222,8 +222,10 @@ class ClaudeAgentProvider:
             raise UnsupportedRequestError(
                 "warm_up needs ProviderSettings(warm_processes=N) with N >= 1"
             )
-        if processes < 1:
-            raise UnsupportedRequestError(f"processes must be at least 1, not {processes}")
+        if isinstance(processes, bool) or not isinstance(processes, int) or processes < 1:
+            raise UnsupportedRequestError(
+                f"processes must be a whole number of at least 1, not {processes!r}"
+            )
         plan = self._prepare("warm-up", tools, call_options)
         if plan.rules.budget_usd:
             raise UnsupportedRequestError(

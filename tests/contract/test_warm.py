@@ -462,8 +462,9 @@ async def test_warm_up_explains_what_it_cannot_do() -> None:
         provider = ClaudeAgentProvider(api.settings(warm_processes=1))
         with pytest.raises(UnsupportedRequestError, match="fresh process"):
             await provider.warm_up(max_budget_usd=1.0)
-        with pytest.raises(UnsupportedRequestError, match="at least 1"):
-            await provider.warm_up(processes=0)
+        for processes in (0, 2.5, True, "2"):  # 2.5 and True were taken, "2" a TypeError
+            with pytest.raises(UnsupportedRequestError, match="whole number of at least 1"):
+                await provider.warm_up(processes=processes)  # type: ignore[arg-type]
         with pytest.raises(UnsupportedRequestError, match="invalid call options"):
             await provider.warm_up(temperature=0.5)
         missing = ClaudeAgentProvider(api.settings(warm_processes=1, cli_path="/nonexistent/cli"))

@@ -111,6 +111,17 @@ def test_find_cli_asks_a_cli_path_for_its_version(tmp_path: Path) -> None:
     assert status.version == "9.8.7"
 
 
+def test_find_cli_reports_a_cli_path_that_is_not_claude_code(tmp_path: Path) -> None:
+    # It was reported found (version 'hi'), and every query died with "lost the connection".
+    other = _executable(tmp_path / "other", '#!/bin/sh\necho "hi"\n')
+
+    status = find_cli(str(other))
+
+    assert not status.found
+    assert status.problem
+    assert "did not answer --version as the Claude Code CLI does" in status.problem
+
+
 def test_find_cli_reports_one_version_for_one_binary_however_it_is_found(tmp_path: Path) -> None:
     bundled = find_cli()
     assert bundled.path is not None
