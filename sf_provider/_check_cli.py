@@ -224,6 +224,11 @@ class ProbeOutcome:
             flag = "error" if self.tool_is_error else "ok"
             lines.append(f"  tool call    {self.tool}({arguments})")
             lines.append(f"  tool result  [{flag}] {_shorten(self.tool_output or '')}")
+        elif not self.live:
+            lines.append(
+                "  tool call    none: no tool the probe may call (one with an executor that is "
+                "not mutating); the round trip went through the CLI without the bridge"
+            )
         if self.ok:
             lines.append(f"  ok in {self.duration_ms:.0f} ms: {_shorten(self.text)!r}")
         else:

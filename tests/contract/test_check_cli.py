@@ -339,6 +339,10 @@ def test_the_offline_probe_never_calls_a_mutating_tool(
     assert code == 0
     assert probe["ok"] is True and probe["tool"] is None and probe["text"] == "ok"
     assert _calls() == []
+    # Said, not only implied: no tool went through the bridge.
+    code, out, _ = _check(capsys, "--tools", "fixtures.check_tools:mutating_only", "--probe")
+    assert code == 0
+    assert "tool call    none: no tool the probe may call" in out
 
 
 @pytest.mark.cli
