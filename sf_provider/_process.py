@@ -419,7 +419,7 @@ class WarmPool:
             evicted.append(proc)
         with anyio.CancelScope(shield=True):
             for old in evicted:
-                await old.close()
+                await _stop(old)
 
     def idle_for(self, key: Hashable) -> int:
         """Idle processes ready for queries with this setup and no history."""
@@ -441,7 +441,7 @@ class WarmPool:
         self._busy.clear()
         with anyio.CancelScope(shield=True):
             for proc in procs:
-                await proc.close()
+                await _stop(proc)
             if self._closing:
                 await asyncio.gather(*self._closing, return_exceptions=True)
 
@@ -452,6 +452,22 @@ class WarmPool:
             task = proc.loop.create_task(proc.close())
             self._closing.add(task)
             task.add_done_callback(self._closing.discard)
+
+
+async def _stop(proc: CLISession) -> None:
+    """Stop `proc` from the running event loop. A process of another loop (one provider used
+    from two threads' loops) is never awaited from here: its SDK objects belong to that loop,
+    and waiting on them hung until it ended. It is closed on its own loop while that runs, else
+    killed at once."""
+    if proc.loop is asyncio.get_running_loop():
+        await proc.close()
+    elif proc.loop.is_running() and not proc.loop.is_closed():
+        try:
+            proc.loop.call_soon_threadsafe(proc.stop_soon)
+        except RuntimeError:  # closed meanwhile
+            proc.kill_now()
+    else:
+        proc.kill_now()
 
 
 def _close_pipes(process: Any) -> None:

@@ -559,3 +559,43 @@ async def test_a_new_gate_never_runs_on_a_process_of_the_old_one() -> None:
     result = denied.tool_calls[0].result
     assert result is not None and result.is_error and "denied by the safety gate" in result.output
     assert denied.provider_details["process"] == "fresh"
+
+
+def test_two_threads_event_loops_sharing_a_provider_never_wait_for_each_other() -> None:
+    # Two loops answer at once; the second to finish evicts the other's idle process, whose loop
+    # still runs (a server's never ends). Awaiting that process from the wrong loop hung there
+    # until the other loop ended, and left both CLIs behind.
+    import asyncio
+    import threading
+
+    answers: dict[str, str] = {}
+    together = threading.Barrier(2, timeout=30)
+    lock, all_answered = threading.Lock(), threading.Event()
+    waited: dict[str, bool] = {}
+
+    def echo(request: RecordedRequest) -> Reply:
+        asked = json.dumps(request.messages)
+        return reply(text("echo:" + ("b" if "QUERY-B" in asked else "a")))
+
+    with ScriptedMessagesAPI(echo) as api:
+        provider = ClaudeAgentProvider(api.settings(warm_processes=1))
+
+        async def ask(name: str) -> None:
+            await asyncio.to_thread(together.wait)
+            answer = (await provider.generate(f"QUERY-{name.upper()}")).text
+            with lock:
+                answers[name] = answer
+                if len(answers) == 2:
+                    all_answered.set()
+            # This loop stays alive, like a server's, until both have their answers.
+            waited[name] = await asyncio.to_thread(all_answered.wait, 30)
+
+        threads = [threading.Thread(target=asyncio.run, args=(ask(n),)) for n in ("a", "b")]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join(90)
+    assert answers == {"a": "echo:a", "b": "echo:b"}
+    assert waited == {"a": True, "b": True}, "one query waited for the other's loop to end"
+    assert cli_processes() == []
+    assert leftover_query_dirs() == []
