@@ -213,9 +213,10 @@ class PartMapper:
         kind = event.get("type")
         if kind == "message_start":
             parts = self._discard_cut_attempt()
-            usage = (event.get("message") or {}).get("usage") or {}
+            message = event.get("message") or {}
+            usage = message.get("usage") or {}
             self.context_input_tokens = sum(int(usage.get(k) or 0) for k in _INPUT_KINDS)
-            message_id = str((event.get("message") or {}).get("id") or self._next_id("msg"))
+            message_id = str(message.get("id") or self._next_id("msg"))
             self._message_id = message_id
             self._new_message()
             self._streamed.add(message_id)

@@ -42,6 +42,7 @@ from ._anthropic_format import thinking_option
 from ._messages import IMAGE_DETAIL, NO_LOW_DETAIL
 from .errors import InvalidMessagesError, ProviderError, UnsupportedRequestError
 from .provider import NamedToolChoice, ToolChoice
+from .settings import EFFORT_NAMES
 from .tools import FunctionTool
 from .types import (
     DiscardPart,
@@ -148,17 +149,6 @@ _ONLY_DEFAULT: dict[str, tuple[tuple[Any, ...], str]] = {
     "function_call": ((), "legacy function calling: send `tool_choice` instead"),
 }
 
-#: OpenAI's `reasoning_effort` -> the provider's `effort` (`minimal` is the lowest there is;
-#: `max` is LiteLLM's, for Anthropic models). LiteLLM's `default` asks for nothing.
-_EFFORT = {
-    "minimal": "low",
-    "low": "low",
-    "medium": "medium",
-    "high": "high",
-    "xhigh": "xhigh",
-    "max": "max",
-}
-
 
 def _default(value: Any, allowed: tuple[Any, ...]) -> bool:
     if isinstance(value, list):
@@ -235,12 +225,13 @@ def chat_request(body: Mapping[str, Any], *, ignore: frozenset[str] = frozenset(
     if effort == "none":
         options["thinking"] = "disabled"
     elif effort is not None and effort != "default":
-        if not isinstance(effort, str) or effort not in _EFFORT:
+        # `EFFORT_NAMES`: OpenAI's names, and LiteLLM's `max`; LiteLLM's `default` asks nothing.
+        if not isinstance(effort, str) or effort not in EFFORT_NAMES:
             raise UnsupportedParameterError(
                 "reasoning_effort",
-                f"{effort!r} is not one of none, default, {', '.join(_EFFORT)}",
+                f"{effort!r} is not one of none, default, {', '.join(EFFORT_NAMES)}",
             )
-        options["effort"] = _EFFORT[effort]
+        options["effort"] = EFFORT_NAMES[effort]
     if "thinking" in given:  # LiteLLM's Anthropic-style parameter (the Messages API's object)
         try:
             thinking = thinking_option(given["thinking"])

@@ -11,6 +11,16 @@ __all__ = ["Effort", "ProviderSettings", "Thinking"]
 #: How much effort the model spends (thinking depth, thoroughness), on models that take it;
 #: the CLI's `--effort`, sent as `output_config.effort`.
 Effort = Literal["low", "medium", "high", "xhigh", "max"]
+#: The effort names frameworks use (OpenAI's `reasoning_effort`, LiteLLM's `max`, pydantic-ai's
+#: `thinking` levels) -> the provider's `Effort`: `minimal` is below the CLI's lowest.
+EFFORT_NAMES: dict[str, Effort] = {
+    "minimal": "low",
+    "low": "low",
+    "medium": "medium",
+    "high": "high",
+    "xhigh": "xhigh",
+    "max": "max",
+}
 
 #: Extended thinking: `"adaptive"` (the model decides; current models), `"disabled"`, a token
 #: budget of at least 1024 (models without adaptive thinking), or `"least"`: as little as the

@@ -630,6 +630,18 @@ class FunctionTool(BaseModel):
         )
 
 
+def _unwrapped(fn: Any) -> Any:
+    """The callable a (possibly nested) `functools.partial` wraps, else `fn` itself."""
+    while isinstance(fn, functools.partial):
+        fn = fn.func
+    return fn
+
+
+def _is_instance(base: Any) -> bool:
+    """Whether `base` (unwrapped) is a callable instance rather than a function or class."""
+    return not (inspect.isroutine(base) or inspect.isclass(base))
+
+
 def _described_callable(fn: Any) -> Any:
     """What describes `fn` (its hints, docstring, kind): the function a `functools.partial`
     wraps, a callable instance's bound `__call__`, else `fn` itself."""
@@ -638,29 +650,21 @@ def _described_callable(fn: Any) -> Any:
             f"FunctionTool.from_function needs a callable (a function, method, functools.partial "
             f"or an instance with __call__), got {type(fn).__name__}"
         )
-    target = fn
-    while isinstance(target, functools.partial):
-        target = target.func
-    if not (inspect.isroutine(target) or inspect.isclass(target)):
-        target = target.__call__
-    return target
+    target = _unwrapped(fn)
+    return target.__call__ if _is_instance(target) else target
 
 
 def _callable_label(fn: Any, target: Any) -> str:
     """`fn`'s name for messages: its qualified name, its class's for a callable instance."""
-    base = fn
-    while isinstance(base, functools.partial):
-        base = base.func
-    if not (inspect.isroutine(base) or inspect.isclass(base)):
+    base = _unwrapped(fn)
+    if _is_instance(base):
         return f"{type(base).__qualname__} instance"
     return str(getattr(base, "__qualname__", None) or getattr(target, "__name__", repr(fn)))
 
 
 def _default_tool_name(fn: Any, target: Any) -> str:
-    base = fn
-    while isinstance(base, functools.partial):
-        base = base.func
-    if not (inspect.isroutine(base) or inspect.isclass(base)):
+    base = _unwrapped(fn)
+    if _is_instance(base):
         return type(base).__name__
     return str(getattr(base, "__name__", None) or getattr(target, "__name__", "tool"))
 
@@ -668,10 +672,7 @@ def _default_tool_name(fn: Any, target: Any) -> str:
 def _callable_doc(fn: Any, target: Any) -> str:
     """The docstring describing `fn`: the wrapped function's for a partial (not `partial`'s
     own), the class's or else `__call__`'s for a callable instance."""
-    base = fn
-    while isinstance(base, functools.partial):
-        base = base.func
-    for candidate in (base, target):
+    for candidate in (_unwrapped(fn), target):
         doc = inspect.getdoc(candidate)
         if doc:
             return doc

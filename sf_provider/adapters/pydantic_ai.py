@@ -124,7 +124,7 @@ from .. import errors
 from .. import types as sf
 from .._mapping import warn_user
 from ..provider import ClaudeAgentProvider, NamedToolChoice, ToolChoice
-from ..settings import Effort, ProviderSettings
+from ..settings import EFFORT_NAMES, ProviderSettings
 from ..tools import FunctionTool
 
 __all__ = ["ClaudeAgentModel"]
@@ -424,15 +424,6 @@ _HANDLED_BY_PYDANTIC_AI = frozenset(
         "parallel_tool_calls",
     }
 )
-#: pydantic-ai's `thinking` levels -> the provider's effort (`minimal` is below the CLI's lowest).
-_EFFORTS: dict[Any, Effort] = {
-    "minimal": "low",
-    "low": "low",
-    "medium": "medium",
-    "high": "high",
-    "xhigh": "xhigh",
-    "max": "max",
-}
 
 
 def _model_options(
@@ -450,8 +441,8 @@ def _model_options(
     if thinking is False:
         # pydantic-ai's contract: off, or as little as the model allows if it cannot turn off.
         options["thinking"] = "least"
-    elif thinking in _EFFORTS:
-        options["effort"] = _EFFORTS[thinking]
+    elif isinstance(thinking, str) and thinking in EFFORT_NAMES:  # pydantic-ai's levels
+        options["effort"] = EFFORT_NAMES[thinking]
     # thinking=True: thinking at the model's default effort, which is what the CLI does.
     for name, value in (model_settings or {}).items():
         if name == "max_tokens":
