@@ -256,6 +256,15 @@ def check_capabilities(
     auth = check_auth(settings, environ)
     if not auth.configured:
         problems.append(f"authentication: {auth.detail}")
+    for setting, directory in (
+        ("cwd", settings.cwd),
+        ("env['TMPDIR']", settings.env.get("TMPDIR")),
+    ):
+        if directory and not os.path.isdir(directory):
+            problems.append(
+                f"ProviderSettings.{setting} {directory!r} is not a directory: create it, or "
+                f"change the setting"
+            )
     registered: dict[str, FunctionTool] = dict(registry.tools) if registry else {}
     if tools is not None:
         exposed = list(tools)

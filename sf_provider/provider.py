@@ -11,7 +11,7 @@ import tempfile
 import time
 import weakref
 from collections import deque
-from collections.abc import AsyncGenerator, Callable, Hashable, Sequence
+from collections.abc import AsyncGenerator, Callable, Hashable, Mapping, Sequence
 from contextlib import aclosing
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -482,6 +482,12 @@ class ClaudeAgentProvider:
             env["CLAUDE_CODE_MAX_RETRIES"] = str(plan.options.max_retries)
         if plan.max_tokens is not None:
             env["CLAUDE_CODE_MAX_OUTPUT_TOKENS"] = str(plan.max_tokens)
+        # A setting holds over the variables that set the same thing (from settings.env, or
+        # the environment when not isolated); measured: the CLI takes these over its flags.
+        if plan.effort is not None:
+            env["CLAUDE_CODE_EFFORT_LEVEL"] = plan.effort
+        if plan.thinking is not None:
+            env.update(CLAUDE_CODE_DISABLE_THINKING="", MAX_THINKING_TOKENS="")  # "": unset
         if plan.options.betas:
             env["ANTHROPIC_BETAS"] = ",".join(
                 b for b in (env.get("ANTHROPIC_BETAS", ""), *plan.options.betas) if b
@@ -757,6 +763,7 @@ class ClaudeAgentProvider:
         return (
             self.settings.model_dump_json(),
             _environment_key(self.settings.isolate),  # credentials, endpoint: read at start
+            _login_key(self.settings),
             os.path.abspath(self.settings.cwd or os.getcwd()),  # named to the model
             id(registry),
             id(registry.gate) if registry is not None else None,
@@ -768,7 +775,10 @@ class ClaudeAgentProvider:
 
     def _spawn(self, plan: _Plan) -> CLISession:
         """A new process for this setup, holding this request's history (not started yet)."""
-        workdir = Path(tempfile.mkdtemp(prefix="sf-provider-"))
+        # env's TMPDIR, when given, is where the query's temp files go: ours and the CLI's.
+        workdir = Path(
+            tempfile.mkdtemp(prefix="sf-provider-", dir=self.settings.env.get("TMPDIR") or None)
+        )
         stderr: deque[str] = deque(maxlen=_STDERR_TAIL_LINES)
         session = CLISession(
             plan.key,
@@ -878,6 +888,25 @@ def _call_options(call_options: dict[str, Any]) -> CallOptions:
 _LOGIN_METHODS = frozenset({"oauth-token", "credentials-file"})
 
 
+def _login_to_copy(env: Mapping[str, str]) -> Path | None:
+    """The Claude login's credentials file an isolated query copies in: when no API key or
+    token is configured (`env` over the application's environment)."""
+    if any(env.get(k) or os.environ.get(k) for k in ("ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN")):
+        return None
+    return credentials_path({**os.environ, **env})
+
+
+def _login_key(settings: ProviderSettings) -> tuple[int, int] | None:
+    """The copied login's version (modified time, size), for the warm-process key: after the
+    user logs in again, a process holding the old copy must not answer."""
+    source = _login_to_copy(settings.env) if settings.isolate else None
+    try:
+        info = source.stat() if source is not None else None
+    except OSError:
+        return None
+    return (info.st_mtime_ns, info.st_size) if info is not None else None
+
+
 def _isolated_dirs(workdir: Path, env: dict[str, str]) -> dict[str, str]:
     """Per-query HOME, CLAUDE_CONFIG_DIR and TMPDIR, so nothing on disk leaks in or out.
 
@@ -887,13 +916,9 @@ def _isolated_dirs(workdir: Path, env: dict[str, str]) -> dict[str, str]:
     dirs = {name: workdir / name for name in ("home", "config", "tmp")}
     for path in dirs.values():
         path.mkdir()
-    has_key = any(
-        env.get(k) or os.environ.get(k) for k in ("ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN")
-    )
-    if not has_key:
-        source = credentials_path({**os.environ, **env})
-        if source.is_file():
-            shutil.copy2(source, dirs["config"] / ".credentials.json")
+    source = _login_to_copy(env)
+    if source is not None and source.is_file():
+        shutil.copy2(source, dirs["config"] / ".credentials.json")
     return {
         "HOME": str(dirs["home"]),
         "CLAUDE_CONFIG_DIR": str(dirs["config"]),

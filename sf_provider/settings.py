@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Annotated, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 __all__ = ["Effort", "ProviderSettings", "Thinking"]
 
@@ -74,6 +74,19 @@ _MANAGED_FLAGS = frozenset(
 )
 
 
+#: The CLI's environment variables a typed setting also sets: `env` may name one only when the
+#: setting is left unset, since the two would otherwise silently disagree (the CLI's `--model`
+#: flag wins over `ANTHROPIC_MODEL`, while `env`'s `CLAUDE_CODE_MAX_RETRIES` won over
+#: `max_retries=`). A call's own option still overrides both.
+_SETTING_VARIABLES: dict[str, tuple[str, ...]] = {
+    "model": ("ANTHROPIC_MODEL",),
+    "max_tokens": ("CLAUDE_CODE_MAX_OUTPUT_TOKENS",),
+    "max_retries": ("CLAUDE_CODE_MAX_RETRIES",),
+    "thinking": ("MAX_THINKING_TOKENS", "CLAUDE_CODE_DISABLE_THINKING"),
+    "effort": ("CLAUDE_CODE_EFFORT_LEVEL",),
+}
+
+
 class ProviderSettings(BaseModel):
     """How `ClaudeAgentProvider` runs the Claude Code CLI.
 
@@ -122,7 +135,15 @@ class ProviderSettings(BaseModel):
         description="Seconds without any message from the CLI before it is stopped; keep it "
         "above the longest tool run. None = no limit.",
     )
-    env: dict[str, str] = Field(default_factory=dict, description="Extra environment for the CLI.")
+    env: dict[str, str] = Field(
+        default_factory=dict,
+        description="Extra environment for the CLI. A variable a typed setting also sets "
+        "(ANTHROPIC_MODEL, CLAUDE_CODE_MAX_OUTPUT_TOKENS, CLAUDE_CODE_MAX_RETRIES, "
+        "MAX_THINKING_TOKENS, CLAUDE_CODE_DISABLE_THINKING, CLAUDE_CODE_EFFORT_LEVEL) only with "
+        "that setting left unset; both is a validation error. TMPDIR is where each query's temp "
+        "dir is made; with isolate=True, HOME and CLAUDE_CONFIG_DIR say where a Claude login is "
+        "copied from.",
+    )
     cli_path: str | None = Field(default=None, description="CLI binary; None = the bundled one.")
     cwd: str | None = Field(
         default=None,
@@ -172,6 +193,20 @@ class ProviderSettings(BaseModel):
         "sets itself or that would widen what a query may do (`model`, `tools`, `max-turns`, "
         "`permission-mode`, `mcp-config`, `settings`, ...) are refused: use the typed settings.",
     )
+
+    @model_validator(mode="after")
+    def _one_source_per_setting(self) -> ProviderSettings:
+        for field, variables in _SETTING_VARIABLES.items():
+            if field not in self.model_fields_set or getattr(self, field) is None:
+                continue
+            for name in variables:
+                if name in self.env:
+                    raise ValueError(
+                        f"{field}={getattr(self, field)!r} and env[{name!r}]="
+                        f"{self.env[name]!r} both set the same thing; keep one (the typed "
+                        f"setting, or the variable with {field} left unset)"
+                    )
+        return self
 
     @field_validator("extra_args")
     @classmethod

@@ -490,14 +490,18 @@ class ScriptedMessagesAPI:
         return 0 if callable(script) else len(script) - self._state.cursor
 
     def settings(self, **overrides: Any) -> ProviderSettings:
-        """`ProviderSettings` whose CLI talks to this server, offline (see `offline_env`)."""
+        """`ProviderSettings` whose CLI talks to this server, offline (see `offline_env`), with
+        `max_retries=0` unless `max_retries` or `env`'s `CLAUDE_CODE_MAX_RETRIES` is given."""
         if not self.base_url:
             raise RuntimeError(
                 "ScriptedMessagesAPI.settings() needs the server running "
                 "(`async with ScriptedMessagesAPI(...)` or `with ...`)"
             )
-        env = offline_env(self.base_url, max_retries=int(overrides.get("max_retries", 0)))
+        env = offline_env(self.base_url)
+        del env["CLAUDE_CODE_MAX_RETRIES"]  # a typed setting: no retries unless asked
         env.update(overrides.pop("env", {}) or {})
+        if "CLAUDE_CODE_MAX_RETRIES" not in env:
+            overrides.setdefault("max_retries", 0)
         return ProviderSettings(env=env, **overrides)
 
     async def __aenter__(self) -> ScriptedMessagesAPI:

@@ -24,10 +24,10 @@ pytestmark = [pytest.mark.anyio, pytest.mark.cli]
 TOKEN = "sk-ant-oat01-scripted-offline"
 
 
-def _log_in(config: Path) -> None:
+def _log_in(config: Path, token: str = TOKEN) -> None:
     """The credentials file `claude` writes when a subscriber logs in (a token valid an hour)."""
     login = {
-        "accessToken": TOKEN,
+        "accessToken": token,
         "refreshToken": "sk-ant-ort01-scripted-offline",
         "expiresAt": int(time.time() * 1000) + 3_600_000,
         "scopes": ["user:inference", "user:profile"],
@@ -82,3 +82,19 @@ async def test_each_authentication_method_runs_each_mode(
         assert headers.get("x-api-key") == TOKEN
     else:
         assert headers.get("authorization") == f"Bearer {TOKEN}"
+
+
+async def test_a_warm_process_is_not_reused_after_the_user_logs_in_again(no_login: Path) -> None:
+    """A warm process holds the copy of the login it started with: once the credentials file
+    changes, the next query gets a new process, which sends the new token."""
+    _log_in(no_login)
+    async with ScriptedMessagesAPI(lambda _request: reply(text("ok"))) as api:
+        env = {k: v for k, v in api.settings().env.items() if k != "ANTHROPIC_API_KEY"}
+        async with ClaudeAgentProvider(ProviderSettings(env=env)) as provider:
+            processes = [(await provider.generate("hi")).provider_details["process"]]
+            processes.append((await provider.generate("hi")).provider_details["process"])
+            _log_in(no_login, token="sk-ant-oat01-logged-in-again")
+            processes.append((await provider.generate("hi")).provider_details["process"])
+    assert processes == ["fresh", "warm", "fresh"]
+    tokens = [r.headers.get("authorization") for r in api.requests]
+    assert tokens == [f"Bearer {TOKEN}"] * 2 + ["Bearer sk-ant-oat01-logged-in-again"]

@@ -126,6 +126,67 @@ async def test_max_retries_per_call_sets_the_clis_retries() -> None:
     assert len(api.all_requests) == 3
 
 
+@pytest.mark.parametrize(
+    ("variable", "value", "expected"),
+    [
+        ("ANTHROPIC_MODEL", "claude-haiku-5-5", {"model": "claude-haiku-5-5"}),
+        ("CLAUDE_CODE_MAX_OUTPUT_TOKENS", "77", {"max_tokens": 77}),
+        ("CLAUDE_CODE_EFFORT_LEVEL", "low", {"effort": "low"}),
+        ("CLAUDE_CODE_DISABLE_THINKING", "1", {"thinking": None}),  # no thinking parameter
+    ],
+    ids=["model", "max_tokens", "effort", "thinking-off"],
+)
+async def test_an_env_variable_a_setting_leaves_to_it_reaches_the_request_and_a_call_wins(
+    variable: str, value: str, expected: dict[str, Any]
+) -> None:
+    """ProviderSettings.env may set what a typed setting left unset (both is refused: see
+    tests/unit/test_options_coverage.py); a call's own option overrides it."""
+    (field,) = expected
+    override = {
+        "model": "claude-sonnet-5-5",
+        "max_tokens": 99,
+        "effort": "high",
+        "thinking": "adaptive",
+    }[field]
+    script = [reply(text("from env")), reply(text("from the call"))]
+    async with ScriptedMessagesAPI(script) as api:
+        provider = ClaudeAgentProvider(api.settings(warm_processes=0, env={variable: value}))
+        await provider.generate("hi")
+        await provider.generate("hi", **{field: override})
+    assert sent(api.requests[0])[field] == expected[field]
+    assert sent(api.requests[1])[field] == override
+
+
+async def test_env_max_retries_holds_when_the_setting_is_left_unset() -> None:
+    script = [http_error(500), reply(text("second time"))]
+    async with ScriptedMessagesAPI(script) as api:
+        settings = api.settings(warm_processes=0, env={"CLAUDE_CODE_MAX_RETRIES": "1"})
+        assert "max_retries" not in settings.model_fields_set
+        result = await ClaudeAgentProvider(settings).generate("hi")
+    assert result.text == "second time"
+    assert len(api.all_requests) == 2
+
+
+async def test_env_tmpdir_is_where_the_query_keeps_its_temp_files(tmp_path: Any) -> None:
+    """With isolate=True, the CLI's HOME, config and TMPDIR are made in env's TMPDIR (seen
+    from a tool while the query runs), and removed afterwards."""
+    seen: list[list[str]] = []
+
+    def look() -> str:
+        """List the temp directory."""
+        seen.append(sorted(p.name for p in tmp_path.iterdir()))
+        return "looked"
+
+    tool = FunctionTool.from_function(look)
+    script = [reply(tool_use("mcp__sf__look", {})), reply(text("done"))]
+    async with ScriptedMessagesAPI(script) as api:
+        settings = api.settings(warm_processes=0, env={"TMPDIR": str(tmp_path)})
+        assert (await ClaudeAgentProvider(settings).generate("hi", tools=[tool])).text == "done"
+    assert len(seen) == 1 and len(seen[0]) == 1, seen
+    assert seen[0][0].startswith("sf-provider-")
+    assert list(tmp_path.iterdir()) == []
+
+
 # -- pydantic-ai model settings
 
 

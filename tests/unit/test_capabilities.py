@@ -140,6 +140,26 @@ def test_a_missing_cli_path_is_a_problem_of_the_report(tmp_path: Path) -> None:
     assert report.problems == [report.cli.problem]
 
 
+@pytest.mark.parametrize("setting", ["cwd", "TMPDIR"])
+def test_a_working_or_temp_directory_that_does_not_exist_is_a_problem(
+    tmp_path: Path, setting: str
+) -> None:
+    missing = str(tmp_path / "nope")
+    settings = (
+        ProviderSettings(cwd=missing)
+        if setting == "cwd"
+        else ProviderSettings(env={"TMPDIR": missing})
+    )
+
+    problems = check_capabilities(settings, environ=AUTHED).problems
+
+    assert len(problems) == 1
+    assert setting in problems[0]
+    assert f"{missing!r} is not a directory" in problems[0]
+    (tmp_path / "nope").mkdir()
+    assert check_capabilities(settings, environ=AUTHED).problems == []
+
+
 def _sdk_cli_search() -> tuple[str, list[list[str]]]:
     """The SDK's own CLI search (`SubprocessCLITransport._find_cli`, listed in
     tests/unit/test_private_apis.py): its source and each `locations = [...]` list in it."""

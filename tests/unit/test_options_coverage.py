@@ -284,3 +284,31 @@ def test_extra_args_cannot_set_what_the_provider_sets_or_widen_a_query(
 ) -> None:
     with pytest.raises(ValueError, match="extra_args"):
         ProviderSettings(extra_args=flags)
+
+
+@pytest.mark.parametrize(
+    ("setting", "variable"),
+    [
+        ({"model": "claude-haiku-5-5"}, "ANTHROPIC_MODEL"),
+        ({"max_tokens": 50}, "CLAUDE_CODE_MAX_OUTPUT_TOKENS"),
+        ({"max_retries": 3}, "CLAUDE_CODE_MAX_RETRIES"),
+        ({"max_retries": 2}, "CLAUDE_CODE_MAX_RETRIES"),  # the default's value, said explicitly
+        ({"thinking": "adaptive"}, "MAX_THINKING_TOKENS"),
+        ({"thinking": "adaptive"}, "CLAUDE_CODE_DISABLE_THINKING"),
+        ({"effort": "low"}, "CLAUDE_CODE_EFFORT_LEVEL"),
+    ],
+    ids=lambda value: value if isinstance(value, str) else next(iter(value)),
+)
+def test_a_setting_and_the_env_variable_that_sets_the_same_thing_are_refused_together(
+    setting: dict[str, Any], variable: str
+) -> None:
+    """One would silently win (measured: the CLI's --model over ANTHROPIC_MODEL, env's
+    CLAUDE_CODE_MAX_RETRIES over max_retries=), so both is an error naming both."""
+    (field,) = setting
+    with pytest.raises(ValueError, match=rf"{field}=.* and env\['{variable}'\]"):
+        ProviderSettings(**setting, env={variable: "1"})
+    # Either alone is fine; an explicit None is the same as unset.
+    assert ProviderSettings(**setting).env == {}
+    assert ProviderSettings(env={variable: "1"}).env == {variable: "1"}
+    if field != "max_retries":
+        assert ProviderSettings(**{field: None}, env={variable: "1"}).env == {variable: "1"}

@@ -613,7 +613,7 @@ async def test_settings_point_the_cli_at_the_server_offline() -> None:
 
     assert api.base_url.startswith("http://127.0.0.1:")
     assert env["ANTHROPIC_BASE_URL"] == api.base_url
-    assert env["CLAUDE_CODE_MAX_RETRIES"] == "0"
+    assert api.settings().max_retries == 0
     assert env["CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC"] == "1"
 
 
@@ -629,8 +629,12 @@ async def test_settings_overrides_and_extra_env_are_applied() -> None:
 async def test_settings_max_retries_override_reaches_the_cli() -> None:
     async with ScriptedMessagesAPI([]) as api:
         settings = api.settings(max_retries=3)
+        from_env = api.settings(env={"CLAUDE_CODE_MAX_RETRIES": "4"})
 
-    assert settings.env["CLAUDE_CODE_MAX_RETRIES"] == "3"
+    assert settings.max_retries == 3
+    assert "CLAUDE_CODE_MAX_RETRIES" not in settings.env  # one source: the typed setting
+    assert from_env.env["CLAUDE_CODE_MAX_RETRIES"] == "4"
+    assert "max_retries" not in from_env.model_fields_set
 
 
 # -- one shape for every tool result
