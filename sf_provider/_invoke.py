@@ -103,6 +103,27 @@ def truncate_output(output: ToolOutput, limit: int | None, tool_name: str) -> To
     return ToolOutput(content=content, is_error=output.is_error)
 
 
+def _well_formed(output: ToolOutput) -> ToolOutput:
+    """`output` with its text as the model gets it: a lone surrogate (from bytes decoded with
+    `surrogateescape`, say) reaches the API as U+FFFD, and a surrogate pair as the character it
+    encodes (measured through the CLI), so the app's copy of the result says the same."""
+    content = [_well_formed_text(block) for block in output.content]
+    if all(new is old for new, old in zip(content, output.content, strict=True)):
+        return output
+    return ToolOutput(content=content, is_error=output.is_error)
+
+
+def _well_formed_text(block: dict[str, Any]) -> dict[str, Any]:
+    text = block.get("text")
+    if not isinstance(text, str):
+        return block
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return {**block, "text": text.encode("utf-16", "surrogatepass").decode("utf-16", "replace")}
+    return block
+
+
 def to_tool_output(value: Any) -> ToolOutput:
     """Turn an executor's return value into tool-result content: text as is, the rest as JSON."""
     if isinstance(value, ToolOutput):
@@ -192,6 +213,7 @@ async def invoke_tool(
       cause, logged on the `sf_provider.tools` logger;
     - another `BaseException` that is not a cancellation goes to `INTERRUPTS` (see the module);
     - a result longer than `max_result_chars` is truncated with an explicit marker;
+    - text that is not well-formed Unicode becomes what the model gets (`_well_formed`);
     - each call is one `execute_tool` span when tracing is configured (`_tracing`), failed with
       the reason's `error.type` (`gate_denied`, `timeout`, ...) when the call failed.
     """
@@ -200,6 +222,7 @@ async def invoke_tool(
         output = await _invoke(
             tool, dict(arguments or {}), span, default_timeout, gate, context, max_result_chars
         )
+        output = _well_formed(output)
         span.done(output)
         return output
 

@@ -12,7 +12,6 @@ Limits seen with the bundled CLI 2.1.330:
 
 from __future__ import annotations
 
-import time
 from typing import Any
 
 import anyio
@@ -81,11 +80,8 @@ async def test_a_result_at_the_clis_ceiling_reaches_the_model_intact() -> None:
 
 
 async def test_a_10_mib_result_is_truncated_with_a_marker_the_model_and_the_app_see() -> None:
-    started = time.perf_counter()
     payload, result, requests = await _run_large_result(10 * MiB)
-    elapsed = time.perf_counter() - started
 
-    assert elapsed < 30
     sent = _text_of(requests[1].tool_results()[0])
     assert len(sent) == CLI_RESULT_CEILING
     marker = sent[sent.rindex("\n[truncated by sf-provider") :]
@@ -93,6 +89,21 @@ async def test_a_10_mib_result_is_truncated_with_a_marker_the_model_and_the_app_
     assert payload.startswith(sent[: -len(marker)])
     reported = result.tool_calls[0].result
     assert reported is not None and reported.output.replace("\n", "") == sent.replace("\n", "")
+
+
+async def test_a_result_with_lone_surrogates_reads_the_same_to_the_model_and_the_app() -> None:
+    """The API gets U+FFFD for a lone surrogate (bytes decoded with surrogateescape); the app's
+    copy of the result used to keep the surrogate, so the two disagreed."""
+    script = [reply(tool_use("dump")), reply(text("received"))]
+    async with ScriptedMessagesAPI(script) as api:
+        provider = ClaudeAgentProvider(api.settings(warm_processes=0))
+        value = b"caf\xe9 \xf0\x9f\x98\x80".decode("utf-8", "surrogateescape")
+        result = await provider.generate("dump it", tools=[_returning(value)])
+
+    sent = _text_of(api.requests[1].tool_results()[0])
+    assert sent == "caf\ufffd \U0001f600"
+    reported = result.tool_calls[0].result
+    assert reported is not None and reported.output == sent
 
 
 async def test_a_smaller_configured_limit_truncates_sooner() -> None:

@@ -571,3 +571,27 @@ async def test_unencodable_return_value_is_an_error_result() -> None:
 
     assert output.is_error
     assert "'cyclic' returned a value that cannot be sent" in output.text
+
+
+@pytest.mark.parametrize(
+    ("value", "expected"),
+    [
+        ("a\ud800b", "a\ufffdb"),  # a lone surrogate, as bytes decoded with surrogateescape give
+        ("\ud83d\ude00", "\U0001f600"),  # a pair: the character it encodes
+        (["x\udfff"], '["x\ufffd"]'),  # in a value sent as JSON
+        (ToolOutput(content=[{"type": "text", "text": "\udc80"}]), "\ufffd"),
+        ("données 😀", "données 😀"),  # well-formed text as it is
+    ],
+    ids=["lone", "pair", "json", "tool-output", "well-formed"],
+)
+async def test_a_result_that_is_not_well_formed_unicode_is_what_the_model_gets(
+    value: Any, expected: str
+) -> None:
+    """Measured through the CLI: the API gets U+FFFD for a lone surrogate (and a pair as its
+    character); the result returned to the app says the same (tests/contract/test_payloads.py)."""
+    tool = FunctionTool(name="t", description="d", executor=lambda _: value)
+
+    output = await invoke_tool(tool, {}, default_timeout=None)
+
+    assert output.text == expected
+    output.text.encode("utf-8")  # sendable as it is
