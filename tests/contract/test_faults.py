@@ -41,7 +41,6 @@ Recoveries:
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -78,9 +77,7 @@ pytestmark = [pytest.mark.anyio, pytest.mark.cli, pytest.mark.faults]
 #: A safety net only: every fault below must end the query long before these.
 # Each fault on a fresh CLI of its own (failed queries on warm processes: test_warm.py).
 LIMITS: dict[str, Any] = {"timeout": 30.0, "idle_timeout": 15.0, "warm_processes": 0}
-#: A fault with no retry left ends the query well inside the safety net above (seen: 1-2 s on a
-#: quiet machine, up to 16 s on a saturated one): a bound against hanging, not a speed check.
-PROMPT_FAILURE_SECONDS = 25.0
+#: A fault that hung instead of ending would end in QueryTimeoutError, failing its test.
 GOOD_ANSWER = "The good answer."
 
 
@@ -89,7 +86,6 @@ class Run:
     """What one query through the CLI did."""
 
     api: ScriptedMessagesAPI
-    elapsed: float
     parts: list[StreamPart] = field(default_factory=list)
     error: BaseException | None = None
     result: GenerateResult | None = None
@@ -114,14 +110,12 @@ def always(item: ScriptItem) -> Callable[[RecordedRequest], ScriptItem]:
 async def stream(script: Any, **settings: Any) -> Run:
     async with ScriptedMessagesAPI(script) as api:
         provider = ClaudeAgentProvider(api.settings(**{**LIMITS, "max_retries": 0, **settings}))
-        run = Run(api, elapsed=0.0)
-        started = time.perf_counter()
+        run = Run(api)
         try:
             async for part in provider.stream("What is 2+3?"):
                 run.parts.append(part)
         except Exception as exc:  # anything, so a raw non-ProviderError is seen and reported
             run.error = exc
-        run.elapsed = time.perf_counter() - started
     run.leaked_processes, run.leaked_dirs = cli_processes(), leftover_query_dirs()
     return run
 
@@ -129,9 +123,8 @@ async def stream(script: Any, **settings: Any) -> Run:
 async def generate(script: Any, **settings: Any) -> Run:
     async with ScriptedMessagesAPI(script) as api:
         provider = ClaudeAgentProvider(api.settings(**{**LIMITS, "max_retries": 0, **settings}))
-        started = time.perf_counter()
         result = await provider.generate("What is 2+3?")
-        run = Run(api, elapsed=time.perf_counter() - started, result=result)
+        run = Run(api, result=result)
     run.leaked_processes, run.leaked_dirs = cli_processes(), leftover_query_dirs()
     return run
 
@@ -212,6 +205,8 @@ async def test_a_fault_ends_in_its_named_error(case: str) -> None:
         assert run.error.status == expected.status
     if isinstance(run.error, QueryTimeoutError):
         assert (run.error.kind, run.error.seconds) == ("idle_timeout", 3.0)
+        # The hung request stopped it, not a slow CLI start-up: the API was reached.
+        assert run.api.requests, "the idle timeout fired before the CLI reached the API"
 
 
 @pytest.mark.parametrize("case", list(FAILURES))
@@ -232,14 +227,6 @@ async def test_the_error_is_streamed_as_a_part_before_it_is_raised(case: str) ->
     )
     after = run.parts[run.parts.index(error_part) + 1 :]
     assert all(isinstance(p, FinishPart) and p.finish_reason == "error" for p in after)
-
-
-@pytest.mark.parametrize("case", list(FAILURES))
-async def test_the_query_ends_well_within_the_limits(case: str) -> None:
-    run = await failing(case)
-
-    idle = FAILURES[case].settings.get("idle_timeout", 0.0)
-    assert idle <= run.elapsed < idle + PROMPT_FAILURE_SECONDS
 
 
 @pytest.mark.parametrize("case", list(FAILURES))
@@ -314,7 +301,6 @@ async def test_a_broken_stream_is_answered_by_the_non_streaming_fallback(
     assert run.result.finish_reason == "stop"
     assert run.result.text.endswith(GOOD_ANSWER)
     assert run.streamed == [True, False], "the CLI repeats the request with stream: false"
-    assert run.elapsed < PROMPT_FAILURE_SECONDS
     assert_no_leaks(run)
 
 

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import os
 import signal
-import time
 
 import pytest
 from conftest import cli_processes, leftover_query_dirs
@@ -96,9 +95,11 @@ async def test_an_app_can_turn_the_clis_compaction_back_on() -> None:
 
 
 async def test_a_cli_killed_mid_stream_raises_process_died_promptly() -> None:
+    """Promptly: from the process's end, not from the idle timeout that would otherwise stop
+    the query (that would be a QueryTimeoutError)."""
     script = [Reply(content=[text("word " * 3000)], chunk_size=5)]
     async with ScriptedMessagesAPI(script) as api:
-        provider = ClaudeAgentProvider(api.settings())
+        provider = ClaudeAgentProvider(api.settings(idle_timeout=60))
         parts: list[StreamPart] = []
         with pytest.raises(ProcessDiedError) as info:
             async for part in provider.stream("talk"):
@@ -106,9 +107,6 @@ async def test_a_cli_killed_mid_stream_raises_process_died_promptly() -> None:
                 if isinstance(part, TextDeltaPart) and len(parts) == 3:
                     (pid,) = [int(line.split()[0]) for line in cli_processes()]
                     os.kill(pid, signal.SIGKILL)
-                    killed_at = time.perf_counter()
-        elapsed = time.perf_counter() - killed_at
-    assert elapsed < 10, f"the death was noticed after {elapsed:.1f} s"
     assert info.value.exit_code is not None and info.value.exit_code != 0
     assert "exit code" in str(info.value)
     assert isinstance(parts[-1], ErrorPart) and parts[-1].error_type == "ProcessDiedError"
