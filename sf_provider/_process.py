@@ -498,12 +498,18 @@ async def _no_messages() -> AsyncIterator[dict[str, Any]]:
 async def user_message(
     content: str | list[dict[str, Any]], **fields: str
 ) -> AsyncIterator[dict[str, Any]]:
-    """One user message in the CLI's stream-json input, as the SDK's prompt stream."""
+    """One user message in the CLI's stream-json input, as the SDK's prompt stream.
+
+    `text_not_typed` (the CLI's mark for text an app composed, not a person at its prompt)
+    delivers the text as written: without it a message starting with `/` ran as a Claude Code
+    command (`/init`, `/model`, `/clear`, ...) instead of reaching the model
+    (tests/contract/test_hostile_input.py)."""
     yield {
         "type": "user",
         "message": {"role": "user", "content": content},
         "parent_tool_use_id": None,
         "session_id": "",
+        "text_not_typed": True,
         **fields,
     }
 

@@ -240,3 +240,47 @@ async def test_an_output_schema_with_a_bad_ref_or_depth_fails_before_anything_st
             await provider.generate("Weather?", output_schema=schema)
     assert "output_schema" in str(info.value) and says in str(info.value)
     assert api.all_requests == []
+
+
+# -- user text that reads like Claude Code input
+
+
+@pytest.mark.parametrize(
+    "prompt",
+    ["/help", "/init", "/model claude-haiku-5-5 hi", "/compact", "/clear", "/review my PR"],
+)
+async def test_a_prompt_that_reads_like_a_slash_command_reaches_the_model_as_written(
+    prompt: str,
+) -> None:
+    """Measured on CLI 2.1.332: the CLI ran such a prompt as its own command (`/help`: no model
+    call, an empty answer; `/init`: the model got Claude Code's CLAUDE.md prompt; `/model`:
+    another model, asked "Hi"). The provider marks its messages as not typed by a person (the
+    CLI's `text_not_typed`), which delivers the text as written."""
+    async with ScriptedMessagesAPI(lambda _request: reply(text("ok"))) as api:
+        provider = ClaudeAgentProvider(api.settings(warm_processes=0, model="claude-sonnet-5-5"))
+        result = await provider.generate(prompt)
+
+    assert result.text == "ok"
+    [request] = api.requests
+    assert request.body["model"] == "claude-sonnet-5-5"
+    last = [m for m in request.body["messages"] if m["role"] == "user"][-1]
+    assert [b["text"] for b in last["content"] if b["type"] == "text"] == [prompt]
+
+
+async def test_a_slash_command_as_the_next_turn_of_a_continued_conversation_is_text() -> None:
+    """The same on a live process that continues the conversation: `/clear` there would have
+    wiped the history the next turn is answered from."""
+    messages: list[Any] = [{"role": "user", "content": "Remember 42."}]
+    async with (
+        ScriptedMessagesAPI(lambda _request: reply(text("ok"))) as api,
+        ClaudeAgentProvider(api.settings()) as provider,
+    ):
+        first = await provider.generate(messages)
+        messages += [first.assistant_message(), {"role": "user", "content": "/clear"}]
+        second = await provider.generate(messages)
+
+    assert second.provider_details["process"] == "continued"
+    sent = [
+        b["text"] for m in api.requests[1].body["messages"] for b in m["content"] if "text" in b
+    ]
+    assert sent[0] == "Remember 42." and sent[-1] == "/clear"
