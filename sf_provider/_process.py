@@ -140,6 +140,9 @@ class CLISession:
         self._foreign = False  # in a forked child: the parent's process, never stopped here
         self._cost_usd = 0.0
         self.queries = 0
+        #: Why the application stopped this process while it served a query (the provider
+        #: was closed), for that query's error; None otherwise.
+        self.stopped_by: str | None = None
         self.expiry: asyncio.TimerHandle | None = None
         self._keeper: AsyncGenerator[None, None] | None = None
         #: What a tool raised to stop the query (`interrupt`), raised again by `messages`.
@@ -383,9 +386,20 @@ class WarmPool:
             for proc in sorted(spare, key=_awaits_results):
                 self._idle.remove(proc)
                 proc.cancel_expiry()
-                if await proc.rewind():
+                # Busy while it rewinds, so aclose() sees it; a cancel meanwhile leaves it in
+                # an unknown state: stopped, never lost between the two lists.
+                self._busy.add(proc)
+                try:
+                    rewound = await proc.rewind()
+                except BaseException:
+                    self._busy.discard(proc)
+                    with anyio.CancelScope(shield=True):
+                        await proc.close()
+                    raise
+                if rewound:
                     found = proc
                     break
+                self._busy.discard(proc)
                 await proc.close()
         if found is None:
             found = spawn()
@@ -437,6 +451,8 @@ class WarmPool:
         """Stop every process of this pool, idle or serving a query, and wait for them."""
         self._closed = True
         procs = [*self._idle, *self._busy]
+        for proc in self._busy:
+            proc.stopped_by = "the provider was closed (aclose) while this query ran"
         self._idle.clear()
         self._busy.clear()
         with anyio.CancelScope(shield=True):

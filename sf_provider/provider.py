@@ -645,6 +645,11 @@ class ClaudeAgentProvider:
                     yield finish
                     return
             assert failure is not None
+            if isinstance(failure, ProcessDiedError) and session.stopped_by:
+                failure = ProcessDiedError(
+                    f"{session.stopped_by}: its CLI was stopped before the query finished",
+                    stderr=failure.stderr,
+                )
             error = ErrorPart(error_type=type(failure).__name__, message=str(failure))
             collector.add(error)
             yield error

@@ -15,11 +15,12 @@ import sys
 import textwrap
 import time
 
+import anyio
 import pytest
 from conftest import cli_processes, leftover_query_dirs, no_cli_left
 
-from sf_provider import ClaudeAgentProvider
-from sf_provider.testing import ScriptedMessagesAPI, reply, text
+from sf_provider import ClaudeAgentProvider, FunctionTool, ProcessDiedError
+from sf_provider.testing import ScriptedMessagesAPI, reply, text, tool_use
 
 pytestmark = [pytest.mark.cli]
 
@@ -111,3 +112,36 @@ async def test_a_provider_dropped_without_aclose_stops_its_idle_processes() -> N
         await no_cli_left(10)
         assert not cli_processes()
         assert not leftover_query_dirs()
+
+
+@pytest.mark.anyio
+async def test_a_query_running_when_the_provider_is_closed_fails_saying_so() -> None:
+    """It used to blame the CLI ("exited (exit code None) ... printed nothing on stderr")."""
+    started = anyio.Event()
+
+    async def wait(seconds: float) -> str:
+        """Wait."""
+        started.set()
+        await anyio.sleep(seconds)
+        return "waited"
+
+    tool = FunctionTool.from_function(wait)
+    script = [reply(tool_use("mcp__sf__wait", {"seconds": 30})), reply(text("done"))]
+    async with ScriptedMessagesAPI(script) as api:
+        provider = ClaudeAgentProvider(api.settings())
+        failures: list[BaseException] = []
+
+        async def query() -> None:
+            try:
+                await provider.generate("go", tools=[tool])
+            except ProcessDiedError as exc:
+                failures.append(exc)
+
+        async with anyio.create_task_group() as tasks:
+            tasks.start_soon(query)
+            await started.wait()
+            await provider.aclose()
+    [failure] = failures
+    assert "the provider was closed (aclose) while this query ran" in str(failure)
+    await no_cli_left()
+    assert not cli_processes() and not leftover_query_dirs()

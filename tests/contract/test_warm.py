@@ -32,6 +32,7 @@ from sf_provider import (
     ToolRegistry,
     UnsupportedRequestError,
 )
+from sf_provider._process import CLISession
 from sf_provider.registry import GUIDANCE_TOOL_NAME
 from sf_provider.testing import (
     HTTPErrorReply,
@@ -599,3 +600,31 @@ def test_two_threads_event_loops_sharing_a_provider_never_wait_for_each_other() 
     assert waited == {"a": True, "b": True}, "one query waited for the other's loop to end"
     assert cli_processes() == []
     assert leftover_query_dirs() == []
+
+
+async def test_a_query_cancelled_while_its_warm_process_rewinds_leaves_no_process(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The process being emptied for the query was in neither of the pool's lists: a cancel
+    then left it running past `aclose()`, its idle timeout and the provider's collection (only
+    the event loop's end stopped it)."""
+    rewinding = anyio.Event()
+    rewind = CLISession.rewind
+
+    async def held_rewind(self: CLISession) -> bool:
+        rewinding.set()
+        await anyio.sleep_forever()  # cancelled here
+        return await rewind(self)  # pragma: no cover
+
+    async with ScriptedMessagesAPI(lambda _request: reply(text("hi"))) as api:
+        provider = ClaudeAgentProvider(api.settings())
+        await provider.generate("first")
+        monkeypatch.setattr(CLISession, "rewind", held_rewind)
+        async with anyio.create_task_group() as tasks:
+            tasks.start_soon(provider.generate, "second")
+            await rewinding.wait()
+            tasks.cancel_scope.cancel()
+        await no_cli_left()
+        assert cli_processes() == [] and leftover_query_dirs() == []
+        await provider.aclose()
+    assert len(api.requests) == 1
