@@ -21,7 +21,7 @@ import shutil
 import signal
 import uuid
 from collections import deque
-from collections.abc import AsyncGenerator, AsyncIterator, Callable, Hashable
+from collections.abc import AsyncGenerator, AsyncIterator, Callable, Hashable, Iterable
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -451,14 +451,11 @@ class WarmPool:
         """Stop every process of this pool, idle or serving a query, and wait for them."""
         self._closed = True
         procs = [*self._idle, *self._busy]
-        for proc in self._busy:
-            proc.stopped_by = "the provider was closed (aclose) while this query ran"
         self._idle.clear()
         self._busy.clear()
-        with anyio.CancelScope(shield=True):
-            for proc in procs:
-                await _stop(proc)
-            if self._closing:
+        await stop_all(procs, PROVIDER_CLOSED)
+        if self._closing:
+            with anyio.CancelScope(shield=True):
                 await asyncio.gather(*self._closing, return_exceptions=True)
 
     def _expire(self, proc: CLISession) -> None:
@@ -468,6 +465,26 @@ class WarmPool:
             task = proc.loop.create_task(proc.close())
             self._closing.add(task)
             task.add_done_callback(self._closing.discard)
+
+
+#: Why a query fails when its provider is closed while it runs (`CLISession.stopped_by`).
+PROVIDER_CLOSED = "the provider was closed (aclose) while this query ran"
+
+
+async def stop_all(procs: Iterable[CLISession], reason: str) -> None:
+    """Stop `procs` now; a query one of them serves fails with `reason`. One another task is
+    already stopping is killed, not waited for: that task may never run again (a server's
+    event loop ends right after its shutdown, and the process with it)."""
+    procs = list(procs)
+    for proc in procs:
+        proc.stopped_by = proc.stopped_by or reason
+    with anyio.CancelScope(shield=True):
+        for proc in procs:
+            await _stop(proc)
+    loop = asyncio.get_running_loop()
+    for proc in procs:
+        if proc in _LIVE and proc.loop is loop:
+            proc.kill_now()
 
 
 async def _stop(proc: CLISession) -> None:

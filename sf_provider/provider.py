@@ -27,7 +27,7 @@ from ._failures import ResultRules, exception_failure, process_died, result_fail
 from ._history import write_transcript
 from ._mapping import PartMapper, ResultCollector
 from ._messages import Conversation, MessagesInput, convert_messages
-from ._process import CLISession, WarmPool
+from ._process import PROVIDER_CLOSED, CLISession, WarmPool, stop_all
 from ._tracing import start_query
 from .capabilities import CapabilityReport, check_capabilities, credentials_path
 from .errors import (
@@ -185,6 +185,8 @@ class ClaudeAgentProvider:
         self.settings = settings or ProviderSettings()
         self.registry = registry
         self._pool: WarmPool | None = None
+        #: Every process this provider started and not yet collected, for `aclose`.
+        self._sessions: weakref.WeakSet[CLISession] = weakref.WeakSet()
         # The CLI's model names (`default`, aliases) -> the model they run, learnt from the
         # processes started with the same CLI and environment (shared by providers, so one made
         # per request learns them once): a replayed history's thinking needs the real name.
@@ -193,14 +195,15 @@ class ClaudeAgentProvider:
         self._model_list = _MODEL_LISTS.setdefault(cli, [])
 
     async def aclose(self) -> None:
-        """Stop the provider's warm CLI processes (`ProviderSettings.warm_processes`).
-
-        Queries still running on one of them fail. A closed provider can still run queries (and
-        warms new processes if enabled). Also done by `async with provider:`.
+        """Stop every CLI process of the provider: the warm ones
+        (`ProviderSettings.warm_processes`) and those of queries still running, which fail
+        saying the provider was closed. A closed provider can still run queries (and warms new
+        processes if enabled). Also done by `async with provider:`.
         """
         if self._pool is not None:
             pool, self._pool = self._pool, None
             await pool.aclose()
+        await stop_all(list(self._sessions), PROVIDER_CLOSED)
 
     async def warm_up(
         self,
@@ -792,6 +795,7 @@ class ClaudeAgentProvider:
             bridge=self.settings.bridge_name,
             history=plan.conversation.history,
         )
+        self._sessions.add(session)
         try:
             session.start(self._sdk_options(plan, workdir, stderr, run_in=session.query_context))
         except BaseException:

@@ -7,20 +7,33 @@ forked child exiting (which must not stop its parent's processes either).
 
 from __future__ import annotations
 
+import contextlib
 import gc
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import textwrap
 import time
+from pathlib import Path
 
 import anyio
+import httpx
 import pytest
 from conftest import cli_processes, leftover_query_dirs, no_cli_left
 
 from sf_provider import ClaudeAgentProvider, FunctionTool, ProcessDiedError
-from sf_provider.testing import ScriptedMessagesAPI, reply, text, tool_use
+from sf_provider.testing import (
+    RecordedRequest,
+    ScriptedMessagesAPI,
+    ScriptItem,
+    fault,
+    offline_env,
+    reply,
+    text,
+    tool_use,
+)
 
 pytestmark = [pytest.mark.cli]
 
@@ -72,6 +85,14 @@ def run_script(how: str) -> tuple[subprocess.CompletedProcess[str], int, str]:
     return done, int(pid), workdir
 
 
+def children(pid: int) -> list[str]:
+    """The bundled-CLI processes `pid` started."""
+    out = subprocess.run(
+        ["ps", "-o", "pid=,args=", "--ppid", str(pid)], capture_output=True, text=True, check=False
+    ).stdout
+    return [line for line in out.splitlines() if "claude" in line]
+
+
 def gone(pid: int) -> bool:
     for _ in range(100):  # "no hang" bound only: 10 s
         try:
@@ -115,8 +136,10 @@ async def test_a_provider_dropped_without_aclose_stops_its_idle_processes() -> N
 
 
 @pytest.mark.anyio
-async def test_a_query_running_when_the_provider_is_closed_fails_saying_so() -> None:
-    """It used to blame the CLI ("exited (exit code None) ... printed nothing on stderr")."""
+@pytest.mark.parametrize("warm", [1, 0], ids=["warm", "no-warm-processes"])
+async def test_a_query_running_when_the_provider_is_closed_fails_saying_so(warm: int) -> None:
+    """It used to blame the CLI ("exited (exit code None) ... printed nothing on stderr"); and
+    without warm processes `aclose()` did not stop it at all."""
     started = anyio.Event()
 
     async def wait(seconds: float) -> str:
@@ -128,7 +151,7 @@ async def test_a_query_running_when_the_provider_is_closed_fails_saying_so() -> 
     tool = FunctionTool.from_function(wait)
     script = [reply(tool_use("mcp__sf__wait", {"seconds": 30})), reply(text("done"))]
     async with ScriptedMessagesAPI(script) as api:
-        provider = ClaudeAgentProvider(api.settings())
+        provider = ClaudeAgentProvider(api.settings(warm_processes=warm))
         failures: list[BaseException] = []
 
         async def query() -> None:
@@ -145,3 +168,62 @@ async def test_a_query_running_when_the_provider_is_closed_fails_saying_so() -> 
     assert "the provider was closed (aclose) while this query ran" in str(failure)
     await no_cli_left()
     assert not cli_processes() and not leftover_query_dirs()
+
+
+#: A gateway as `sf-provider gateway` runs it, with a 1 s graceful shutdown.
+_GATEWAY = """
+import sys, uvicorn
+from sf_provider.gateway import GatewaySettings, create_app
+uvicorn.run(create_app(GatewaySettings(api_keys=["key"])), host="127.0.0.1", port=0,
+            timeout_graceful_shutdown=1, log_level="info")
+"""
+
+
+@pytest.mark.anyio
+async def test_a_gateway_stopped_with_a_request_running_leaves_no_cli(tmp_path: Path) -> None:
+    """uvicorn cancels a request still running after its graceful shutdown and ends the process
+    by SIGTERM right after the app's shutdown: the query's CLI, still being stopped by the
+    cancelled request, outlived the gateway (reparented to init) with its temp dir."""
+    queries = tmp_path / "tmp"
+    queries.mkdir()
+    reached = anyio.Event()
+
+    def hang(_request: RecordedRequest) -> ScriptItem:
+        reached.set()  # the query's CLI now waits on the hung API request
+        return fault("hang")
+
+    async with ScriptedMessagesAPI(hang) as api:
+        env = {**os.environ, **offline_env(api.base_url), "TMPDIR": str(queries)}
+        command = [sys.executable, "-c", _GATEWAY]
+        async with await anyio.open_process(command, env=env) as gateway:
+            assert gateway.stderr is not None
+            log = ""
+            async for chunk in gateway.stderr:
+                log += chunk.decode()
+                if "Uvicorn running on" in log:
+                    break
+            url = log.split("Uvicorn running on ")[1].split()[0]
+            body = {"model": "claude-sonnet-5-5", "messages": [{"role": "user", "content": "hi"}]}
+
+            async def ask() -> None:
+                async with httpx.AsyncClient(base_url=url, timeout=60) as client:
+                    with contextlib.suppress(httpx.HTTPError):
+                        await client.post(
+                            "/v1/chat/completions",
+                            headers={"authorization": "Bearer key"},
+                            json=body,
+                        )
+
+            async with anyio.create_task_group() as tasks:
+                tasks.start_soon(ask)
+                await reached.wait()
+                clis = [int(line.split()[0]) for line in children(gateway.pid)]
+                gateway.send_signal(signal.SIGTERM)
+                await gateway.wait()
+        try:
+            assert clis and all(gone(pid) for pid in clis)
+            assert list(queries.glob("sf-provider-*")) == []
+        finally:
+            for pid in clis:
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(pid, signal.SIGKILL)
