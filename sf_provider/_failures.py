@@ -119,14 +119,19 @@ def result_failure(
                 f"{result.stop_reason!r}, {usage_from(result.usage).output_tokens} output "
                 f"tokens); nothing can be routed. Retry, or check the prompt and tools"
             )
-    if rules.wants_object and (
-        result.subtype == "error_max_structured_output_retries"
-        or (answered and result.structured_output is None)
+    retried = result.subtype == "error_max_structured_output_retries"
+    # Calls handed back to the application (single-turn) come first: the object is the answer
+    # of a later turn, once their results are in.
+    handed_back = rules.mode == "single-turn" and calls
+    if (
+        rules.wants_object
+        and not handed_back
+        and (retried or (answered and result.structured_output is None))
     ):
         return StructuredOutputError(
-            "output_schema was asked for, but the model answered without a matching object "
-            "(the CLI asked it again before giving up); read .partial for what it said, or "
-            "simplify the schema",
+            "output_schema was asked for, but the model answered without a matching object"
+            + (" (the CLI asked it again before giving up)" if retried else "")
+            + "; read .partial for what it said, or simplify the schema",
             partial=collected.result(),
         )
     if result.subtype == "error_max_budget_usd":

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 
 from sf_provider import (
@@ -62,6 +64,37 @@ async def test_single_turn_does_not_defer_the_structured_output_tool() -> None:
         )
     assert result.mode == "single-turn"
     assert result.structured_output == {"city": "Paris", "celsius": 18}
+
+
+async def test_single_turn_hands_back_a_tool_call_first_and_the_object_comes_after() -> None:
+    """The model calls the app's tool before it can answer: that call comes back (it used to be
+    a StructuredOutputError claiming the CLI had asked again, and the call was lost), and the
+    object is the answer of the turn that carries its result."""
+
+    def model(request: RecordedRequest) -> Reply:
+        if request.tool_results():
+            return reply(tool_use("StructuredOutput", {"city": "Paris", "celsius": 18}))
+        return reply(tool_use("mcp__sf__get_weather", {"city": "Paris"}))
+
+    tools = [FunctionTool(name="get_weather")]  # no executor: the app runs it
+    async with ScriptedMessagesAPI(model) as api:
+        provider = ClaudeAgentProvider(api.settings())
+        messages: list[Any] = [{"role": "user", "content": "Weather in Paris?"}]
+        first = await provider.generate(messages, tools=tools, output_schema=WEATHER)
+        [call] = first.tool_calls
+        result = {"type": "tool-result", "tool_call_id": call.tool_call_id, "output": "18"}
+        messages += [first.assistant_message(), {"role": "tool", "content": [result]}]
+        second = await provider.generate(messages, tools=tools, output_schema=WEATHER)
+    assert (first.finish_reason, call.tool_name, first.structured_output) == (
+        "tool-calls",
+        "get_weather",
+        None,
+    )
+    assert (second.finish_reason, second.structured_output) == (
+        "stop",
+        {"city": "Paris", "celsius": 18},
+    )
+    assert len(api.requests) == 2
 
 
 async def test_a_model_that_never_complies_raises_structured_output_error() -> None:
