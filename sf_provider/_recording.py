@@ -7,6 +7,11 @@ login), to the upstream; the answer, streamed or not, is turned into a `Reply` (
 `HTTPErrorReply`), kept in `items`, and served to the CLI by the scripted API. So the CLI sees
 during recording exactly what a replay of `items` serves it later. Nothing of the headers is
 kept. Plain `urllib` in a worker thread: no HTTP client dependency for a tool used this rarely.
+
+An upstream other than the Anthropic API (a gateway, a proxy, a local scripted API) may need no
+credential. Without one configured, the CLI (which will not start a query without one) is given
+`PLACEHOLDER_KEY`, and the recorder never forwards a header carrying it: the upstream then gets
+no credential at all.
 """
 
 from __future__ import annotations
@@ -32,10 +37,20 @@ from .testing import (
     tool_use,
 )
 
-__all__ = ["DEFAULT_UPSTREAM", "UpstreamRecorder", "assemble_stream", "reply_from_message"]
+__all__ = [
+    "DEFAULT_UPSTREAM",
+    "PLACEHOLDER_KEY",
+    "UpstreamRecorder",
+    "assemble_stream",
+    "reply_from_message",
+]
 
 #: Where a live recording sends the model turns when nothing else is configured.
 DEFAULT_UPSTREAM = "https://api.anthropic.com"
+
+#: The CLI's API key when recording from an upstream without a credential configured; a
+#: header carrying it is never forwarded.
+PLACEHOLDER_KEY = "sf-provider-recording-no-credential"
 
 #: Headers that describe one hop, not the request: never forwarded. `accept-encoding` too, so
 #: the upstream answers uncompressed (urllib does not decompress).
@@ -74,10 +89,19 @@ class UpstreamRecorder:
     answer and records it (`items`). `failures` lists the turns the upstream never answered
     (the CLI was then sent a dropped connection)."""
 
-    def __init__(self, upstream: str, *, bridge: str = "sf", timeout: float = 600.0) -> None:
+    def __init__(
+        self,
+        upstream: str,
+        *,
+        bridge: str = "sf",
+        timeout: float = 600.0,
+        withhold: str | None = None,
+    ) -> None:
         self.upstream = upstream.rstrip("/")
         self.bridge = bridge
         self.timeout = timeout
+        #: A value (the placeholder key) whose headers are never forwarded.
+        self.withhold = withhold
         self.items: list[ScriptItem] = []
         self.failures: list[str] = []
         host = urllib.parse.urlsplit(self.upstream).hostname or ""
@@ -95,7 +119,11 @@ class UpstreamRecorder:
         return item
 
     def _forward(self, request: RecordedRequest) -> ScriptItem:
-        headers = {k: v for k, v in request.headers.items() if k.lower() not in _HOP_BY_HOP}
+        headers = {
+            k: v
+            for k, v in request.headers.items()
+            if k.lower() not in _HOP_BY_HOP and not (self.withhold and self.withhold in v)
+        }
         outgoing = urllib.request.Request(
             self.upstream + request.path,
             data=json.dumps(request.body).encode(),

@@ -4,11 +4,21 @@
 CLI against the scripted Messages API, with the application's tools when `--tools` names them,
 and prints one line per scenario (PASS or FAIL, then what did not hold) and a summary;
 `--junit-xml FILE` also writes a JUnit report for CI. Exit status: 0 when every scenario holds,
-1 when one does not, 2 when the command was used wrongly (no scenario file, an unreadable one,
-an unloadable `--tools`).
+1 when one does not, 2 when the command cannot run (a path that is no scenario file or holds
+none, a scenario file that cannot be read, a `--tools` that cannot be loaded, an unreadable
+`SF_PROVIDER_GROUP_<NAME>` switch). Every file is read before the first scenario runs, so with
+exit status 2 no scenario ran and no JUnit file was written: a broken file is a setup error to
+fix, not a failing scenario.
 
 `record` runs one real query (`--live`: your own credentials, the real model; or `--upstream
 URL`: any Messages API) with your tools and writes it as a scenario that `run` replays offline.
+With `--upstream` and no credential configured, the CLI gets a placeholder key that is never
+forwarded: the upstream gets no credential (set `ANTHROPIC_API_KEY` or `ANTHROPIC_AUTH_TOKEN`
+to the one it expects, and it is forwarded). Exit status: 0 when the file is written (a
+session that ends with an error is recorded too, that error as its expectation), 1 when the
+session could not be recorded (the message says why; nothing is written), 2 when the command
+cannot run (FILE exists without `--force`, a `--tools` that cannot be loaded, an unreadable
+group switch, an option value it cannot use).
 
 Example::
 
@@ -30,7 +40,7 @@ from typing import TextIO
 
 import anyio
 
-from .cli import load_tools_option
+from .cli import enabled_tools_or_none, load_tools_option
 from .errors import ProviderError
 from .registry import ToolRegistry
 from .scenarios import (
@@ -69,13 +79,13 @@ def run_scenarios(args: argparse.Namespace, out: TextIO | None = None) -> int:
     registry: ToolRegistry | None = None
     if args.tools:
         registry = load_tools_option("scenarios run", args.tools)
-        if registry is None:
+        if registry is None or enabled_tools_or_none("scenarios run", registry) is None:
             return 2
     try:
         files = _scenario_files(args.paths)
         scenarios = [(path, load_scenario(path)) for path in files]
     except ScenarioFileError as exc:
-        print(f"sf-provider scenarios run: {exc}", file=sys.stderr)
+        print(f"sf-provider scenarios run: {exc} (no scenario was run)", file=sys.stderr)
         return 2
     outcomes = anyio.run(_run_all, scenarios, registry, out)
     failed = sum(not o.passed for o in outcomes)
@@ -84,7 +94,9 @@ def run_scenarios(args: argparse.Namespace, out: TextIO | None = None) -> int:
         file=out,
     )
     if args.junit_xml:
-        Path(args.junit_xml).write_text(junit_xml(outcomes), encoding="utf-8")
+        report = Path(args.junit_xml)
+        report.parent.mkdir(parents=True, exist_ok=True)  # as `record` does for its FILE
+        report.write_text(junit_xml(outcomes), encoding="utf-8")
     return 1 if failed else 0
 
 
@@ -177,7 +189,7 @@ def run_record(args: argparse.Namespace, out: TextIO | None = None) -> int:
     registry: ToolRegistry | None = None
     if args.tools:
         registry = load_tools_option("scenarios record", args.tools)
-        if registry is None:
+        if registry is None or enabled_tools_or_none("scenarios record", registry) is None:
             return 2
     pairs = (("model", args.model), ("max_turns", args.max_turns))
     options = {k: v for k, v in pairs if v is not None}  # 0 or "" is refused, not dropped

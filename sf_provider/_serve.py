@@ -35,10 +35,15 @@ Behaviour:
   (the `mcp` transport diverts it), so a stray `print` in a tool cannot corrupt the wire, and
   fd 0 points at `/dev/null`, so a tool or its child processes cannot eat protocol bytes.
 - Exit status: 0 at the end of stdin and on SIGTERM or SIGINT (the Claude Code CLI stops its
-  stdio servers with SIGINT); 2 when `--tools` cannot be loaded. Calls still in flight then are
-  cancelled; at the end of stdin the `mcp` server answers them with the JSON-RPC error -32000
-  "Connection closed", so a client reads its answers before closing stdin. Sync executors still
-  running in their (daemon) threads, timed out or cancelled, are not waited for.
+  stdio servers with SIGINT). Calls still in flight then are cancelled; at the end of stdin
+  the `mcp` server answers them with the JSON-RPC error -32000 "Connection closed", so a
+  client reads its answers before closing stdin. Sync executors still running in their
+  (daemon) threads, timed out or cancelled, are not waited for.
+- Exit status 2, before anything is served and with the reason on stderr (one line, no
+  traceback): `--tools` cannot be loaded (a module that fails on import adds its traceback), an
+  `SF_PROVIDER_GROUP_<NAME>` switch cannot be read (groups are read once, at start-up), or an
+  option's value is unusable: `--timeout` must be a number of seconds above 0 (`inf`: no limit),
+  `--name` must not be empty.
 
 Why stdin is read here and not by `mcp.server.stdio`: its reader blocks in `readline()` in a
 worker thread that cannot be cancelled, so after a SIGTERM the server would only exit at the next
@@ -71,13 +76,14 @@ from mcp.server.stdio import stdio_server
 from ._bridge import build_mcp_server
 from ._invoke import INTERRUPTS
 from ._tracing import flush
-from .cli import load_tools_option
+from .cli import enabled_tools_or_none, load_tools_option
 
 __all__ = ["run_serve"]
 
 logger = logging.getLogger("sf_provider.serve")
 
-#: Exit status when `--tools` cannot be loaded (a usage error, as argparse uses).
+#: Exit status when `--tools` cannot be loaded, or its tools cannot be listed (an unreadable
+#: `SF_PROVIDER_GROUP_<NAME>` switch): a usage error, as argparse uses.
 EXIT_BAD_TOOLS = 2
 
 _READ_SIZE = 1 << 16
@@ -90,13 +96,15 @@ def run_serve(args: argparse.Namespace) -> int:
     registry = load_tools_option("serve", args.tools)
     if registry is None:
         return EXIT_BAD_TOOLS
+    tools = enabled_tools_or_none("serve", registry)  # groups are read once, here
+    if tools is None:
+        return EXIT_BAD_TOOLS
     logging.basicConfig(
         stream=sys.stderr,
         level=logging.WARNING,
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
     )
     logger.setLevel(logging.INFO)
-    tools = registry.enabled_tools()
     # No result limit here: MCP clients other than the Claude Code CLI take any size (a Claude
     # Code client applies its own, unless the tool asks otherwise).
     server = build_mcp_server(

@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import sys
 import traceback
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -16,6 +17,7 @@ from pydantic import BaseModel, TypeAdapter
 
 if TYPE_CHECKING:
     from .registry import ToolRegistry
+    from .tools import FunctionTool
 
 __all__ = ["main", "public_schemas"]
 
@@ -44,6 +46,55 @@ def load_tools_option(command: str, spec: str) -> ToolRegistry | None:
         if not isinstance(exc, ValueError | ImportError):  # the module itself failed: show where
             traceback.print_exc(file=sys.stderr)
         return None
+
+
+def enabled_tools_or_none(command: str, registry: ToolRegistry) -> list[FunctionTool] | None:
+    """The registry's enabled tools, or None after saying on stderr, in one line, why not: an
+    unreadable `SF_PROVIDER_GROUP_<NAME>` switch (its `ValueError` names the variable and the
+    values it takes)."""
+    try:
+        return registry.enabled_tools()
+    except ValueError as exc:
+        print(f"sf-provider {command}: {exc}", file=sys.stderr)
+        return None
+
+
+# -- option values: refused as argparse refuses a bad one (exit status 2, one line naming it)
+
+
+def _seconds(text: str) -> float:
+    """A timeout: a number of seconds above 0; `inf` for no limit (`ProviderSettings` takes
+    the same)."""
+    try:
+        value = float(text)
+    except ValueError:
+        value = math.nan
+    if not value > 0:  # also NaN
+        raise argparse.ArgumentTypeError(
+            f"must be a number of seconds above 0 (inf: no limit), got {text!r}"
+        )
+    return value
+
+
+def _int_in(low: int, high: int | None, what: str) -> Callable[[str], int]:
+    """An integer from `low` to `high` (None: no upper bound), `what` saying which."""
+
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            value = low - 1
+        if value < low or (high is not None and value > high):
+            raise argparse.ArgumentTypeError(f"must be {what}, got {text!r}")
+        return value
+
+    return parse
+
+
+def _not_empty(text: str) -> str:
+    if not text.strip():
+        raise argparse.ArgumentTypeError("must not be empty")
+    return text
 
 
 def public_schemas() -> dict[str, dict[str, Any]]:
@@ -152,16 +203,35 @@ def main(argv: Sequence[str] | None = None) -> int:
     group.add_argument("--write", dest="dir", metavar="DIR", help="write the schemas to DIR")
     group.add_argument("--check", dest="check_dir", metavar="DIR", help="fail if DIR is stale")
     schemas.set_defaults(run=_schemas)
-    serve = commands.add_parser("serve", help="serve a tool registry over stdio (MCP)")
+    serve = commands.add_parser(
+        "serve",
+        help="serve a tool registry over stdio (MCP)",
+        description="Serve the enabled tools of a tool registry as an MCP server over stdio, "
+        "through the same invocation layer and safety gate as a query's own tools.",
+        epilog="Exit status: 0 at the end of stdin or on SIGTERM / SIGINT; 2, before anything "
+        "is served, when --tools cannot be loaded, an SF_PROVIDER_GROUP_<NAME> switch cannot "
+        "be read, or an option value is unusable.",
+    )
     serve.add_argument("--tools", required=True, metavar="MODULE:ATTR", help="the tools to serve")
-    serve.add_argument("--name", default="sf-provider", help="the MCP server name")
-    serve.add_argument("--timeout", type=float, default=60.0, help="per-tool timeout, seconds")
+    serve.add_argument("--name", type=_not_empty, default="sf-provider", help="the MCP server name")
+    serve.add_argument(
+        "--timeout",
+        type=_seconds,
+        default=60.0,
+        help="per-tool timeout in seconds, above 0; inf: no limit (default: 60; a tool's own "
+        "timeout wins)",
+    )
     serve.set_defaults(run=_serve)
     gateway = commands.add_parser(
         "gateway", help="serve the OpenAI and Anthropic HTTP APIs, with tool calling"
     )
     gateway.add_argument("--host", default="127.0.0.1", help="interface (default: 127.0.0.1)")
-    gateway.add_argument("--port", type=int, default=8080, help="TCP port (default: 8080)")
+    gateway.add_argument(
+        "--port",
+        type=_int_in(0, 65535, "a TCP port from 0 to 65535"),
+        default=8080,
+        help="TCP port; 0: any free one (default: 8080)",
+    )
     gateway.add_argument(
         "--api-key",
         dest="api_keys",
@@ -169,12 +239,18 @@ def main(argv: Sequence[str] | None = None) -> int:
         metavar="KEY",
         help="a key clients must send (repeatable; also SF_PROVIDER_GATEWAY_KEYS, comma-separated)",
     )
-    gateway.add_argument("--model", help="the model when a request names none")
+    gateway.add_argument("--model", type=_not_empty, help="the model when a request names none")
     gateway.add_argument(
-        "--max-concurrency", type=int, default=8, help="model requests at once (default: 8)"
+        "--max-concurrency",
+        type=_int_in(1, None, "1 or more"),
+        default=8,
+        help="model requests at once, 1 or more (default: 8)",
     )
     gateway.add_argument(
-        "--warm-processes", type=int, default=None, help="warm CLI processes kept (default: 1)"
+        "--warm-processes",
+        type=_int_in(0, 64, "0 to 64"),
+        default=None,
+        help="warm CLI processes kept, 0 to 64 (default: 1)",
     )
     gateway.add_argument(
         "--allow-no-auth",
@@ -197,20 +273,52 @@ def main(argv: Sequence[str] | None = None) -> int:
     check.set_defaults(run=_check)
     scenarios = commands.add_parser("scenarios", help="run or record scenario files")
     actions = scenarios.add_subparsers(dest="action", required=True)
-    run = actions.add_parser("run", help="run scenario files offline, with a report for CI")
+    run = actions.add_parser(
+        "run",
+        help="run scenario files offline, with a report for CI",
+        description="Run scenario files (or every *.json in a directory) through the real "
+        "Claude Code CLI against a scripted Messages API, with your tools when --tools names "
+        "them; one PASS or FAIL line per scenario, then a summary.",
+        epilog="Exit status: 0 when every scenario holds, 1 when one does not, 2 when the "
+        "command cannot run (no scenario file, one that cannot be read, a --tools that cannot "
+        "be loaded, an unreadable SF_PROVIDER_GROUP_<NAME> switch). Every file is read before "
+        "the first scenario runs: with exit status 2, no scenario ran and no JUnit file was "
+        "written.",
+    )
     run.add_argument("paths", nargs="+", metavar="PATH", help="scenario files or directories")
     run.add_argument("--tools", metavar="MODULE:ATTR", help="the app's tools the scenarios name")
-    run.add_argument("--junit-xml", metavar="FILE", help="also write a JUnit XML report")
-    record = actions.add_parser("record", help="record a real session as a scenario file")
+    run.add_argument(
+        "--junit-xml",
+        metavar="FILE",
+        help="also write a JUnit XML report (its directory is created)",
+    )
+    record = actions.add_parser(
+        "record",
+        help="record a real session as a scenario file",
+        description="Run one real query with your tools and write it as a scenario file that "
+        "`sf-provider scenarios run` replays offline. No credential is written to the file.",
+        epilog="--live uses your own credentials (ANTHROPIC_API_KEY, or your Claude login). "
+        "--upstream URL needs none: without one the upstream gets no credential; set "
+        "ANTHROPIC_API_KEY or ANTHROPIC_AUTH_TOKEN to the one it expects and it is forwarded. "
+        "Exit status: 0 when FILE is written (a session that ends with an error is recorded "
+        "too), 1 when the session could not be recorded (nothing is written), 2 when the "
+        "command cannot run (FILE exists without --force, a --tools that "
+        "cannot be loaded, an unreadable SF_PROVIDER_GROUP_<NAME> switch, an unusable option "
+        "value).",
+    )
     where = record.add_mutually_exclusive_group(required=True)
     where.add_argument("--live", action="store_true", help="the real API, your own credentials")
     where.add_argument("--upstream", metavar="URL", help="another Messages API to record from")
     record.add_argument("--prompt", required=True, help="the user message")
     record.add_argument("--out", required=True, metavar="FILE", help="the scenario file to write")
     record.add_argument("--tools", metavar="MODULE:ATTR", help="the tools to offer (and run)")
-    record.add_argument("--name", help="the scenario name (default: the file name)")
-    record.add_argument("--model", help="the model to ask")
-    record.add_argument("--max-turns", type=int, help="model turns allowed")
+    record.add_argument(
+        "--name", type=_not_empty, help="the scenario name (default: the file name)"
+    )
+    record.add_argument("--model", type=_not_empty, help="the model to ask")
+    record.add_argument(
+        "--max-turns", type=_int_in(1, None, "1 or more"), help="model turns allowed, 1 or more"
+    )
     record.add_argument("--force", action="store_true", help="replace an existing FILE")
     scenarios.set_defaults(run=_scenarios)
     args = parser.parse_args(argv)

@@ -348,8 +348,9 @@ async def run_scenario(
 
 
 class ScenarioRecordingError(ProviderError):
-    """A session could not be recorded: the upstream API never answered, or the query failed
-    before any model turn (the message says which, and why)."""
+    """A session could not be recorded: the upstream API never answered, the query failed
+    before any model turn, or an upstream that no credential was sent to wants one (the message
+    says which, and why)."""
 
 
 async def record_scenario(
@@ -368,11 +369,17 @@ async def record_scenario(
     The CLI talks to a local recorder that sends every model turn on to `upstream` (by default
     the `ANTHROPIC_BASE_URL` of `settings` or of the environment, else the Anthropic API) with
     the CLI's own credentials (your API key or login, as for any live query), and keeps the
-    answers; your tools run for real. The scenario holds the tools offered (by name, schema and
-    description: replay it with the same tools, `run_scenario(scenario, tools=...)`), the
-    model's turns as scripted replies, the call options, and what came out as expectations:
-    the final text, finish reason, mode, tool calls (name, input, error flag) and the number
-    of API requests; or the error the query ended with. No header (no credential) is kept.
+    answers; your tools run for real. An upstream other than the Anthropic API (a gateway, a
+    proxy) needs no credential configured: without one the CLI runs on a placeholder key that
+    is never forwarded, so the upstream gets none; if it then answers 401 or 403, this raises
+    `ScenarioRecordingError` saying to set `ANTHROPIC_API_KEY` or `ANTHROPIC_AUTH_TOKEN` (in
+    `settings.env` or the environment) to the credential it expects.
+
+    The scenario holds the tools offered (by name, schema and description: replay it with the
+    same tools, `run_scenario(scenario, tools=...)`), the model's turns as scripted replies,
+    the call options, and what came out as expectations: the final text, finish reason, mode,
+    tool calls (name, input, error flag) and the number of API requests; or the error the
+    query ended with. No header (no credential) is kept.
 
     Example::
 
@@ -380,7 +387,8 @@ async def record_scenario(
         save_scenario(scenario, "scenarios/paris.json")
         assert await run_scenario(load_scenario("scenarios/paris.json"), tools=[weather]) == []
     """
-    from ._recording import DEFAULT_UPSTREAM, UpstreamRecorder
+    from ._recording import DEFAULT_UPSTREAM, PLACEHOLDER_KEY, UpstreamRecorder
+    from .capabilities import check_auth
 
     base = settings or ProviderSettings()
     target = (
@@ -389,11 +397,18 @@ async def record_scenario(
         or os.environ.get("ANTHROPIC_BASE_URL")
         or DEFAULT_UPSTREAM
     )
-    recorder = UpstreamRecorder(target, bridge=base.bridge_name)
+    # The Anthropic API needs your credentials (checked before the query, as for any query);
+    # another upstream may need none.
+    placeholder = target.rstrip("/") != DEFAULT_UPSTREAM and not check_auth(base).configured
+    recorder = UpstreamRecorder(
+        target, bridge=base.bridge_name, withhold=PLACEHOLDER_KEY if placeholder else None
+    )
     result: GenerateResult | None = None
     error: ProviderError | None = None
     async with ScriptedMessagesAPI(recorder) as api:
         env = {**base.env, "ANTHROPIC_BASE_URL": api.base_url}
+        if placeholder:
+            env["ANTHROPIC_API_KEY"] = PLACEHOLDER_KEY
         # No title request or other extra traffic: it would be recorded as a model turn.
         env.update(CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC="1", DISABLE_TELEMETRY="1")
         live = base.model_copy(update={"env": env, "warm_processes": 0})
@@ -409,6 +424,18 @@ async def record_scenario(
     if not api.requests:
         raise ScenarioRecordingError(
             f"the query failed before any model turn, so there is nothing to record: {error}"
+        ) from error
+    refused = [
+        item
+        for item in recorder.items
+        if isinstance(item, HTTPErrorReply) and item.status in (401, 403)
+    ]
+    if placeholder and refused:
+        raise ScenarioRecordingError(
+            f"{target} answered HTTP {refused[0].status} ({refused[0].message}): it wants a "
+            f"credential, and no credential is configured, so none was sent. To record from "
+            f"it, set ANTHROPIC_API_KEY (sent as x-api-key) or ANTHROPIC_AUTH_TOKEN (sent as "
+            f"Authorization: Bearer) to the credential it expects"
         ) from error
     offered = _offered_tools(api.requests[0].tool_names, base.bridge_name, tools, registry)
     # Errors followed by another request were retried past by the CLI: the replay must too.

@@ -195,6 +195,52 @@ def test_what_a_test_leaves_running_fails_it_with_a_message_naming_it(tmp_path: 
     assert "ERROR at teardown of test_fails_and_keeps_a_provider_open" not in run.output
 
 
+MODULE_LEVEL = """
+from sf_provider import ClaudeAgentProvider
+from sf_provider._pytest_support import cli_processes
+from sf_provider.testing import reply, text
+
+CACHE = {}
+
+
+def cached_provider():
+    # An application's module-level provider, never closed; its own (default) settings.
+    return CACHE.setdefault("provider", ClaudeAgentProvider())
+
+
+async def test_a_kept_provider_answers(scripted_api) -> None:
+    scripted_api.add(reply(text("first")))
+    assert (await cached_provider().generate("hi")).text == "first"
+    assert len(cli_processes()) == 1  # its warm process, kept while the test's loop runs
+
+
+def test_its_process_stopped_with_that_tests_event_loop() -> None:
+    assert cli_processes() == {}
+
+
+async def test_it_answers_the_next_test_on_a_new_process(scripted_api) -> None:
+    scripted_api.add(reply(text("second")))
+    assert (await cached_provider().generate("hi")).text == "second"
+"""
+
+
+def test_a_provider_kept_across_tests_leaves_nothing_when_each_test_has_its_own_loop(
+    tmp_path: Path,
+) -> None:
+    """What docs/testing.md says: the end of the test's event loop stops the warm process of
+    a provider kept alive (a module-level cache), so there is nothing to catch or fail; only a
+    loop that outlives the test keeps it (test_what_a_test_leaves_running_fails_it...)."""
+    project = write_project(tmp_path / "kept", {"test_kept.py": MODULE_LEVEL})
+
+    run = run_pytest(project)
+
+    assert run.outcomes == {
+        "test_a_kept_provider_answers": "passed",
+        "test_its_process_stopped_with_that_tests_event_loop": "passed",
+        "test_it_answers_the_next_test_on_a_new_process": "passed",
+    }, run.output
+
+
 ANY_RUNNER = """
 import asyncio
 import os

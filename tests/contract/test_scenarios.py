@@ -285,3 +285,54 @@ async def test_an_upstream_that_never_answers_is_a_recording_error() -> None:
             upstream=gone,
             settings=ProviderSettings(env={"ANTHROPIC_API_KEY": "sk-x"}, max_retries=0),
         )
+
+
+async def test_an_upstream_needs_no_credential_and_gets_none(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A gateway, a proxy or a local scripted API as the upstream: no Anthropic credential
+    configured (it was refused: "no ANTHROPIC_API_KEY ..."). The CLI runs on a placeholder key
+    that is never forwarded, and nothing of it lands in the file."""
+    for name in ("ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN", "CLAUDE_CODE_OAUTH_TOKEN"):
+        monkeypatch.delenv(name, raising=False)
+    script = [reply(tool_use("get_weather", {"city": "Paris"})), reply(text("21 °C in Paris."))]
+    async with ScriptedMessagesAPI(script) as upstream:
+        scenario = await record_scenario(
+            "Weather in Paris?", name="paris", tools=[WEATHER], upstream=upstream.base_url
+        )
+    path = save_scenario(scenario, tmp_path / "paris.json")
+
+    assert scenario.expect.text == "21 °C in Paris."
+    assert await run_scenario(load_scenario(path), tools=[WEATHER]) == []
+    headers = [{k.lower(): v for k, v in r.headers.items()} for r in upstream.requests]
+    assert len(headers) == 2
+    assert all("x-api-key" not in h and "authorization" not in h for h in headers), headers
+    assert "sf-provider-recording" not in path.read_text("utf-8")
+
+
+async def test_an_upstream_that_wants_a_credential_none_was_set_for_says_which_to_set(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    for name in ("ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN", "CLAUDE_CODE_OAUTH_TOKEN"):
+        monkeypatch.delenv(name, raising=False)
+    async with ScriptedMessagesAPI([http_error(401, "invalid x-api-key")]) as upstream:
+        with pytest.raises(ScenarioRecordingError) as raised:
+            await record_scenario(
+                "Hi?",
+                name="x",
+                upstream=upstream.base_url,
+                settings=ProviderSettings(max_retries=0),
+            )
+
+    message = str(raised.value)
+    assert f"{upstream.base_url} answered HTTP 401 (invalid x-api-key)" in message
+    assert "no credential is configured" in message
+    assert "set ANTHROPIC_API_KEY (sent as x-api-key) or ANTHROPIC_AUTH_TOKEN" in message
+
+
+async def test_the_real_api_still_needs_a_credential(monkeypatch: pytest.MonkeyPatch) -> None:
+    for name in ("ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN", "CLAUDE_CODE_OAUTH_TOKEN"):
+        monkeypatch.delenv(name, raising=False)
+
+    with pytest.raises(ScenarioRecordingError, match="authentication: no ANTHROPIC_API_KEY"):
+        await record_scenario("Hi?", name="x", upstream="https://api.anthropic.com/")

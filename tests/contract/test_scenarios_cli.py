@@ -68,7 +68,7 @@ def test_run_reports_each_scenario_and_exits_1_when_one_does_not_hold(
     wrong["expect"]["text"] = "something else"
     write(app / "scenarios" / "09_wrong.json", wrong)
 
-    code = main(["scenarios", "run", "scenarios", "--junit-xml", "report.xml"])
+    code = main(["scenarios", "run", "scenarios", "--junit-xml", "reports/ci/report.xml"])
 
     out = capsys.readouterr().out
     assert code == 1
@@ -77,7 +77,7 @@ def test_run_reports_each_scenario_and_exits_1_when_one_does_not_hold(
     assert lines[1].startswith(f"FAIL  {wrong['name']}  (scenarios/09_wrong.json")
     assert lines[2].startswith("      - text: expected 'something else', got ")
     assert lines[-1] == "2 scenario(s): 1 passed, 1 failed"
-    suite = ET.parse(app / "report.xml").getroot()
+    suite = ET.parse(app / "reports" / "ci" / "report.xml").getroot()  # its dir was created
     assert (suite.get("tests"), suite.get("failures"), suite.get("errors")) == ("2", "1", "0")
     cases = {case.get("name"): case for case in suite.iter("testcase")}
     assert cases["one tool round trip"].find("failure") is None
@@ -169,21 +169,120 @@ def test_record_needs_live_or_an_upstream(capsys: pytest.CaptureFixture[str]) ->
     assert "one of the arguments --live --upstream is required" in capsys.readouterr().err
 
 
-@pytest.mark.parametrize(("option", "value"), [("--max-turns", "0"), ("--model", "")])
+@pytest.mark.parametrize(
+    ("option", "value", "problem"),
+    [
+        ("--max-turns", "0", "must be 1 or more, got '0'"),
+        ("--max-turns", "-3", "must be 1 or more, got '-3'"),
+        ("--max-turns", "two", "must be 1 or more, got 'two'"),
+        ("--model", "", "must not be empty"),
+        ("--name", "", "must not be empty"),
+    ],
+)
 def test_record_refuses_an_option_value_it_cannot_use(
+    app: Path, capsys: pytest.CaptureFixture[str], option: str, value: str, problem: str
+) -> None:
+    # `--max-turns 0` and `--model ""` were dropped, then refused after start-up with a
+    # multi-line pydantic message (exit status 1); `--name ""` was dropped (the file name).
+    args = ["--upstream", "http://127.0.0.1:9", "--prompt", "Hi?", "--out", "scenarios/hi.json"]
+    with pytest.raises(SystemExit) as exit_:
+        main(["scenarios", "record", *args, option, value])
+
+    assert exit_.value.code == 2
+    err = capsys.readouterr().err
+    assert f"sf-provider scenarios record: error: argument {option}: {problem}" in err
+    assert not (app / "scenarios" / "hi.json").exists()
+
+
+GROUPED_TOOLS = """
+from sf_provider import FunctionTool, ToolRegistry
+
+
+def purge() -> str:
+    \"\"\"Delete everything.\"\"\"
+    return "gone"
+
+
+registry = ToolRegistry([FunctionTool.from_function(purge, group="admin")])
+"""
+
+
+@pytest.mark.parametrize("command", ["run", "record"])
+def test_an_unreadable_group_switch_exits_2_with_one_line(
     app: Path,
     capsys: pytest.CaptureFixture[str],
     monkeypatch: pytest.MonkeyPatch,
-    option: str,
-    value: str,
+    command: str,
 ) -> None:
-    # `--max-turns 0` and `--model ""` were dropped: the recording ran with the defaults.
-    monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-ant-recording")
-    with ScriptedMessagesAPI([reply(text("Hi."))]) as upstream:
-        args = ["--upstream", upstream.base_url, "--prompt", "Hi?", "--out", "scenarios/hi.json"]
-        code = main(["scenarios", "record", *args, option, value])
+    """`run` reported a traceback for every scenario (and exited 1), `record` crashed with one."""
+    (app / "grouped_tools.py").write_text(GROUPED_TOOLS, "utf-8")
+    path = write(app / "scenarios" / "paris.json", APP_SCENARIO)
+    monkeypatch.setenv("SF_PROVIDER_GROUP_ADMIN", "maybe")
+    args = (
+        [str(path)]
+        if command == "run"
+        else ["--upstream", "http://127.0.0.1:9", "--prompt", "Hi?", "--out", "x.json"]
+    )
+
+    assert main(["scenarios", command, *args, "--tools", "grouped_tools:registry"]) == 2
+
     captured = capsys.readouterr()
-    assert code != 0, captured.out
-    assert option.removeprefix("--").replace("-", "_") in captured.err
-    assert not (app / "scenarios" / "hi.json").exists()
-    assert upstream.requests == []
+    assert captured.out == ""
+    assert captured.err.startswith(
+        f"sf-provider scenarios {command}: SF_PROVIDER_GROUP_ADMIN='maybe' is not a switch"
+    )
+    assert len(captured.err.splitlines()) == 1, captured.err
+
+
+def test_run_with_one_broken_file_runs_none_and_exits_2(
+    app: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A broken file is a setup error: nothing runs, no JUnit file, exit status 2."""
+    write(app / "scenarios" / "a_good.json", APP_SCENARIO)
+    (app / "scenarios" / "b_broken.json").write_text('{"name": "broken", "prompt": ', "utf-8")
+
+    code = main(
+        ["scenarios", "run", "scenarios", "--tools", "app_tools:tools", "--junit-xml", "r.xml"]
+    )
+
+    captured = capsys.readouterr()
+    assert code == 2
+    assert captured.out == ""
+    assert captured.err.startswith("sf-provider scenarios run: scenarios/b_broken.json: not JSON")
+    assert captured.err.rstrip().endswith("(no scenario was run)")
+    assert not (app / "r.xml").exists()
+
+
+@pytest.mark.parametrize("command", ["run", "record"])
+def test_the_help_states_every_exit_status(
+    capsys: pytest.CaptureFixture[str], command: str
+) -> None:
+    with pytest.raises(SystemExit) as exit_:
+        main(["scenarios", command, "--help"])
+
+    assert exit_.value.code == 0
+    help_text = " ".join(capsys.readouterr().out.split())
+    assert "Exit status: 0 when" in help_text
+    assert ", 1 when" in help_text
+    assert ", 2 when the command cannot run" in help_text
+
+
+def test_record_from_an_upstream_needs_no_credential(
+    app: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """It was refused without ANTHROPIC_API_KEY even though the upstream needs none."""
+    for name in ("ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN", "CLAUDE_CODE_OAUTH_TOKEN"):
+        monkeypatch.delenv(name, raising=False)
+    script = [reply(tool_use("get_weather", {"city": "Paris"})), reply(text("21 °C in Paris."))]
+    with ScriptedMessagesAPI(script) as upstream:
+        args = ["--upstream", upstream.base_url, "--tools", "app_tools:tools"]
+        code = main(["scenarios", "record", *args, "--prompt", "Weather?", "--out", "s/p.json"])
+
+    captured = capsys.readouterr()
+    assert code == 0, captured.err
+    assert "recorded 2 model turn(s) (2 replies, 0 errors; 1 tool call(s))" in captured.out
+    assert [
+        {k.lower() for k in r.headers} & {"x-api-key", "authorization"} for r in upstream.requests
+    ] == [set(), set()]
+    assert "sf-provider-recording" not in (app / "s" / "p.json").read_text("utf-8")
+    assert main(["scenarios", "run", "s/p.json", "--tools", "app_tools:tools"]) == 0

@@ -317,6 +317,91 @@ def test_an_unloadable_tools_spec_exits_2_with_a_clear_error(
     assert problem in captured.err
 
 
+@pytest.mark.parametrize("value", ["0", "-1", "-0.5", "nan", "-inf"])
+def test_a_timeout_that_is_not_a_positive_number_is_refused_at_startup(
+    value: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Accepted before, every call then failed (`timed out after -1 s`, `deadline must not be
+    NaN`); refused now as argparse refuses a bad value, as `ProviderSettings(tool_timeout=...)`
+    refuses it."""
+    with pytest.raises(SystemExit) as exit_:
+        main(["serve", "--tools", SPEC, f"--timeout={value}"])  # "-inf" would read as a flag
+
+    assert exit_.value.code == 2
+    err = capsys.readouterr().err
+    assert (
+        f"sf-provider serve: error: argument --timeout: must be a number of seconds above 0 "
+        f"(inf: no limit), got {value!r}"
+    ) in err
+
+
+def test_an_infinite_timeout_is_accepted_as_no_limit(capsys: pytest.CaptureFixture[str]) -> None:
+    # Refused for its --tools, so the --timeout was read and accepted.
+    assert main(["serve", "--tools", "no_colon", "--timeout", "inf"]) == 2
+    assert "cannot load --tools 'no_colon'" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    ("args", "problem"),
+    [
+        (["--port", "-1"], "argument --port: must be a TCP port from 0 to 65535, got '-1'"),
+        (["--port", "70000"], "argument --port: must be a TCP port from 0 to 65535, got '70000'"),
+        (["--max-concurrency", "0"], "argument --max-concurrency: must be 1 or more, got '0'"),
+        (["--warm-processes", "-1"], "argument --warm-processes: must be 0 to 64, got '-1'"),
+        (["--warm-processes", "65"], "argument --warm-processes: must be 0 to 64, got '65'"),
+        (["--model", ""], "argument --model: must not be empty"),
+    ],
+)
+def test_gateway_values_it_cannot_use_are_refused_at_startup(
+    args: list[str], problem: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """They gave a pydantic traceback (`--model ""` was dropped: the default model served)."""
+    with pytest.raises(SystemExit) as exit_:
+        main(["gateway", *args])
+
+    assert exit_.value.code == 2
+    err = capsys.readouterr().err
+    assert f"sf-provider gateway: error: {problem}" in err
+    assert "Traceback" not in err
+
+
+def test_serve_refuses_an_empty_name(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as exit_:
+        main(["serve", "--tools", SPEC, "--name", ""])
+
+    assert exit_.value.code == 2
+    assert "sf-provider serve: error: argument --name: must not be empty" in capsys.readouterr().err
+
+
+def test_the_help_states_the_exit_statuses_and_the_timeout_range(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    with pytest.raises(SystemExit) as exit_:
+        main(["serve", "--help"])
+
+    assert exit_.value.code == 0
+    help_text = " ".join(capsys.readouterr().out.split())
+    assert "per-tool timeout in seconds, above 0; inf: no limit" in help_text
+    assert "Exit status: 0 at the end of stdin or on SIGTERM / SIGINT; 2, before" in help_text
+
+
+def test_an_unreadable_group_switch_exits_2_with_one_line(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """It was an 18-line traceback and exit status 1."""
+    monkeypatch.setenv("SF_PROVIDER_GROUP_ADMIN", "maybe")
+
+    assert main(["serve", "--tools", "fixtures.check_tools:registry"]) == 2
+
+    captured = capsys.readouterr()
+    assert captured.out == ""
+    assert captured.err.startswith(
+        "sf-provider serve: SF_PROVIDER_GROUP_ADMIN='maybe' is not a switch this registry reads: "
+        "set it to 1, true, on or yes"
+    )
+    assert len(captured.err.splitlines()) == 1, captured.err
+
+
 # --------------------------------------------------------------------------- 2. stdio subprocess
 
 

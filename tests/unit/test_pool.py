@@ -29,6 +29,7 @@ class StandIn:
         self.expiry = None
         self.closed = False
         self.rewinds = 0
+        self.stopped_by: str | None = None
         self.transport = type("T", (), {"pid": 1})()
 
     async def rewind(self) -> bool:

@@ -10,12 +10,22 @@ import httpx
 import pytest
 
 from sf_provider._recording import (
+    PLACEHOLDER_KEY,
+    UpstreamRecorder,
     _error_item,
     _StreamError,
     assemble_stream,
     reply_from_message,
 )
-from sf_provider.testing import HTTPErrorReply, ScriptedMessagesAPI, _sse_events, reply, text
+from sf_provider.testing import (
+    HTTPErrorReply,
+    RecordedRequest,
+    Reply,
+    ScriptedMessagesAPI,
+    _sse_events,
+    reply,
+    text,
+)
 
 MESSAGE: dict[str, Any] = {
     "id": "msg_1",
@@ -140,3 +150,34 @@ def test_a_text_reply_round_trips() -> None:
     message = {"content": [text("hello")], "stop_reason": "end_turn", "usage": {}}
 
     assert reply_from_message(message, "sf") == reply(text("hello"))
+
+
+@pytest.mark.parametrize(
+    ("credential", "forwarded"),
+    [
+        ({"x-api-key": PLACEHOLDER_KEY}, {}),
+        ({"Authorization": f"Bearer {PLACEHOLDER_KEY}"}, {}),
+        ({"x-api-key": "sk-ant-real"}, {"x-api-key": "sk-ant-real"}),
+        ({"Authorization": "Bearer gw-key"}, {"authorization": "Bearer gw-key"}),
+    ],
+)
+def test_the_placeholder_credential_is_never_forwarded(
+    credential: dict[str, str], forwarded: dict[str, str]
+) -> None:
+    """With no credential configured, the CLI records on a placeholder key: the upstream must
+    get no credential at all, while a real one is forwarded as the CLI sent it."""
+    with ScriptedMessagesAPI([reply(text("hi"))]) as upstream:
+        recorder = UpstreamRecorder(upstream.base_url, withhold=PLACEHOLDER_KEY)
+        request = RecordedRequest(
+            method="POST",
+            path="/v1/messages",
+            headers={"anthropic-version": "2023-06-01", **credential},
+            body={"model": "m", "max_tokens": 10, "messages": []},
+        )
+        answer = recorder._forward(request)
+    assert isinstance(answer, Reply)
+    assert answer.content == [text("hi")]
+    [sent] = upstream.requests
+    got = {k.lower(): v for k, v in sent.headers.items()}
+    assert {k: got[k] for k in ("x-api-key", "authorization") if k in got} == forwarded
+    assert got["anthropic-version"] == "2023-06-01"
