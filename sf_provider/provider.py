@@ -292,6 +292,7 @@ class ClaudeAgentProvider:
 
         Built on `stream`: the same parts, folded into a `GenerateResult`. Raises the same errors.
         """
+        __tracebackhide__ = _ours  # read by pytest
         collector = ResultCollector()
         async with aclosing(self.stream(messages, tools=tools, **call_options)) as parts:
             async for part in parts:
@@ -570,6 +571,7 @@ class ClaudeAgentProvider:
     # -- the query
 
     async def _run(self, plan: _Plan) -> AsyncGenerator[StreamPart, None]:
+        __tracebackhide__ = _ours  # read by pytest
         # The query's span (a no-op unless tracing is configured): current only around awaits
         # of the CLI, where its process starts and its tools are called, never across a yield.
         query = start_query(plan)
@@ -829,6 +831,7 @@ class QueryStream:
         return self
 
     async def __anext__(self) -> StreamPart:
+        __tracebackhide__ = _ours  # read by pytest
         return await anext(self._parts)
 
     async def aclose(self) -> None:
@@ -890,6 +893,13 @@ def _call_options(call_options: dict[str, Any]) -> CallOptions:
         return CallOptions(**call_options)
     except ValidationError as exc:
         raise UnsupportedRequestError(f"invalid call options: {exc}") from None
+
+
+def _ours(info: Any) -> bool:
+    """Whether pytest hides the provider's frames from a failure's traceback (its
+    `__tracebackhide__`): for the provider's own documented errors, whose messages say what
+    happened, yes; for anything else (a bug) every frame stays. `--fulltrace` shows them all."""
+    return bool(info.errisinstance(ProviderError))
 
 
 #: Authentication with a Claude login (a subscription's OAuth token, from the environment or the

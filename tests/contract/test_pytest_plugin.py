@@ -323,3 +323,32 @@ def test_the_plugin_is_documented_in_the_fixture_list(tmp_path: Path) -> None:
 
     assert "scripted_api" in run.output
     assert "A started scripted Messages API with an empty script" in run.output
+
+
+FAILING_QUERY = """
+import pytest
+from sf_provider import ClaudeAgentProvider
+from sf_provider.testing import http_error
+
+
+async def test_the_api_is_busy(scripted_api) -> None:
+    scripted_api.add(http_error(429, "slow down"))
+    await ClaudeAgentProvider(scripted_api.settings()).generate("hi")
+"""
+
+
+def test_a_provider_error_in_an_app_test_shows_the_apps_line_not_the_providers_source(
+    tmp_path: Path,
+) -> None:
+    """pytest printed ~250 lines, most of them `ClaudeAgentProvider._run`'s source; the
+    provider's frames are hidden for its own documented errors (`--fulltrace` shows them)."""
+    project = write_project(tmp_path / "app", {"test_busy.py": FAILING_QUERY})
+
+    short = run_pytest(project)
+    full = run_pytest(project, "--fulltrace")
+
+    assert short.outcomes == full.outcomes == {"test_the_api_is_busy": "failed"}
+    assert "RateLimitError" in short.output and 'generate("hi")' in short.output
+    assert "collector = ResultCollector()" not in short.output
+    assert "collector = ResultCollector()" in full.output
+    assert len(short.output.splitlines()) < len(full.output.splitlines()) / 3
