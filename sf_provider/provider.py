@@ -481,9 +481,15 @@ class ClaudeAgentProvider:
     ) -> sdk.ClaudeAgentOptions:
         settings = self.settings
         bridge = settings.bridge_name
-        env = {"CLAUDE_CODE_MAX_RETRIES": str(settings.max_retries), **settings.env}
-        if plan.options.max_retries is not None:  # the call's own, over the settings' env too
+        env = dict(settings.env)
+        # Retries: the call's own, else the setting when set (or when no variable says), else
+        # the variable of settings.env or of the environment (allow-listed), honoured as set.
+        if plan.options.max_retries is not None:
             env["CLAUDE_CODE_MAX_RETRIES"] = str(plan.options.max_retries)
+        elif "max_retries" in settings.model_fields_set or not (
+            "CLAUDE_CODE_MAX_RETRIES" in env or os.environ.get("CLAUDE_CODE_MAX_RETRIES")
+        ):
+            env["CLAUDE_CODE_MAX_RETRIES"] = str(settings.max_retries)
         if plan.max_tokens is not None:
             env["CLAUDE_CODE_MAX_OUTPUT_TOKENS"] = str(plan.max_tokens)
         # A setting holds over the variables that set the same thing (from settings.env, or

@@ -120,8 +120,9 @@ class ProviderSettings(BaseModel):
     max_retries: int = Field(
         default=2,
         ge=0,
-        description="HTTP retries the CLI makes (CLAUDE_CODE_MAX_RETRIES); the CLI's own default "
-        "is 10 retries over about three minutes.",
+        description="HTTP retries the CLI makes (CLAUDE_CODE_MAX_RETRIES). Left unset, a "
+        "CLAUDE_CODE_MAX_RETRIES in env or in the environment holds, else 2; the CLI's own "
+        "default is 10 retries over about three minutes.",
     )
     max_budget_usd: float | None = Field(
         default=None, gt=0, description="Cost limit of one query in USD (BudgetExceededError)."

@@ -334,15 +334,18 @@ class GenerateResult(_Model):
     def assistant_message(self) -> dict[str, Any]:
         """This reply as an assistant message for the next request's history.
 
-        Holds the last turn's signed reasoning, its text and the calls the application must
-        answer (those the provider did not execute), in the request format: append it, then a
-        `tool` message with one `tool-result` per call, and call `generate` again.
+        Holds the last turn's signed and redacted reasoning, its text and the calls the
+        application must answer (those the provider did not execute), in the request format:
+        append it, then a `tool` message with one `tool-result` per call, and call `generate`
+        again.
         """
-        # Signed reasoning first, as the model wrote it: the API wants it back with the calls.
+        # Reasoning first, as the model wrote it: the API wants it back with the calls.
         content: list[dict[str, Any]] = [
-            {"type": "reasoning", "text": r.text, "signature": r.signature}
+            {"type": "reasoning", "text": "", "redacted": r.redacted}
+            if r.redacted
+            else {"type": "reasoning", "text": r.text, "signature": r.signature}
             for r in self.final_reasoning
-            if r.signature
+            if r.redacted or r.signature
         ]
         if self.text:
             content.append({"type": "text", "text": self.text})

@@ -46,8 +46,13 @@ async def test_a_redacted_block_ends_with_its_data_in_the_stream() -> None:
     assert [(e.redacted, e.signature) for e in ends] == [("opaque-1", None)]
 
 
+@pytest.mark.parametrize("appended", ["response_messages", "assistant_message"])
 @pytest.mark.parametrize("warm_processes", [0, 1], ids=["fresh", "continued"])
-async def test_a_redacted_block_goes_back_before_its_calls(warm_processes: int) -> None:
+async def test_a_redacted_block_goes_back_before_its_calls(
+    warm_processes: int, appended: str
+) -> None:
+    """Either way of appending the reply carries the block (`assistant_message()` left it out:
+    the model lost it, and the next step could not continue on the warm process)."""
     script = [*first_turn(), reply(text("Sunny in Paris."))]
     async with ScriptedMessagesAPI(script) as api:
         provider = ClaudeAgentProvider(api.settings(model=MODEL, warm_processes=warm_processes))
@@ -59,9 +64,14 @@ async def test_a_redacted_block_goes_back_before_its_calls(warm_processes: int) 
             "text": "",
             "redacted": "opaque-1",
         }
+        reply_turns = (
+            first.response_messages
+            if appended == "response_messages"
+            else [first.assistant_message()]
+        )
         history = [
             {"role": "user", "content": "Weather in Paris?"},
-            *first.response_messages,
+            *reply_turns,
             {
                 "role": "tool",
                 "content": [

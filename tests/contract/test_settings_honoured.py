@@ -19,8 +19,10 @@ from pydantic_ai.exceptions import ModelTimeoutError, UnsupportedSettingWarning,
 from pydantic_ai.usage import UsageLimits
 
 from sf_provider import (
+    APIError,
     ClaudeAgentProvider,
     FunctionTool,
+    ProviderSettings,
     QueryTimeoutError,
     UnsupportedRequestError,
 )
@@ -165,6 +167,22 @@ async def test_env_max_retries_holds_when_the_setting_is_left_unset() -> None:
         result = await ClaudeAgentProvider(settings).generate("hi")
     assert result.text == "second time"
     assert len(api.all_requests) == 2
+
+
+async def test_the_environments_max_retries_holds_when_the_setting_is_left_unset(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """CLAUDE_CODE_MAX_RETRIES is on the isolation allow-list, yet the setting's default (2)
+    replaced it: the application's own variable was dropped without a word."""
+    monkeypatch.setenv("CLAUDE_CODE_MAX_RETRIES", "0")
+    script = [http_error(500), reply(text("second time"))]
+    async with ScriptedMessagesAPI(script) as api:
+        settings = ProviderSettings(env=api.settings().env, warm_processes=0)
+        assert "CLAUDE_CODE_MAX_RETRIES" not in settings.env
+        with pytest.raises(APIError) as info:
+            await ClaudeAgentProvider(settings).generate("hi")
+    assert info.value.status == 500
+    assert len(api.all_requests) == 1, "no retry: the environment said 0"
 
 
 async def test_env_tmpdir_is_where_the_query_keeps_its_temp_files(tmp_path: Any) -> None:
