@@ -13,7 +13,9 @@ refused with a 400 naming it, unless the API's spec lets a server ignore it.
 - `tools`: custom tools (`name`, `description`, `input_schema`) are offered; their calls come back
   as `tool_use` blocks and nothing runs on the server. Any other `type` (server tools:
   `web_search_*`, `bash_*`, `text_editor_*`, `code_execution_*`, ...): 400. A tool's
-  `strict: true`, `input_examples`, `defer_loading: true`, `allowed_callers`: 400.
+  `strict: true`, `input_examples`, `defer_loading: true`, `allowed_callers`: 400. Messages
+  holding `tool_use` or `tool_result` blocks in a request without `tools`: 400, as the API
+  answers (checked here, before a CLI starts).
 - `tool_choice`: `auto`, `any`, `tool` and `none` are honoured (`any` and `tool` by a
   system-prompt instruction and a check: a reply without the call is an error, 502).
   `disable_parallel_tool_use: true`: 400, the CLI cannot limit the calls of a turn.
@@ -25,7 +27,8 @@ refused with a 400 naming it, unless the API's spec lets a server ignore it.
 - `temperature`: `1` is accepted, since the CLI's request carries no temperature and the API's
   default is 1; any other value: 400. `top_p`, `top_k`: 400 (the CLI has no switch for them).
 - `stop_sequences`: 400 (an empty list is accepted).
-- `metadata`: ignored (the spec: an identifier for abuse detection).
+- `metadata`: its `user_id` is ignored (the spec: an identifier for abuse detection); any other
+  key is refused, as the API refuses it.
 - `cache_control` (top level, on blocks and tools): ignored; caching changes cost, never the
   answer, and the CLI sets its own cache breakpoints.
 - `service_tier`: `auto` (the default) is accepted, `standard_only`: 400. `speed`: `standard`
@@ -35,14 +38,15 @@ refused with a 400 naming it, unless the API's spec lets a server ignore it.
 - The `anthropic-beta` header (`header_betas`): a beta the CLI sends on every request by itself
   (`CLI_BETAS`) is there anyway; any other is passed on for this call (`CallOptions.betas`).
 
-Parameters sent as `null` count as absent. In `messages`: `user` content `text`, `image`
-(`base64` and `url` sources) and `tool_result` (content a string or text and image blocks,
-`is_error`); `assistant` content `text`, `thinking` (replayed natively when signed),
-`redacted_thinking` and `tool_use`; `system` messages before the first turn (joined into the
-system prompt). Anything else (`document`, `search_result`, server tool blocks, citations, a
-`system` message mid-conversation, a final `assistant` message to continue) is a 400 naming
-it. The response's `usage` comes in `message_delta` (the totals of the query); `message_start`
-carries zeros, since the CLI reports usage when the query ends.
+Parameters sent as `null` count as absent. In `messages`: `user` content `text`, `image` (`base64`
+and `url` sources) and `tool_result` (content a string or text and image blocks, each block kept;
+`is_error`; as the API requires, first in their message, before any text or image); `assistant`
+content `text`, `thinking` (replayed natively when signed), `redacted_thinking` and `tool_use` (an
+assistant message with no content is left out, as the provider leaves it out); `system` messages
+before the first turn (joined into the system prompt). Anything else (`document`, `search_result`,
+server tool blocks, citations, a `system` message mid-conversation, a final `assistant` message to
+continue) is a 400 naming it. The response's `usage` comes in `message_delta` (the totals of the
+query); `message_start` carries zeros, since the CLI reports usage when the query ends.
 """
 
 from __future__ import annotations
@@ -53,6 +57,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from ._messages import holds_tool_blocks
 from .errors import APIConnectionError, InvalidMessagesError, UnsupportedRequestError
 from .tools import FunctionTool
 from .types import (
@@ -79,6 +84,7 @@ from .types import (
 
 __all__ = [
     "CLI_BETAS",
+    "TOOLS_NEEDED",
     "EventMapper",
     "MessagesCall",
     "error_body",
@@ -90,6 +96,14 @@ __all__ = [
 ]
 
 JSON = dict[str, Any]
+
+#: Why tool calls or results in the messages of a request without tools are refused (here and
+#: in the OpenAI format): the Messages API refuses them, after the CLI has started and asked.
+TOOLS_NEEDED = (
+    "the messages hold tool calls or results, and the Messages API refuses those in a request "
+    "that defines no tools: send in 'tools' the tools the history calls (with tool_choice "
+    "'none' if the model must not call them now)"
+)
 
 #: Parameters read by `parse_request`; any other top-level key is refused.
 _KNOWN = frozenset(
@@ -235,8 +249,13 @@ def parse_request(body: Any) -> MessagesCall:
             "yourself",
         )
     metadata = body.get("metadata")
-    if metadata is not None and not isinstance(metadata, Mapping):
-        raise _refuse("metadata", "must be an object")
+    if metadata is not None:
+        if not isinstance(metadata, Mapping):
+            raise _refuse("metadata", "must be an object")
+        _check_keys(metadata, "metadata", {"user_id"}, set())  # the API takes user_id only
+        user_id = metadata.get("user_id")
+        if user_id is not None and not isinstance(user_id, str):
+            raise _refuse("metadata.user_id", "must be a string")
 
     options: JSON = {"model": model, "max_tokens": max_tokens}
     structured = _output_config(body.get("output_config"), options)
@@ -250,6 +269,8 @@ def parse_request(body: Any) -> MessagesCall:
             raise _refuse("tool_choice", "asks for a tool call, but the request has no tools")
         options["tool_choice"] = choice
     messages = _system(body.get("system")) + _messages(body.get("messages"))
+    if not tools and holds_tool_blocks(messages):
+        raise _refuse("tools", TOOLS_NEEDED)
     return MessagesCall(
         model=model,
         messages=messages,
@@ -526,10 +547,10 @@ def _tool_result(block: Mapping[str, Any], where: str) -> JSON:
                     here,
                     f"{kind!r} blocks in a tool result are not supported; send text and images",
                 )
-        if any(b["type"] == "image" for b in blocks):
-            result["content"] = blocks
+        if len(blocks) > 1 or any(b["type"] == "image" for b in blocks):
+            result["content"] = blocks  # as sent: each block reaches the model as it came
         else:
-            result["output"] = "\n".join(b["text"] for b in blocks)
+            result["output"] = blocks[0]["text"] if blocks else ""
     elif isinstance(content, str):
         result["output"] = content
     else:
@@ -556,6 +577,12 @@ def _user(content: Any, where: str) -> list[JSON]:
         elif kind == "image":
             add("user", _image_block(block, here))
         elif kind == "tool_result":
+            if out and out[-1]["role"] == "user":
+                raise InvalidMessagesError(
+                    f"{here}: a tool_result block comes after a {out[-1]['content'][-1]['type']} "
+                    f"block; the Messages API requires a user message's tool_result blocks "
+                    f"first, before any text or image: move them to the start of the content"
+                )
             add("tool", _tool_result(block, here))
         else:
             raise _refuse(

@@ -6,7 +6,10 @@ Input format (a list of dicts; a plain string is one user turn):
 - `{"role": "user", "content": str | [blocks]}` with blocks `{"type": "text", "text"}` and
   `{"type": "image", "data": <base64>, "media_type": "image/png"}` or
   `{"type": "image", "url": "data:image/png;base64,..." | "https://..."}` (one of the two; an
-  optional `"detail"` may be `"auto"` or `"high"`: Claude has no low-detail mode).
+  optional `"detail"` may be `"auto"` or `"high"`: Claude has no low-detail mode). Base64 image
+  data must decode, its media type must be one the Messages API takes (`IMAGE_MEDIA_TYPES`) and
+  its first bytes must be of that type; otherwise the CLI would send the model a text note in
+  its place, so it is refused.
 - `{"role": "assistant", "content": str | [blocks]}` with blocks `{"type": "text", "text"}`,
   `{"type": "reasoning", "text", "signature"}`, a redacted thinking block
   `{"type": "reasoning", "text": "", "redacted": <data>}` (sent back as the API's
@@ -22,6 +25,10 @@ the model), except `cache_control`, a caching hint, which is ignored: the CLI se
 breakpoints. The turn to answer must hold something: a last user turn of blank text only is
 refused, as an empty prompt string is.
 
+An assistant turn with no content (`""`, `[]`, empty text blocks only) holds nothing to send
+(the Messages API refuses empty turns): it is left out, and the user turns around it reach the
+model as one turn.
+
 Every tool call in the history needs a result, and every result a call. A reasoning block
 without a signature cannot be replayed natively: it is sent as text in a `<reasoning>` element
 and a `history-flattened` warning says so.
@@ -29,6 +36,7 @@ and a `history-flattened` warning says so.
 
 from __future__ import annotations
 
+import base64
 import json
 import re
 from collections.abc import Mapping, Sequence
@@ -38,7 +46,7 @@ from typing import Any
 from .errors import InvalidMessagesError
 from .types import CallWarning
 
-__all__ = ["Conversation", "MessagesInput", "convert_messages"]
+__all__ = ["Conversation", "MessagesInput", "convert_messages", "holds_tool_blocks"]
 
 #: A plain string (one user turn) or a list of `{"role": ..., "content": ...}` dicts.
 MessagesInput = str | Sequence[Mapping[str, Any]]
@@ -67,6 +75,8 @@ NO_LOW_DETAIL = (
     "resolution it is sent; send 'auto' or 'high' or leave it out (to spend fewer tokens, send a "
     "smaller image)"
 )
+#: The image media types the Messages API takes, and the first bytes of each (`_image_type`).
+IMAGE_MEDIA_TYPES = ("image/jpeg", "image/png", "image/gif", "image/webp")
 _DATA_URL = re.compile(r"^data:(?P<media>[\w.+-]+/[\w.+-]+);base64,(?P<data>.+)$", re.DOTALL)
 
 
@@ -99,6 +109,23 @@ class Conversation:
         if len(self.prompt) == 1 and self.prompt[0].get("type") == "text":
             return str(self.prompt[0]["text"])
         return None
+
+
+def holds_tool_blocks(messages: Sequence[Mapping[str, Any]]) -> bool:
+    """Whether request messages (this module's input format) hold a tool call or a tool result:
+    the Messages API refuses them in a request that defines no tools (`Conversation`'s
+    `has_tool_blocks` says the same of converted turns)."""
+    return any(
+        message.get("role") == "tool"
+        or (
+            isinstance(message.get("content"), list)
+            and any(
+                isinstance(block, Mapping) and block.get("type") == "tool-call"
+                for block in message["content"]
+            )
+        )
+        for message in messages
+    )
 
 
 def _fail(where: str, problem: str) -> InvalidMessagesError:
@@ -163,19 +190,64 @@ def _image_block(block: Mapping[str, Any], where: str) -> dict[str, Any]:
         media = block.get("media_type")
         if not isinstance(media, str):
             raise _fail(where, "a base64 image needs 'media_type' (e.g. 'image/png')")
-        source = {"type": "base64", "media_type": media, "data": block["data"]}
+        data = str(block["data"])
     elif isinstance(block.get("url"), str):
         url = str(block["url"])
         match = _DATA_URL.match(url)
         if match:
-            source = {"type": "base64", "media_type": match["media"], "data": match["data"]}
+            media, data = match["media"], match["data"]
         elif url.startswith(("https://", "http://")):
-            source = {"type": "url", "url": url}
+            return {"type": "image", "source": {"type": "url", "url": url}}
         else:
             raise _fail(where, "an image url must be a data: URL (base64) or http(s)")
     else:
         raise _fail(where, "an image block needs 'data' + 'media_type' or 'url'")
-    return {"type": "image", "source": source}
+    _check_image(media, data, where)
+    return {"type": "image", "source": {"type": "base64", "media_type": media, "data": data}}
+
+
+def _image_type(head: bytes) -> str | None:
+    """The media type the first bytes of an image's data show (None: none the API takes)."""
+    if head.startswith(b"\xff\xd8\xff"):
+        return "image/jpeg"
+    if head.startswith(b"\x89PNG\r\n\x1a\n"):
+        return "image/png"
+    if head.startswith((b"GIF87a", b"GIF89a")):
+        return "image/gif"
+    if head[:4] == b"RIFF" and head[8:12] == b"WEBP":
+        return "image/webp"
+    return None
+
+
+def _check_image(media: str, data: str, where: str) -> None:
+    """Refuse base64 image data the CLI would not send as an image: it would replace it by the
+    text "[Image could not be processed ...]" and the model would never see it. Decoded once;
+    only the first bytes are looked at for the type."""
+    if media not in IMAGE_MEDIA_TYPES:
+        raise _fail(
+            where,
+            f"image media type {media!r} is not one the Messages API takes "
+            f"({', '.join(IMAGE_MEDIA_TYPES)}); convert the image to one of them",
+        )
+    try:
+        # Missing padding is unambiguous (and the CLI reads it): added, not refused.
+        head = base64.b64decode(data + "=" * (-len(data) % 4), validate=True)[:12]
+    except ValueError:  # binascii.Error, or a non-ASCII character
+        raise _fail(
+            where,
+            "the image data is not valid base64 (the standard alphabet A-Z a-z 0-9 + /, "
+            "without spaces or line breaks); send the image's bytes base64-encoded",
+        ) from None
+    found = _image_type(head)
+    if found != media:
+        seen = f"is {found} data" if found else "is not a JPEG, PNG, GIF or WebP image"
+        if not head:
+            seen = "is empty"
+        raise _fail(
+            where,
+            f"the image is declared {media!r}, but its data {seen}; send the image's own "
+            f"media type (one of {', '.join(IMAGE_MEDIA_TYPES)})",
+        )
 
 
 def _media_blocks(content: Any, where: str, what: str) -> list[dict[str, Any]]:
@@ -251,6 +323,10 @@ class _Builder:
                     here,
                     f"an assistant block must be 'text', 'reasoning' or 'tool-call', not {kind!r}",
                 )
+        if all(block["type"] == "text" and not block["text"] for block in blocks):
+            # No content: nothing to send (the Messages API refuses empty turns). Left out, the
+            # user turns around it join into one, as pydantic-ai's Anthropic model sends them.
+            return
         self.add("assistant", blocks)
 
     def _reasoning(self, block: Mapping[str, Any], where: str) -> dict[str, Any]:
@@ -334,7 +410,11 @@ class _Builder:
     def _close_calls(self, where: str) -> None:
         if self.open_calls:
             missing = ", ".join(sorted(self.open_calls))
-            raise _fail(where, f"the tool call(s) {missing} before it have no result")
+            raise _fail(
+                where,
+                f"the tool call(s) {missing} before it have no result; a 'tool' message with "
+                f"their results must come right after the assistant message making them",
+            )
 
 
 def _blank(block: Mapping[str, Any]) -> bool:
@@ -353,6 +433,7 @@ def convert_messages(messages: MessagesInput) -> Conversation:
             "messages must be a non-empty string or list of role/content dicts"
         )
     builder = _Builder()
+    last_turn: str | None = None  # the role of the last message that is a turn, not system
     for i, message in enumerate(messages):
         if not isinstance(message, Mapping):
             raise InvalidMessagesError(f"message {i} must be a dict, got {type(message).__name__}")
@@ -365,6 +446,7 @@ def convert_messages(messages: MessagesInput) -> Conversation:
             raise InvalidMessagesError(f"message {i} ({role}) has no 'content'")
         where = f"message {i} ({role})"
         _check_keys(message, where, {"role", "content"}, f"a {role} message")
+        last_turn = last_turn if role == "system" else role
         if role == "system":
             blocks = [_text_block(b, where) for b in _blocks(message["content"], where)]
             builder.system.append("\n".join(b["text"] for b in blocks))
@@ -381,7 +463,7 @@ def convert_messages(messages: MessagesInput) -> Conversation:
             f"the last tool call(s) {missing} have no result; add a 'tool' message with their "
             f"results, or drop the calls"
         )
-    if not turns or turns[-1]["role"] != "user":
+    if not turns or turns[-1]["role"] != "user" or last_turn == "assistant":
         raise InvalidMessagesError(
             f"message {len(messages) - 1}: the conversation must end with a user or tool message "
             f"(the turn to answer)"

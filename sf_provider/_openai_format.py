@@ -8,7 +8,10 @@ back to the client (`finish_reason: "tool_calls"`), which runs them and sends `t
 
 Parameters (`chat_request`): a parameter that cannot be honoured is refused with an
 `UnsupportedParameterError` naming it (HTTP 400 at the gateway), unless the spec lets a server
-ignore it (metadata and caching hints). A parameter at the value that asks for nothing
+ignore it (metadata and caching hints). So are parameters that contradict each other
+(`max_tokens` and `max_completion_tokens` of different values), `stream_options` without
+`stream: true` (as OpenAI refuses it), and tool calls or results in the messages of a request
+without `tools` (the Messages API refuses those). A parameter at the value that asks for nothing
 (`n: 1`, `temperature: 1`, `logprobs: false`, `null`) is accepted. Besides OpenAI's
 `reasoning_effort`, the Messages API's `thinking` object (`enabled` with `budget_tokens`,
 `adaptive`, `disabled`: what LiteLLM takes for Anthropic models) is honoured.
@@ -38,8 +41,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from ._anthropic_format import thinking_option
-from ._messages import IMAGE_DETAIL, NO_LOW_DETAIL
+from ._anthropic_format import TOOLS_NEEDED, thinking_option
+from ._messages import IMAGE_DETAIL, NO_LOW_DETAIL, holds_tool_blocks
 from .errors import InvalidMessagesError, ProviderError, UnsupportedRequestError
 from .provider import NamedToolChoice, ToolChoice
 from .settings import EFFORT_NAMES
@@ -215,12 +218,19 @@ def chat_request(body: Mapping[str, Any], *, ignore: frozenset[str] = frozenset(
             "false cannot be honoured: Claude may answer with several tool calls at once and "
             "the Claude Code CLI has no setting to stop it; leave it out or send true",
         )
-    limit = given.get("max_completion_tokens", given.get("max_tokens"))
-    if limit is not None:
-        name = "max_completion_tokens" if "max_completion_tokens" in given else "max_tokens"
+    limits = {k: given[k] for k in ("max_completion_tokens", "max_tokens") if k in given}
+    for name, limit in limits.items():
         if isinstance(limit, bool) or not isinstance(limit, int) or limit < 1:
             raise UnsupportedParameterError(name, "must be a positive integer")
-        options["max_tokens"] = limit
+    if len(set(limits.values())) > 1:
+        raise UnsupportedParameterError(
+            "max_completion_tokens",
+            f"{limits['max_completion_tokens']} contradicts max_tokens "
+            f"{limits['max_tokens']}: both set the output limit; send one of them "
+            f"(max_tokens is the older name of max_completion_tokens)",
+        )
+    if limits:
+        options["max_tokens"] = next(iter(limits.values()))
     effort = given.get("reasoning_effort")
     if effort == "none":
         options["thinking"] = "disabled"
@@ -251,7 +261,12 @@ def chat_request(body: Mapping[str, Any], *, ignore: frozenset[str] = frozenset(
     stream = given.get("stream", False)
     if not isinstance(stream, bool):
         raise UnsupportedParameterError("stream", "must be true or false")
-    stream_options = given.get("stream_options") or {}
+    stream_options = given.get("stream_options")
+    if stream_options is not None and not stream:
+        raise UnsupportedParameterError(
+            "stream_options", "is only allowed when 'stream' is true; leave it out or stream"
+        )
+    stream_options = stream_options or {}
     if not isinstance(stream_options, Mapping):
         raise UnsupportedParameterError("stream_options", "must be an object")
     unknown = sorted(set(stream_options) - {"include_usage", "include_obfuscation"})
@@ -259,9 +274,12 @@ def chat_request(body: Mapping[str, Any], *, ignore: frozenset[str] = frozenset(
         raise UnsupportedParameterError(
             "stream_options", f"{', '.join(unknown)} cannot be honoured; send include_usage"
         )
+    messages = provider_messages(given["messages"])
+    if not tools and holds_tool_blocks(messages):
+        raise UnsupportedParameterError("tools", TOOLS_NEEDED)
     return ChatRequest(
         model=model,
-        messages=provider_messages(given["messages"]),
+        messages=messages,
         tools=tools,
         options=options,
         stream=stream,
@@ -441,11 +459,12 @@ def _check_names(messages: Sequence[Any]) -> None:
 def provider_messages(messages: Any) -> list[dict[str, Any]]:
     """Chat Completions messages -> the provider's request format (`sf_provider._messages`).
 
-    `system` and `developer` messages go into the system prompt; `user` content is text and
-    `image_url` parts (data: or http(s) URLs); `assistant` messages carry text, a `refusal`,
-    `tool_calls` and LiteLLM-style `thinking_blocks` (or, without them, `reasoning_content`,
-    replayed as text); `tool` messages answer the calls by `tool_call_id`. Any other field is
-    refused (the module docstring says which empty ones are accepted).
+    `system` and `developer` messages go into the system prompt (text parts on their own lines);
+    `user` content is text and `image_url` parts (data: or http(s) URLs); `assistant` messages
+    carry text, a `refusal`, `tool_calls` and LiteLLM-style `thinking_blocks` (or, without them,
+    `reasoning_content`, replayed as text); `tool` messages answer the calls by `tool_call_id`
+    (several text parts stay separate text blocks of the result). Nothing is glued together.
+    Any other field is refused (the module docstring says which empty ones are accepted).
     """
     if not isinstance(messages, Sequence) or isinstance(messages, str | bytes) or not messages:
         raise InvalidMessagesError("'messages' must be a non-empty list of messages")
@@ -473,7 +492,8 @@ def provider_messages(messages: Any) -> list[dict[str, Any]]:
                     f"in its place by the CLI (it takes one system prompt); put every system "
                     f"and developer message first"
                 )
-            converted.append({"role": "system", "content": _text(content, where)})
+            # Its parts as text blocks: the provider joins them with a line break.
+            converted.append({"role": "system", "content": _text_blocks(content, where)})
         elif role == "user":
             content_path = f"messages[{i}].content"
             converted.append(
@@ -487,8 +507,12 @@ def provider_messages(messages: Any) -> list[dict[str, Any]]:
             call_id = message.get("tool_call_id")
             if not isinstance(call_id, str) or not call_id:
                 raise InvalidMessagesError(f"{where}: a tool message needs its 'tool_call_id'")
-            result = {"type": "tool-result", "tool_call_id": call_id,
-                      "output": _text(content, where)}  # fmt: skip
+            blocks = _text_blocks(content, where)
+            result: dict[str, Any] = {"type": "tool-result", "tool_call_id": call_id}
+            if len(blocks) > 1:
+                result["content"] = blocks  # several parts: each its own block, as sent
+            else:
+                result["output"] = blocks[0]["text"] if blocks else ""
             converted.append({"role": "tool", "content": [result]})
     _check_names(messages)
     return converted
@@ -504,15 +528,16 @@ def _parts(content: Any, where: str) -> list[Mapping[str, Any]]:
     raise InvalidMessagesError(f"{where}: content must be a string or a list of content parts")
 
 
-def _text(content: Any, where: str) -> str:
-    texts = []
+def _text_blocks(content: Any, where: str) -> list[dict[str, Any]]:
+    """The text parts of a message that holds text only, each a text block."""
+    blocks = []
     for part in _parts(content, where):
         if part.get("type") != "text" or not isinstance(part.get("text"), str):
             raise InvalidMessagesError(
                 f"{where}: only text can go here, not a {part.get('type')!r} part"
             )
-        texts.append(part["text"])
-    return "".join(texts)
+        blocks.append({"type": "text", "text": part["text"]})
+    return blocks
 
 
 def _user_content(content: Any, where: str, path: str) -> list[dict[str, Any]]:
@@ -621,6 +646,10 @@ def _arguments(function: Mapping[str, Any], where: str) -> dict[str, Any]:
         arguments = json.loads(raw)
     except (TypeError, ValueError):
         raise InvalidMessagesError(f"{where}: 'arguments' is not valid JSON") from None
+    except RecursionError:
+        raise InvalidMessagesError(
+            f"{where}: 'arguments' is JSON nested too deeply to read; flatten it"
+        ) from None
     if not isinstance(arguments, dict):
         raise InvalidMessagesError(f"{where}: 'arguments' must be a JSON object")
     return arguments

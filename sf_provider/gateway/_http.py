@@ -208,6 +208,10 @@ async def json_body(request: Request) -> dict[str, Any]:
         body = json.loads(raw)
     except ValueError as exc:  # UnicodeDecodeError is one too
         raise GatewayError(invalid_request(f"the request body is not valid JSON: {exc}")) from None
+    except RecursionError:
+        raise GatewayError(
+            invalid_request("the request body is JSON nested too deeply to read; flatten it")
+        ) from None
     if not isinstance(body, dict):
         raise GatewayError(
             invalid_request(f"the request body must be a JSON object, not {type(body).__name__}")

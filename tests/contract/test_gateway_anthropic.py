@@ -208,7 +208,8 @@ async def test_tool_results_as_text_blocks_and_errors_reach_the_model() -> None:
                     {
                         "type": "tool_result",
                         "tool_use_id": paris,
-                        "content": [{"type": "text", "text": "18 °C"}],
+                        "content": [{"type": "text", "text": "18 °C"},
+                                    {"type": "text", "text": "light wind"}],
                     },
                     {"type": "tool_result", "tool_use_id": oz, "content": "no such city",
                      "is_error": True},
@@ -222,8 +223,13 @@ async def test_tool_results_as_text_blocks_and_errors_reach_the_model() -> None:
     results = {r["tool_use_id"]: r for r in api.requests[1].tool_results()}
     assert not results[paris].get("is_error")
     assert results[oz]["is_error"] is True
+    # Two text blocks stay two blocks (they were joined into "18 °C\nlight wind").
+    assert results[paris]["content"] == [
+        {"type": "text", "text": "18 °C"},
+        {"type": "text", "text": "light wind"},
+    ]
     texts = api.requests[1].tool_result_texts()
-    assert texts[0].startswith("18 °C") and texts[1].startswith("no such city")
+    assert texts[1].startswith("no such city")
     last_turn = api.requests[1].messages[-1]["content"]
     assert any(b.get("type") == "text" and "Be brief." in b["text"] for b in last_turn)
 
@@ -455,6 +461,99 @@ BAD_REQUESTS: dict[str, tuple[dict[str, Any], str]] = {
         {"messages": [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "{"}]},
         "final assistant message",
     ),
+    "metadata other than user_id": (
+        {"metadata": {"user_id": "u-1", "team": "a"}},
+        "metadata.team",
+    ),
+    "tool_result after text": (
+        {
+            "tools": [WEATHER],
+            "messages": [
+                {"role": "user", "content": "Weather?"},
+                {
+                    "role": "assistant",
+                    "content": [
+                        {
+                            "type": "tool_use",
+                            "id": "toolu_1",
+                            "name": "get_weather",
+                            "input": {"city": "Paris"},
+                        }
+                    ],
+                },
+                {
+                    "role": "user",
+                    "content": [
+                        {"type": "text", "text": "Here you go:"},
+                        {"type": "tool_result", "tool_use_id": "toolu_1", "content": "21C"},
+                    ],
+                },
+            ],
+        },
+        "requires a user message's tool_result blocks first",
+    ),
+    "tool history without tools": (
+        {
+            "messages": [
+                {"role": "user", "content": "Weather?"},
+                {
+                    "role": "assistant",
+                    "content": [
+                        {
+                            "type": "tool_use",
+                            "id": "toolu_1",
+                            "name": "get_weather",
+                            "input": {"city": "Paris"},
+                        }
+                    ],
+                },
+                {
+                    "role": "user",
+                    "content": [
+                        {"type": "tool_result", "tool_use_id": "toolu_1", "content": "21C"}
+                    ],
+                },
+            ],
+        },
+        "send in 'tools' the tools the history calls",
+    ),
+    "image data that is not base64": (
+        {
+            "messages": [
+                {
+                    "role": "user",
+                    "content": [
+                        {"type": "text", "text": "What is this?"},
+                        {
+                            "type": "image",
+                            "source": {
+                                "type": "base64",
+                                "media_type": "image/png",
+                                "data": "notbase64!!",
+                            },
+                        },
+                    ],
+                }
+            ]
+        },
+        "block 1: the image data is not valid base64",
+    ),
+    "image data of another type": (
+        {
+            "messages": [
+                {
+                    "role": "user",
+                    "content": [
+                        {
+                            "type": "image",
+                            "source": {"type": "base64", "media_type": "image/jpeg", "data": PIXEL},
+                        }
+                    ],
+                }
+            ]
+        },
+        "the image is declared 'image/jpeg', but its data is image/png data",
+    ),
 }
 
 
@@ -480,14 +579,43 @@ async def test_bad_requests_are_400s_in_the_api_shape_and_the_gateway_keeps_answ
                 content=b'{"model": "x", "messages": [',
                 headers={"content-type": "application/json"},
             )
+            deep = await http.post(  # json.loads raised RecursionError: a 500
+                str(client.base_url).rstrip("/") + "/v1/messages",
+                content=b"[" * 2000 + b"]" * 2000,
+                headers={"content-type": "application/json"},
+            )
         assert malformed.status_code == 400
         assert malformed.json()["error"]["type"] == "invalid_request_error"
         assert "not valid JSON" in malformed.json()["error"]["message"]
+        assert deep.status_code == 400
+        assert deep.json()["error"] == {
+            "type": "invalid_request_error",
+            "message": "the request body is JSON nested too deeply to read; flatten it",
+        }
         assert api.requests == [], "nothing bad reached the model"
         after = await client.messages.create(
             model=MODEL, max_tokens=100, messages=[{"role": "user", "content": "hi"}]
         )
     assert after.content[0].type == "text" and after.content[0].text == "Still here."
+
+
+@pytest.mark.parametrize("empty", ["", []], ids=["string", "list"])
+async def test_an_assistant_message_with_no_content_is_left_out_and_the_user_turns_join(
+    empty: Any,
+) -> None:
+    # As the README says: not a made-up "(no content)" turn (for []), nor "first\n" (for "").
+    async with ScriptedMessagesAPI([reply(text("ok"))]) as api, gateway(api) as client:
+        await client.messages.create(
+            model=MODEL,
+            max_tokens=100,
+            messages=[{"role": "user", "content": "first"},
+                      {"role": "assistant", "content": empty},
+                      {"role": "user", "content": "second"}],
+        )  # fmt: skip
+    turns = [m for m in api.requests[0].messages if m["role"] in ("user", "assistant")]
+    assert [m["role"] for m in turns] == ["user"]
+    texts = [b["text"] for b in turns[0]["content"] if b.get("type") == "text"]
+    assert texts[-2:] == ["first", "second"]
 
 
 async def test_an_api_error_is_the_matching_status_and_type() -> None:

@@ -461,6 +461,18 @@ async def test_malformed_json_is_a_400_and_the_gateway_stays_up() -> None:
     assert api.all_requests == []
 
 
+async def test_a_deeply_nested_body_is_a_400_not_a_500() -> None:
+    # json.loads raised RecursionError, answered 500 with a traceback in the log.
+    deep = "[" * 2000 + "]" * 2000
+    body = json.dumps({"model": MODEL, "messages": QUESTION, "metadata": {"x": None}})
+    async with ScriptedMessagesAPI([]) as api, gateway(api.settings()) as (base_url, _):
+        response = await raw_post(base_url, body.replace("null", deep).encode())
+        await healthy(base_url)
+    error = assert_openai_error(response, 400, "invalid_request_error")
+    assert error["message"] == "the request body is JSON nested too deeply to read; flatten it"
+    assert api.all_requests == []
+
+
 BAD_REQUESTS: list[tuple[str, dict[str, Any], str, str | None]] = [
     (
         "unknown role",
@@ -573,8 +585,80 @@ BAD_REQUESTS: list[tuple[str, dict[str, Any], str, str | None]] = [
                 },
                 {"role": "user", "content": "and?"},
             ],
+            "tools": [WEATHER_TOOL],
         },
         "c1",
+        None,
+    ),
+    (
+        "history calls without tools",
+        {
+            "messages": [
+                *QUESTION,
+                {
+                    "role": "assistant",
+                    "tool_calls": [
+                        {
+                            "id": "c1",
+                            "type": "function",
+                            "function": {"name": "get_weather", "arguments": "{}"},
+                        }
+                    ],
+                },
+                {"role": "tool", "tool_call_id": "c1", "content": "sunny"},
+            ],
+        },
+        "send in 'tools' the tools the history calls",
+        "tools",
+    ),
+    (
+        "max_tokens contradicting max_completion_tokens",
+        {"messages": QUESTION, "max_tokens": 50, "max_completion_tokens": 4000},
+        "4000 contradicts max_tokens 50",
+        "max_completion_tokens",
+    ),
+    (
+        "stream_options without stream",
+        {"messages": QUESTION, "stream_options": {"include_usage": True}},
+        "only allowed when 'stream' is true",
+        "stream_options",
+    ),
+    (
+        "image data that is not base64",
+        {
+            "messages": [
+                {
+                    "role": "user",
+                    "content": [
+                        {"type": "text", "text": "What is this?"},
+                        {
+                            "type": "image_url",
+                            "image_url": {"url": "data:image/png;base64,@@@not-base64@@@"},
+                        },
+                    ],
+                }
+            ]
+        },
+        "message 0 (user), block 1: the image data is not valid base64",
+        None,
+    ),
+    (
+        "a data URL that is no image",
+        {
+            "messages": [
+                {
+                    "role": "user",
+                    "content": [
+                        {"type": "text", "text": "What is this?"},
+                        {
+                            "type": "image_url",
+                            "image_url": {"url": "data:application/pdf;base64,JVBERi0xLjQ="},
+                        },
+                    ],
+                }
+            ]
+        },
+        "image media type 'application/pdf' is not one the Messages API takes",
         None,
     ),
 ]
@@ -725,6 +809,35 @@ async def test_an_assistant_refusal_in_the_history_reaches_the_model_as_its_text
         )
     assistant = next(m for m in api.requests[0].messages if m["role"] == "assistant")
     assert assistant["content"] == [{"type": "text", "text": "I can't help with that."}]
+
+
+async def test_text_parts_of_tool_and_system_messages_reach_the_model_apart() -> None:
+    # They were glued: "Temperature: 21CHumidity: 40%", "Be brief.Use metric units.".
+    parts = [
+        {"type": "text", "text": "Temperature: 21C"},
+        {"type": "text", "text": "Humidity: 40%"},
+    ]
+    messages = [
+        {"role": "system", "content": [{"type": "text", "text": "Be brief."},
+                                       {"type": "text", "text": "Use metric units."}]},
+        *QUESTION,
+        {"role": "assistant", "content": None, "tool_calls": [
+            {"id": "call_1", "type": "function",
+             "function": {"name": "get_weather", "arguments": '{"city": "Paris"}'}}]},
+        {"role": "tool", "tool_call_id": "call_1", "content": parts},
+    ]  # fmt: skip
+    async with (
+        ScriptedMessagesAPI([reply(text("21C, 40%."))]) as api,
+        gateway(api.settings()) as (_, client),
+    ):
+        answer = await client.chat.completions.create(
+            model=MODEL, messages=messages, tools=[WEATHER_TOOL]
+        )
+    assert answer.choices[0].message.content == "21C, 40%."
+    [result] = api.requests[0].tool_results()
+    assert result["content"] == parts
+    system = [b["text"] for b in api.requests[0].body["system"]]
+    assert any("Be brief.\nUse metric units." in block for block in system)
 
 
 async def test_parameters_at_their_default_and_ignorable_ones_are_accepted() -> None:

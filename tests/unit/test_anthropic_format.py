@@ -49,6 +49,10 @@ WEATHER = {
 }
 
 
+# A 1x1 PNG.
+PNG = "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR4nGNgAAACAAEA5ScN5AAAAABJRU5ErkJggg=="
+
+
 def request(**overrides: Any) -> dict[str, Any]:
     return {
         "model": "claude-haiku-4-5",
@@ -146,7 +150,8 @@ def test_a_tool_loop_becomes_native_history() -> None:
                 {
                     "type": "tool-result",
                     "tool_call_id": "toolu_1",
-                    "output": "18\nC",
+                    # Its text blocks as sent: not glued into one text (with a "\n" between).
+                    "content": [{"type": "text", "text": "18"}, {"type": "text", "text": "C"}],
                     "is_error": False,
                 }
             ],
@@ -157,11 +162,16 @@ def test_a_tool_loop_becomes_native_history() -> None:
     assert [t["role"] for t in conversation.history] == ["user", "assistant"]
     assert conversation.history[1]["content"][0]["type"] == "thinking"
     assert [b["type"] for b in conversation.prompt] == ["tool_result", "text"]
+    assert conversation.prompt[0]["content"] == [
+        {"type": "text", "text": "18"},
+        {"type": "text", "text": "C"},
+    ]
 
 
 def test_a_tool_error_result_keeps_is_error() -> None:
     call = parse_request(
         request(
+            tools=[{**WEATHER, "name": "x"}],
             messages=[
                 {"role": "user", "content": "go"},
                 {"role": "assistant", "content": [
@@ -199,7 +209,7 @@ def test_images_from_base64_and_url_sources() -> None:
                     "role": "user",
                     "content": [
                         {"type": "image", "source": {"type": "base64",
-                                                     "media_type": "image/png", "data": "AAAA"}},
+                                                     "media_type": "image/png", "data": PNG}},
                         {"type": "image", "source": {"type": "url",
                                                      "url": "https://example.com/a.png"}},
                     ],
@@ -208,7 +218,7 @@ def test_images_from_base64_and_url_sources() -> None:
         )
     )  # fmt: skip
     assert call.messages[0]["content"] == [
-        {"type": "image", "data": "AAAA", "media_type": "image/png"},
+        {"type": "image", "data": PNG, "media_type": "image/png"},
         {"type": "image", "url": "https://example.com/a.png"},
     ]
 
@@ -255,6 +265,8 @@ def test_output_config_sets_effort_and_structured_output() -> None:
     "overrides",
     [
         {"metadata": {"user_id": "u1"}},
+        {"metadata": {}},
+        {"metadata": {"user_id": None}},
         {"cache_control": {"type": "ephemeral"}},
         {"temperature": 1},
         {"temperature": 1.0},
@@ -280,6 +292,17 @@ REFUSED: dict[str, tuple[dict[str, Any], type[ProviderError], str]] = {
     "service_tier": ({"service_tier": "standard_only"}, UnsupportedRequestError, "service_tier"),
     "speed": ({"speed": "fast"}, UnsupportedRequestError, "speed:"),
     "unknown": ({"container": "c1"}, UnsupportedRequestError, "container:"),
+    # The Messages API takes metadata.user_id only, and refuses any other key.
+    "metadata-key": (
+        {"metadata": {"user_id": "u1", "team": "a"}},
+        UnsupportedRequestError,
+        "metadata.team:",
+    ),
+    "metadata-user_id": (
+        {"metadata": {"user_id": 7}},
+        UnsupportedRequestError,
+        "metadata.user_id:",
+    ),
     "mcp_servers": ({"mcp_servers": []}, UnsupportedRequestError, "mcp_servers:"),
     "no-model": ({"model": None}, UnsupportedRequestError, "model:"),
     "no-max_tokens": ({"max_tokens": None}, UnsupportedRequestError, "max_tokens:"),
@@ -393,6 +416,47 @@ REFUSED: dict[str, tuple[dict[str, Any], type[ProviderError], str]] = {
         UnsupportedRequestError,
         "messages[2].content[0].content[0]",
     ),
+    "result-after-text": (
+        {
+            "tools": [WEATHER],
+            "messages": [
+                {"role": "user", "content": "Weather?"},
+                {
+                    "role": "assistant",
+                    "content": [
+                        {"type": "tool_use", "id": "toolu_1", "name": "get_weather", "input": {}}
+                    ],
+                },
+                {
+                    "role": "user",
+                    "content": [
+                        {"type": "text", "text": "Here you go:"},
+                        {"type": "tool_result", "tool_use_id": "toolu_1", "content": "21C"},
+                    ],
+                },
+            ],
+        },
+        InvalidMessagesError,
+        # Not "the tool call(s) toolu_1 before it have no result": the result is right there.
+        "messages[2].content[1]: a tool_result block comes after a text block; the Messages API "
+        "requires a user message's tool_result blocks first, before any text or image",
+    ),
+    "history-without-tools": (
+        {
+            "messages": [
+                {"role": "user", "content": "Weather?"},
+                {
+                    "role": "assistant",
+                    "content": [{"type": "tool_use", "id": "t1", "name": "x", "input": {}}],
+                },
+                {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "t1"}]},
+            ]
+        },
+        UnsupportedRequestError,
+        # The CLI started and asked the API three times, each refused: "... must define tools".
+        "tools: the messages hold tool calls or results, and the Messages API refuses those in a "
+        "request that defines no tools: send in 'tools' the tools the history calls",
+    ),
     "citations": (
         {
             "messages": [
@@ -416,6 +480,24 @@ def test_what_cannot_be_honoured_is_refused_naming_it(case: str) -> None:
     with pytest.raises(error) as info:
         parse_request(request(**overrides))
     assert named in str(info.value)
+
+
+@pytest.mark.parametrize("empty", ["", []], ids=["string", "list"])
+def test_an_assistant_message_with_no_content_is_left_out_and_the_user_turns_join(
+    empty: Any,
+) -> None:
+    # As the README says of the provider's messages: no made-up "(no content)" turn, no "first\n".
+    call = parse_request(
+        request(messages=[{"role": "user", "content": "first"},
+                          {"role": "assistant", "content": empty},
+                          {"role": "user", "content": "second"}])
+    )  # fmt: skip
+    conversation = convert_messages(call.messages)
+    assert conversation.history == []
+    assert conversation.prompt == [
+        {"type": "text", "text": "first"},
+        {"type": "text", "text": "second"},
+    ]
 
 
 def test_a_body_that_is_not_an_object_is_refused() -> None:
@@ -631,7 +713,7 @@ def test_a_redacted_block_is_in_the_non_streaming_message_and_parses_back() -> N
     assert answer["content"][0] == {"type": "redacted_thinking", "data": "opaque"}
 
     call = parse_request(
-        request(messages=[
+        request(tools=[WEATHER], messages=[
             {"role": "user", "content": "Weather?"},
             {"role": "assistant", "content": answer["content"]},
             {"role": "user", "content": [

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import base64
 from typing import Any
 
 import pytest
@@ -10,6 +11,17 @@ from hypothesis import strategies as st
 
 from sf_provider._messages import Conversation, convert_messages
 from sf_provider.errors import InvalidMessagesError
+
+# The first bytes of each image type the Messages API takes: what the check reads (the data must
+# also decode as base64). PNG is a whole 1x1 image.
+PNG = "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR4nGNgAAACAAEA5ScN5AAAAABJRU5ErkJggg=="
+HEADS = {
+    "image/jpeg": b"\xff\xd8\xff\xe0\x00\x10JFIF\x00",
+    "image/png": base64.b64decode(PNG),
+    "image/gif": b"GIF89a\x01\x00\x01\x00\x00\x00",
+    "image/webp": b"RIFF\x24\x00\x00\x00WEBPVP8 ",
+}
+JPEG = base64.b64encode(HEADS["image/jpeg"]).decode()
 
 
 def text(value: str) -> dict[str, Any]:
@@ -109,22 +121,22 @@ def test_images_from_base64_and_data_urls_become_base64_sources() -> None:
             {
                 "role": "user",
                 "content": [
-                    {"type": "image", "data": "AAAA", "media_type": "image/png"},
-                    {"type": "image", "url": "data:image/jpeg;base64,BBBB"},
+                    {"type": "image", "data": PNG, "media_type": "image/png"},
+                    {"type": "image", "url": f"data:image/jpeg;base64,{JPEG}"},
                     {"type": "image", "url": "https://example.org/cat.png"},
                 ],
             }
         ]
     )
     assert [b["source"] for b in conversation.prompt] == [
-        {"type": "base64", "media_type": "image/png", "data": "AAAA"},
-        {"type": "base64", "media_type": "image/jpeg", "data": "BBBB"},
+        {"type": "base64", "media_type": "image/png", "data": PNG},
+        {"type": "base64", "media_type": "image/jpeg", "data": JPEG},
         {"type": "url", "url": "https://example.org/cat.png"},
     ]
 
 
 def test_a_tool_result_with_content_blocks_keeps_them_and_its_error_flag() -> None:
-    image = {"type": "image", "data": "AAAA", "media_type": "image/png"}
+    image = {"type": "image", "data": PNG, "media_type": "image/png"}
     conversation = convert_messages(
         [
             {"role": "user", "content": "a"},
@@ -141,7 +153,7 @@ def test_a_tool_result_with_content_blocks_keeps_them_and_its_error_flag() -> No
             "content": [
                 text("broken:"),
                 {"type": "image", "source": {"type": "base64", "media_type": "image/png",
-                                             "data": "AAAA"}},
+                                             "data": PNG}},
             ],
             "is_error": True,
         }
@@ -196,7 +208,8 @@ def test_unsigned_reasoning_is_flattened_to_text_with_a_warning() -> None:
                 {"role": "assistant", "content": [call("c1")]},
                 {"role": "user", "content": "b"},
             ],
-            "message 2 (user): the tool call(s) c1 before it have no result",
+            "message 2 (user): the tool call(s) c1 before it have no result; a 'tool' message "
+            "with their results must come right after the assistant message making them",
         ),
         (
             [
@@ -303,7 +316,7 @@ def test_a_blank_last_user_turn_is_refused_as_an_empty_prompt_string_is(content:
 
 
 def test_a_last_user_turn_with_an_image_or_a_tool_result_beside_blank_text_is_kept() -> None:
-    image = {"type": "image", "data": "AAAA", "media_type": "image/png"}
+    image = {"type": "image", "data": PNG, "media_type": "image/png"}
     assert len(convert_messages([{"role": "user", "content": [text(" "), image]}]).prompt) == 2
     conversation = convert_messages(
         [{"role": "user", "content": "a"}, {"role": "assistant", "content": [call("c1")]},
@@ -339,7 +352,7 @@ def test_a_tool_result_tool_name_must_name_the_calls_tool() -> None:
 @pytest.mark.parametrize(
     ("image", "problem"),
     [
-        ({"data": "AAAA", "media_type": "image/png", "url": "https://example.org/a.png"},
+        ({"data": PNG, "media_type": "image/png", "url": "https://example.org/a.png"},
          "an image block has 'data' or 'url', not both; keep one"),
         ({"url": "https://example.org/a.png", "media_type": "image/png"},
          "'media_type' goes with 'data'"),
@@ -418,3 +431,110 @@ def test_a_system_content_list_of_strings_is_refused_not_a_crash() -> None:
     with pytest.raises(InvalidMessagesError, match=r"message 0 \(system\): a text block must be"):
         convert_messages([{"role": "system", "content": ["Be brief."]},
                           {"role": "user", "content": "Hi"}])  # fmt: skip
+
+
+# -- images: what the CLI could not send as an image is refused, not replaced by a text note
+
+
+@pytest.mark.parametrize("media_type", list(HEADS))
+def test_an_image_of_each_type_the_api_takes_is_accepted(media_type: str) -> None:
+    data = base64.b64encode(HEADS[media_type]).decode()
+    for image in ({"data": data, "media_type": media_type},
+                  {"url": f"data:{media_type};base64,{data}"}):  # fmt: skip
+        prompt = convert_messages([{"role": "user", "content": [{"type": "image", **image}]}])
+        assert prompt.prompt == [
+            {"type": "image", "source": {"type": "base64", "media_type": media_type, "data": data}}
+        ]
+
+
+def test_image_data_without_its_base64_padding_is_accepted_as_sent() -> None:
+    unpadded = PNG.rstrip("=")
+    image = {"type": "image", "data": unpadded, "media_type": "image/png"}
+    assert convert_messages([{"role": "user", "content": [image]}]).prompt[0]["source"] == {
+        "type": "base64", "media_type": "image/png", "data": unpadded
+    }  # fmt: skip
+
+
+_NOT_BASE64 = "the image data is not valid base64"
+_BAD_IMAGES = [
+    ("not-base64", "@@@not-base64@@@", "image/png", _NOT_BASE64),
+    ("base64url", base64.urlsafe_b64encode(b"\xff\xfb\xff" * 4).decode(), "image/jpeg",
+     _NOT_BASE64),
+    ("line-breaks", PNG[:20] + "\n" + PNG[20:], "image/png", _NOT_BASE64),
+    ("non-ascii", PNG + "é", "image/png", _NOT_BASE64),
+    ("pdf", base64.b64encode(b"%PDF-1.4 x").decode(), "application/pdf",
+     "image media type 'application/pdf' is not one the Messages API takes (image/jpeg, "
+     "image/png, image/gif, image/webp)"),
+    ("jpg-alias", JPEG, "image/jpg", "image media type 'image/jpg' is not one"),
+    ("svg", base64.b64encode(b"<svg/>").decode(), "image/svg+xml",
+     "image media type 'image/svg+xml' is not one"),
+    ("png-as-jpeg", PNG, "image/jpeg",
+     "the image is declared 'image/jpeg', but its data is image/png data"),
+    ("text-as-png", base64.b64encode(b"hello, world").decode(), "image/png",
+     "the image is declared 'image/png', but its data is not a JPEG, PNG, GIF or WebP image"),
+    ("empty", "", "image/png", "the image is declared 'image/png', but its data is empty"),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("data", "media_type", "problem"),
+    [case[1:] for case in _BAD_IMAGES],
+    ids=[case[0] for case in _BAD_IMAGES],
+)
+def test_image_data_the_cli_could_not_send_as_an_image_is_refused_naming_the_block(
+    data: str, media_type: str, problem: str
+) -> None:
+    # The CLI would replace it by "[Image could not be processed ...]" and answer 200.
+    forms = [{"data": data, "media_type": media_type}]
+    if data and "\n" not in data:
+        forms.append({"url": f"data:{media_type};base64,{data}"})
+    for image in forms:
+        with pytest.raises(InvalidMessagesError) as info:
+            convert_messages(
+                [{"role": "user", "content": [text("Look:"), {"type": "image", **image}]}]
+            )
+        assert str(info.value).startswith(f"message 0 (user), block 1: {problem}")
+    # In a tool result's content too (the same check, the block named).
+    with pytest.raises(InvalidMessagesError) as info:
+        convert_messages(
+            [{"role": "user", "content": "a"}, {"role": "assistant", "content": [call("c1")]},
+             {"role": "tool", "content": [{"type": "tool-result", "tool_call_id": "c1",
+              "content": [{"type": "image", **forms[0]}]}]}]
+        )  # fmt: skip
+    assert str(info.value).startswith(f"message 2 (tool), block 0, block 0: {problem}")
+
+
+# -- an assistant turn with no content
+
+
+@pytest.mark.parametrize(
+    "empty", ["", [], [text("")], [text(""), text("")]], ids=["string", "list", "block", "blocks"]
+)
+def test_an_assistant_turn_with_no_content_is_left_out_and_the_user_turns_join(
+    empty: Any,
+) -> None:
+    # Not an assistant turn the CLI fills with "(no content)", nor user text with an added "\n".
+    conversation = convert_messages(
+        [{"role": "user", "content": "first"}, {"role": "assistant", "content": empty},
+         {"role": "user", "content": "second"}]
+    )  # fmt: skip
+    assert conversation.history == []
+    assert conversation.prompt == [text("first"), text("second")]
+    history = convert_messages(
+        [{"role": "user", "content": "a"}, {"role": "assistant", "content": "b"},
+         {"role": "user", "content": "c"}, {"role": "assistant", "content": empty},
+         {"role": "user", "content": "d"}]
+    )  # fmt: skip
+    assert history.history == [
+        {"role": "user", "content": [text("a")]},
+        {"role": "assistant", "content": [text("b")]},
+    ]
+    assert history.prompt == [text("c"), text("d")]
+
+
+@pytest.mark.parametrize("empty", ["", []], ids=["string", "list"])
+def test_a_last_assistant_turn_with_no_content_is_still_refused(empty: Any) -> None:
+    with pytest.raises(InvalidMessagesError, match="message 1: the conversation must end with"):
+        convert_messages(
+            [{"role": "user", "content": "a"}, {"role": "assistant", "content": empty}]
+        )

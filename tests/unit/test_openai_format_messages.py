@@ -313,3 +313,121 @@ def test_strict_and_cache_control_on_a_tool_are_accepted() -> None:
     tool = _tool(function={"strict": True}, cache_control={"type": "ephemeral"})
     [offered] = chat_request({"messages": [QUESTION], "tools": [tool]}).tools
     assert offered.name == "get_weather"
+
+
+# -- text parts: each stays its own, nothing glued together
+
+
+def _weather_loop(tool_content: Any) -> list[dict[str, Any]]:
+    return [
+        QUESTION,
+        {"role": "assistant", "content": None, "tool_calls": [CALL]},
+        {"role": "tool", "tool_call_id": "c1", "content": tool_content},
+    ]
+
+
+def test_a_tool_messages_text_parts_reach_the_model_as_separate_blocks() -> None:
+    # Not "Temperature: 21CHumidity: 40%": a tool result takes a list of text blocks.
+    parts = [
+        {"type": "text", "text": "Temperature: 21C"},
+        {"type": "text", "text": "Humidity: 40%"},
+    ]
+    converted = provider_messages(_weather_loop(parts))
+    assert converted[2]["content"] == [
+        {"type": "tool-result", "tool_call_id": "c1", "content": parts}
+    ]
+    assert convert_messages(converted).prompt == [
+        {"type": "tool_result", "tool_use_id": "c1", "content": parts}
+    ]
+
+
+@pytest.mark.parametrize(
+    ("content", "output"),
+    [("sunny", "sunny"), ([{"type": "text", "text": "sunny"}], "sunny"), ([], ""), (None, "")],
+    ids=["string", "one-part", "no-parts", "null"],
+)
+def test_a_tool_message_with_one_text_or_none_is_its_output(content: Any, output: str) -> None:
+    converted = provider_messages(_weather_loop(content))
+    assert converted[2]["content"] == [
+        {"type": "tool-result", "tool_call_id": "c1", "output": output}
+    ]
+
+
+def test_a_system_messages_text_parts_are_joined_with_a_line_break() -> None:
+    # Not "Be brief.Use metric units.": the system prompt is one text, its parts on their lines.
+    system = {
+        "role": "system",
+        "content": [
+            {"type": "text", "text": "Be brief."},
+            {"type": "text", "text": "Use metric units."},
+        ],
+    }
+    conversation = convert_messages(provider_messages([system, QUESTION]))
+    assert conversation.system == ["Be brief.\nUse metric units."]
+    one = convert_messages(provider_messages([{"role": "system", "content": "Be brief."},
+                                              QUESTION]))  # fmt: skip
+    assert one.system == ["Be brief."]
+
+
+def test_deeply_nested_tool_call_arguments_are_refused_not_a_recursion_error() -> None:
+    deep = "[" * 100_000 + "]" * 100_000
+    call = {"id": "c1", "type": "function", "function": {"name": "get_weather", "arguments": deep}}
+    with pytest.raises(InvalidMessagesError) as info:
+        provider_messages([QUESTION, {"role": "assistant", "tool_calls": [call]},
+                           {"role": "tool", "tool_call_id": "c1", "content": "x"}])  # fmt: skip
+    assert str(info.value) == (
+        "messages[1] (assistant), tool_calls[0]: 'arguments' is JSON nested too deeply to read; "
+        "flatten it"
+    )
+    assert error_info(info.value).status == 400
+
+
+# -- parameters that contradict or need another
+
+
+@pytest.mark.parametrize(
+    ("params", "limit"),
+    [
+        ({"max_tokens": 50}, 50),
+        ({"max_completion_tokens": 50}, 50),
+        ({"max_tokens": 50, "max_completion_tokens": 50}, 50),
+        ({"max_tokens": None, "max_completion_tokens": 50}, 50),
+    ],
+)
+def test_max_tokens_or_max_completion_tokens_is_the_output_limit(
+    params: dict[str, Any], limit: int
+) -> None:
+    assert chat_request({"messages": [QUESTION], **params}).options == {"max_tokens": limit}
+
+
+def test_max_tokens_and_max_completion_tokens_that_differ_are_refused() -> None:
+    # It was the larger, max_completion_tokens, silently winning over max_tokens.
+    with pytest.raises(UnsupportedParameterError) as info:
+        chat_request({"messages": [QUESTION], "max_tokens": 50, "max_completion_tokens": 4000})
+    assert info.value.param == "max_completion_tokens"
+    assert "4000 contradicts max_tokens 50" in str(info.value)
+    assert error_info(info.value).status == 400
+
+
+@pytest.mark.parametrize("stream", [None, False])
+def test_stream_options_without_stream_is_refused_as_openai_refuses_it(stream: Any) -> None:
+    body = {"messages": [QUESTION], "stream": stream, "stream_options": {"include_usage": True}}
+    with pytest.raises(UnsupportedParameterError) as info:
+        chat_request(body)
+    assert info.value.param == "stream_options"
+    assert "only allowed when 'stream' is true" in str(info.value)
+    streamed = chat_request({**body, "stream": True})
+    assert (streamed.stream, streamed.include_usage) == (True, True)
+    assert not chat_request({**body, "stream_options": None}).stream
+
+
+@pytest.mark.parametrize("tool_choice", [None, "none"])
+def test_history_with_tool_calls_in_a_request_without_tools_is_refused(tool_choice: Any) -> None:
+    # The CLI made three requests, each refused upstream: "... must define tools".
+    body = {"messages": _weather_loop("sunny"), "tool_choice": tool_choice}
+    with pytest.raises(UnsupportedParameterError) as info:
+        chat_request(body)
+    assert info.value.param == "tools"
+    assert "send in 'tools' the tools the history calls" in str(info.value)
+    with_tools = chat_request({**body, "tools": [_tool()]})
+    assert [t.name for t in with_tools.tools] == ["get_weather"]
