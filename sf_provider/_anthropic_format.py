@@ -57,7 +57,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from ._messages import holds_tool_blocks
+from ._messages import TOOLS_NEEDED, holds_tool_blocks
 from .errors import APIConnectionError, InvalidMessagesError, UnsupportedRequestError
 from .tools import FunctionTool
 from .types import (
@@ -99,12 +99,6 @@ JSON = dict[str, Any]
 
 #: Why tool calls or results in the messages of a request without tools are refused (here and
 #: in the OpenAI format): the Messages API refuses them, after the CLI has started and asked.
-TOOLS_NEEDED = (
-    "the messages hold tool calls or results, and the Messages API refuses those in a request "
-    "that defines no tools: send in 'tools' the tools the history calls (with tool_choice "
-    "'none' if the model must not call them now)"
-)
-
 #: Parameters read by `parse_request`; any other top-level key is refused.
 _KNOWN = frozenset(
     {

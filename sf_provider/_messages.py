@@ -46,7 +46,13 @@ from typing import Any
 from .errors import InvalidMessagesError
 from .types import CallWarning
 
-__all__ = ["Conversation", "MessagesInput", "convert_messages", "holds_tool_blocks"]
+__all__ = [
+    "TOOLS_NEEDED",
+    "Conversation",
+    "MessagesInput",
+    "convert_messages",
+    "holds_tool_blocks",
+]
 
 #: A plain string (one user turn) or a list of `{"role": ..., "content": ...}` dicts.
 MessagesInput = str | Sequence[Mapping[str, Any]]
@@ -74,6 +80,13 @@ NO_LOW_DETAIL = (
     "'low' cannot be honoured: Claude has no low-detail mode and reads an image at the "
     "resolution it is sent; send 'auto' or 'high' or leave it out (to spend fewer tokens, send a "
     "smaller image)"
+)
+#: Why a request whose messages hold tool calls or results needs tools (`holds_tool_blocks`,
+#: `Conversation.has_tool_blocks`): said by the provider and both gateway endpoints.
+TOOLS_NEEDED = (
+    "the messages hold tool calls or results, and the Messages API refuses those in a request "
+    "that defines no tools: send in 'tools' the tools the history calls (with tool_choice "
+    "'none' if the model must not call them now)"
 )
 #: The image media types the Messages API takes, and the first bytes of each (`_image_type`).
 IMAGE_MEDIA_TYPES = ("image/jpeg", "image/png", "image/gif", "image/webp")

@@ -41,8 +41,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from ._anthropic_format import TOOLS_NEEDED, thinking_option
-from ._messages import IMAGE_DETAIL, NO_LOW_DETAIL, holds_tool_blocks
+from ._anthropic_format import thinking_option
+from ._messages import IMAGE_DETAIL, NO_LOW_DETAIL, TOOLS_NEEDED, holds_tool_blocks
 from .errors import InvalidMessagesError, ProviderError, UnsupportedRequestError
 from .provider import NamedToolChoice, ToolChoice
 from .settings import EFFORT_NAMES

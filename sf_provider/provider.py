@@ -26,11 +26,12 @@ from ._bridge import bridge_tool_name, build_bridge_server, unavailable_tools
 from ._failures import ResultRules, exception_failure, process_died, result_failure
 from ._history import write_transcript
 from ._mapping import PartMapper, ResultCollector
-from ._messages import Conversation, MessagesInput, convert_messages
+from ._messages import TOOLS_NEEDED, Conversation, MessagesInput, convert_messages
 from ._process import PROVIDER_CLOSED, CLISession, WarmPool, stop_all
 from ._tracing import start_query
 from .capabilities import CapabilityReport, check_capabilities, credentials_path
 from .errors import (
+    InvalidMessagesError,
     MissingExecutorError,
     PartialResultError,
     ProcessDiedError,
@@ -389,6 +390,8 @@ class ClaudeAgentProvider:
                 )
         elif choice == "required" and not checked:
             raise UnsupportedRequestError("tool_choice='required' needs at least one tool")
+        if not checked and not scope_error and conversation.has_tool_blocks:
+            raise InvalidMessagesError(TOOLS_NEEDED)  # else the API's 400, after CLI retries
         missing = [t.name for t in checked if t.executor is None]
         warnings = list(conversation.warnings)
         ignored = _ignored_environment(settings)

@@ -285,6 +285,25 @@ async def test_malformed_history_fails_before_anything_starts() -> None:
     assert api.all_requests == []
 
 
+@pytest.mark.parametrize("tool_choice", ["auto", "none"])
+async def test_tool_history_without_tools_fails_before_anything_starts(tool_choice: str) -> None:
+    """The Messages API refuses tool blocks in a request that defines no tools: the query
+    failed with the API's 400 only after the CLI had sent it three times."""
+    history = [
+        {"role": "user", "content": "Weather?"},
+        {"role": "assistant", "content": [
+            {"type": "tool-call", "tool_call_id": "t1", "tool_name": "get_weather",
+             "input": {}}]},
+        {"role": "tool", "content": [
+            {"type": "tool-result", "tool_call_id": "t1", "output": "sunny"}]},
+    ]  # fmt: skip
+    async with ScriptedMessagesAPI([]) as api:
+        provider = ClaudeAgentProvider(api.settings())
+        with pytest.raises(InvalidMessagesError, match="refuses those in a request that defines"):
+            provider.stream(history, tool_choice=tool_choice)
+    assert api.all_requests == []
+
+
 async def test_history_needs_an_isolated_config_dir() -> None:
     async with ScriptedMessagesAPI([]) as api:
         provider = ClaudeAgentProvider(api.settings(isolate=False))
