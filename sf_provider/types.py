@@ -304,7 +304,11 @@ class GenerateResult(_Model):
     text: str = Field(
         description="The text of the last model turn (after the last provider-executed results)."
     )
-    all_text: str = Field(default="", description="Every text block of every turn, joined.")
+    all_text: str = Field(
+        default="",
+        description="Every text block of every turn, joined as streamed (nothing is put between "
+        "turns); `text` is the last turn's.",
+    )
     reasoning: str = ""
     final_reasoning: list[ReasoningRecord] = Field(
         default_factory=list,
