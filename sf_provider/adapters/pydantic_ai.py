@@ -286,6 +286,7 @@ class ClaudeAgentModel(Model):
             _model_name=self.model_name,
             _parts=parts,
             _replay_warnings=flattened,
+            _call_for_output=_call_for_output(model_settings, params),
         )
         try:
             yield stream
@@ -380,6 +381,17 @@ def _offered_tools(
     if required and len(names) == 1 and len(names) < len(declared):
         choice = NamedToolChoice(name=names[0])
     return [declared[n] for n in names], choice
+
+
+def _call_for_output(model_settings: ModelSettings | None, params: ModelRequestParameters) -> bool:
+    """Whether the request requires a tool call only because the Agent needs its output from a
+    tool (no text output allowed), not because `tool_choice` says so. The CLI cannot force a
+    call (the provider's `required` is an instruction, checked on the reply); a text reply then
+    goes back to the Agent, which asks again as it does with any model (its validation feedback
+    on the text), instead of ending the run with `ToolChoiceViolationError`."""
+    setting = (model_settings or {}).get("tool_choice")
+    explicit = setting == "required" or isinstance(setting, list)
+    return not (params.allow_text_output or params.allow_image_output or explicit)
 
 
 def _chosen(names: Sequence[str], offered: Iterable[str], kind: str) -> list[str]:
@@ -652,6 +664,8 @@ class ClaudeStreamedResponse(StreamedResponse):
     _executor: bool = False
     #: Warnings of the adapter's own history conversion, reported with the provider's.
     _replay_warnings: list[sf.CallWarning] = field(default_factory=list)
+    #: A text reply, where the Agent needs a tool call for its output, is the Agent's to retry.
+    _call_for_output: bool = False
 
     async def _get_event_iterator(self) -> AsyncIterator[ModelResponseStreamEvent]:
         started = False
@@ -662,6 +676,10 @@ class ClaudeStreamedResponse(StreamedResponse):
                         self._index_of.setdefault(_vendor_id(part), []).append(event.index)
                     started = True
                     yield event
+        except errors.ToolChoiceViolationError:
+            if not self._call_for_output:
+                raise
+            self.finish_reason = "stop"  # the text answer, as it came (see _call_for_output)
         except errors.ProviderError as exc:
             error = _model_error(exc, self._model_name, in_stream=started)
             if error is None:

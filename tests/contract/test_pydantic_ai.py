@@ -129,6 +129,32 @@ async def test_structured_output_comes_back_through_the_output_tool() -> None:
     assert "must answer by calling" in system, "no text output allowed: tool_choice='required'"
 
 
+@pytest.mark.parametrize("run", ["run", "run_stream"])
+async def test_a_text_reply_where_the_output_tool_was_needed_gets_the_agents_own_retry(
+    run: str,
+) -> None:
+    """The CLI cannot force the output tool's call: a model that answers in text got a
+    `ToolChoiceViolationError` that ended the run. pydantic-ai asks again itself, as with its
+    own models (its validation feedback on the text, then the output tool is called)."""
+    script = [
+        reply(text("Paris, about 20 degrees.")),
+        reply(tool_use("final_result", {"city": "Paris", "celsius": 20})),
+    ]
+    async with ScriptedMessagesAPI(script) as api:
+        agent = Agent(
+            ClaudeAgentModel(ClaudeAgentProvider(api.settings())), output_type=CityWeather
+        )
+        if run == "run":
+            output = (await agent.run("Weather in Paris as data.")).output
+        else:
+            async with agent.run_stream("Weather in Paris as data.") as streamed:
+                output = await streamed.get_output()
+    assert output == CityWeather(city="Paris", celsius=20)
+    assert len(api.requests) == 2
+    retry = [m for m in api.requests[1].messages if m["role"] == "user"][-1]
+    assert "Paris, about 20 degrees." in str(retry["content"]), "the Agent's own feedback"
+
+
 async def test_executor_mode_reports_provider_executed_calls() -> None:
     runs: list[dict[str, Any]] = []
     tool = FunctionTool(
