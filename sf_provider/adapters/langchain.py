@@ -609,7 +609,8 @@ def _converted(
                     f"the request has one system prompt, so this one would move; put it at "
                     f"the start or send it as a HumanMessage"
                 )
-            converted.append({"role": "system", "content": _text_of(message.content, where)})
+            # Its text blocks as blocks: the provider joins them with a line break.
+            converted.append({"role": "system", "content": _text_blocks(message.content, where)})
         elif isinstance(message, HumanMessage) or role == "user":
             content = _user_content(message.content, where, lost)
             converted.append({"role": "user", "content": content})
@@ -655,13 +656,14 @@ def _content_blocks(content: str | list[str | dict[str, Any]]) -> list[dict[str,
     return [{"type": "text", "text": b} if isinstance(b, str) else b for b in content]
 
 
-def _text_of(content: str | list[str | dict[str, Any]], where: str) -> str:
-    texts = []
+def _text_blocks(content: str | list[str | dict[str, Any]], where: str) -> list[dict[str, Any]]:
+    """The text blocks of a message that holds text only (each its own block, never glued)."""
+    blocks = []
     for block in _content_blocks(content):
         if block.get("type") != "text":
             raise InvalidMessagesError(f"{where}: only text can go here, not {block.get('type')!r}")
-        texts.append(str(block.get("text", "")))
-    return "".join(texts)
+        blocks.append({"type": "text", "text": str(block.get("text", ""))})
+    return blocks
 
 
 def _user_content(
@@ -941,7 +943,7 @@ def _tool_result(
             )
         result["content"] = _user_content(content, where, lost)
     else:
-        result["output"] = _tool_output(content, where, lost)
+        result.update(_tool_output(content, where, lost))
     return result | {"is_error": is_error}
 
 
@@ -951,25 +953,30 @@ _TEXTS = {"text", "text-plain"}
 
 def _tool_output(
     content: str | list[str | dict[str, Any]], where: str, lost: list[CallWarning]
-) -> Any:
-    """A tool result's `output`: the text of text blocks, else the list as JSON when it is
-    plain data; content blocks of a kind the provider's tool results cannot carry are refused,
-    as blocks of unknown kinds are in other messages, rather than sent as JSON markup."""
+) -> dict[str, Any]:
+    """A tool result's `output` (a string; a list of plain data, sent as JSON) or, for several
+    text blocks (a tool that returned a list of strings, say), its `content`: each its own text
+    block, as the model would get them from ChatAnthropic. Content blocks of a kind the
+    provider's tool results cannot carry are refused, as blocks of unknown kinds are in other
+    messages, rather than sent as JSON markup."""
     if isinstance(content, str):
-        return content
+        return {"output": content}
     blocks = _content_blocks(content)
     kinds = {str(b["type"]) for b in blocks if isinstance(b, Mapping) and b.get("type")}
     media = sorted(kinds & _MEDIA)
     if media:
         raise InvalidMessagesError(
             f"{where}: a tool result with {', '.join(media)} blocks cannot be sent: the "
-            f"provider's tool results carry text, JSON and images only. Return text from the "
-            f"tool, or put the file in a HumanMessage after the tool messages"
+            f"provider's tool results carry text, JSON and images only (and it sends no "
+            f"documents, audio or video in any message). Return text from the tool"
         )
     if all(isinstance(b, Mapping) and b.get("type") in _TEXTS for b in blocks):
         for block in blocks:
             _note_citations(block, where, lost)
-        return "".join(_text_block(block, where) for block in blocks)
+        texts = [_text_block(block, where) for block in blocks]
+        if len(texts) <= 1:
+            return {"output": "".join(texts)}
+        return {"content": [{"type": "text", "text": text} for text in texts]}
     unknown = sorted(kinds - _TEXTS)
     if unknown:
         raise InvalidMessagesError(
@@ -978,7 +985,7 @@ def _tool_output(
             f"content blocks as JSON would show the model markup instead. Return text (or a "
             f"JSON string) from the tool"
         )
-    return blocks  # plain data, not content blocks: sent as JSON
+    return {"output": blocks}  # plain data, not content blocks: sent as JSON
 
 
 def _text_block(block: Mapping[str, Any], where: str) -> str:

@@ -293,7 +293,7 @@ def test_messages_convert_faithfully() -> None:
         ToolMessage("boom", tool_call_id="c1", status="error"),
     ]
     assert provider_messages(messages) == [
-        {"role": "system", "content": "Be brief."},
+        {"role": "system", "content": [{"type": "text", "text": "Be brief."}]},
         {"role": "user", "content": [
             {"type": "text", "text": "Look:"},
             {"type": "image", "url": f"data:image/png;base64,{pixel}"}]},

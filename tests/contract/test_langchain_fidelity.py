@@ -260,8 +260,8 @@ def test_a_provider_and_settings_together_are_refused() -> None:
 
 def test_a_system_message_after_the_start_is_refused() -> None:
     assert provider_messages([SystemMessage("A"), SystemMessage("B"), HumanMessage("q")])[:2] == [
-        {"role": "system", "content": "A"},
-        {"role": "system", "content": "B"},
+        {"role": "system", "content": [{"type": "text", "text": "A"}]},
+        {"role": "system", "content": [{"type": "text", "text": "B"}]},
     ]
     history = [SystemMessage("A"), HumanMessage("q1"), AIMessage("a1"), SystemMessage("French")]
     with pytest.raises(InvalidMessagesError, match=r"message 3 .*system messages must come first"):
@@ -295,6 +295,29 @@ async def test_an_image_in_a_tool_message_reaches_the_model_inside_the_result(
         {"type": "text", "text": "chart:"},
         {"type": "image", "source": {"type": "base64", "media_type": "image/png", "data": PNG}},
     ]
+
+
+@pytest.mark.anyio
+async def test_text_parts_of_tool_and_system_messages_reach_the_model_apart() -> None:
+    """A tool that returned a list of strings reached the model as "report.pdfnotes.txt", and a
+    SystemMessage's blocks were glued the same way."""
+    call = {"name": "Weather", "args": {"city": "Paris"}, "id": "toolu_01"}
+    history = [
+        SystemMessage([{"type": "text", "text": "Be brief."}, "Answer in French."]),
+        HumanMessage("Files?"),
+        AIMessage("", tool_calls=[call]),
+        ToolMessage(["report.pdf", "notes.txt"], tool_call_id="toolu_01"),
+    ]
+    async with ScriptedMessagesAPI([reply(text("Deux fichiers."))]) as api:
+        chat = ChatClaudeAgent(settings=api.settings(warm_processes=0))
+        await chat.bind_tools([Weather]).ainvoke(history)
+    (result,) = api.requests[0].blocks("tool_result")
+    assert result["content"] == [
+        {"type": "text", "text": "report.pdf"},
+        {"type": "text", "text": "notes.txt"},
+    ]
+    system = [block["text"] for block in api.requests[0].body["system"]]
+    assert "Be brief.\nAnswer in French." in system
 
 
 def test_a_file_in_a_tool_message_is_refused() -> None:
