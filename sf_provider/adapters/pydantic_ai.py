@@ -516,16 +516,22 @@ async def _request_messages(message: ModelRequest) -> list[dict[str, Any]]:
     others: list[dict[str, Any]] = []
     for part in message.parts:
         if isinstance(part, ToolReturnPart):
-            if part.files:
-                raise UserError(
-                    f"tool {part.tool_name!r} returned files; ClaudeAgentModel sends text results"
-                )
+            is_error = part.outcome in ERROR_OUTCOMES
+            if not part.files:
+                output = part.model_response_str(wrap_if_error=False)
+                results.append(_tool_result(part.tool_call_id, output, is_error))
+                continue
+            # Images inside the result, as pydantic-ai's Anthropic model sends them.
+            where = f"tool {part.tool_name!r} returned"
+            items = part.content_items(mode="str", wrap_if_error=False)
+            content = [await _content_block(item, where) for item in items]
             results.append(
-                _tool_result(
-                    part.tool_call_id,
-                    part.model_response_str(wrap_if_error=False),
-                    is_error=part.outcome in ERROR_OUTCOMES,
-                )
+                {
+                    "type": "tool-result",
+                    "tool_call_id": part.tool_call_id,
+                    "content": content,
+                    "is_error": is_error,
+                }
             )
         elif isinstance(part, RetryPromptPart):
             if part.tool_name is not None:
@@ -554,30 +560,29 @@ def _tool_result(call_id: str, output: str, is_error: bool) -> dict[str, Any]:
 async def _user_blocks(part: UserPromptPart) -> list[dict[str, Any]]:
     if isinstance(part.content, str):
         return [{"type": "text", "text": part.content}]
-    blocks: list[dict[str, Any]] = []
-    for item in part.content:
-        if isinstance(item, str):
-            blocks.append({"type": "text", "text": item})
-        elif isinstance(item, TextContent):
-            blocks.append({"type": "text", "text": item.content})
-        elif isinstance(item, BinaryContent) and item.is_image:
-            blocks.append({"type": "image", "data": item.base64, "media_type": item.media_type})
-        elif isinstance(item, ImageUrl) and item.force_download:
-            image = await download_item(item, data_format="base64")  # pydantic-ai's contract
-            data, media_type = image["data"], image["data_type"]
-            blocks.append({"type": "image", "data": data, "media_type": media_type})
-        elif isinstance(item, ImageUrl):
-            blocks.append({"type": "image", "url": item.url})
-        elif isinstance(item, CachePoint):
-            # Filtered out, as pydantic-ai's models without cache points do; the CLI places its
-            # own cache breakpoints.
-            continue
-        else:
-            what = type(item).__name__
-            if isinstance(item, BinaryContent):
-                what += f" of media type {item.media_type!r}"
-            raise UserError(f"ClaudeAgentModel sends text and images in user prompts, not {what}")
-    return blocks
+    # CachePoints are filtered out, as pydantic-ai's models without cache points do; the CLI
+    # places its own cache breakpoints.
+    items = [item for item in part.content if not isinstance(item, CachePoint)]
+    return [await _content_block(item, "a user prompt holds") for item in items]
+
+
+async def _content_block(item: object, where: str) -> dict[str, Any]:
+    """A user prompt's or a tool return's item as a provider block: text or an image."""
+    if isinstance(item, str):
+        return {"type": "text", "text": item}
+    if isinstance(item, TextContent):
+        return {"type": "text", "text": item.content}
+    if isinstance(item, BinaryContent) and item.is_image:
+        return {"type": "image", "data": item.base64, "media_type": item.media_type}
+    if isinstance(item, ImageUrl) and item.force_download:
+        image = await download_item(item, data_format="base64")  # pydantic-ai's contract
+        return {"type": "image", "data": image["data"], "media_type": image["data_type"]}
+    if isinstance(item, ImageUrl):
+        return {"type": "image", "url": item.url}
+    what = type(item).__name__
+    if isinstance(item, BinaryContent):
+        what += f" of media type {item.media_type!r}"
+    raise UserError(f"ClaudeAgentModel sends text and images only: {where} a {what}")
 
 
 def _response_messages(

@@ -331,6 +331,49 @@ async def test_a_file_it_cannot_send_is_a_user_error_naming_its_media_type() -> 
     assert api.requests == []
 
 
+async def test_an_image_a_tool_returned_is_sent_inside_its_result() -> None:
+    """As pydantic-ai's Anthropic model sends it; the run failed with "returned files", after
+    the tool had run."""
+    script = [reply(tool_use("screenshot", {})), reply(text("blue"))]
+    async with ScriptedMessagesAPI(script) as api:
+        agent = Agent(model_for(api))
+
+        @agent.tool_plain
+        def screenshot() -> list[Any]:
+            """Take a screenshot."""
+            return ["the screen:", BinaryContent(data=PNG, media_type="image/png")]
+
+        result = await agent.run("What colour is the screen?")
+    assert result.output == "blue"
+    [sent] = api.requests[1].tool_results()
+    assert sent["content"] == [
+        {"type": "text", "text": "the screen:"},
+        {
+            "type": "image",
+            "source": {
+                "type": "base64",
+                "media_type": "image/png",
+                "data": base64.b64encode(PNG).decode(),
+            },
+        },
+    ]
+
+
+async def test_a_file_a_tool_returned_that_it_cannot_send_is_a_user_error() -> None:
+    script = [reply(tool_use("report", {})), reply(text("ok"))]
+    async with ScriptedMessagesAPI(script) as api:
+        agent = Agent(model_for(api))
+
+        @agent.tool_plain
+        def report() -> BinaryContent:
+            """The report."""
+            return BinaryContent(b"%PDF-1.4", media_type="application/pdf")
+
+        with pytest.raises(UserError, match="tool 'report' returned a BinaryContent of media"):
+            await agent.run("Summarise the report.")
+    assert len(api.requests) == 1
+
+
 # -- history from another provider
 
 
