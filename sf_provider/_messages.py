@@ -25,7 +25,7 @@ the model), except `cache_control`, a caching hint, which is ignored: the CLI se
 breakpoints. The turn to answer must hold something: a last user turn of blank text only is
 refused, as an empty prompt string is.
 
-An assistant turn with no content (`""`, `[]`, empty text blocks only) holds nothing to send
+An assistant turn with no content (`""`, `[]`, blank text blocks only) holds nothing to send
 (the Messages API refuses empty turns): it is left out, and the user turns around it reach the
 model as one turn.
 
@@ -336,7 +336,7 @@ class _Builder:
                     here,
                     f"an assistant block must be 'text', 'reasoning' or 'tool-call', not {kind!r}",
                 )
-        if all(block["type"] == "text" and not block["text"] for block in blocks):
+        if all(_blank(block) for block in blocks):
             # No content: nothing to send (the Messages API refuses empty turns). Left out, the
             # user turns around it join into one, as pydantic-ai's Anthropic model sends them.
             return

@@ -508,7 +508,9 @@ def test_image_data_the_cli_could_not_send_as_an_image_is_refused_naming_the_blo
 
 
 @pytest.mark.parametrize(
-    "empty", ["", [], [text("")], [text(""), text("")]], ids=["string", "list", "block", "blocks"]
+    "empty",
+    ["", [], [text("")], [text(""), text("")], "   \n ", [text(" "), text("\t")]],
+    ids=["string", "list", "block", "blocks", "blank-string", "blank-blocks"],
 )
 def test_an_assistant_turn_with_no_content_is_left_out_and_the_user_turns_join(
     empty: Any,
