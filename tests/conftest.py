@@ -12,6 +12,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import anyio
+import anyio.abc
 import pytest
 
 _ISOLATED = Path(tempfile.mkdtemp(prefix="sf-provider-tests-"))
@@ -52,6 +53,17 @@ async def no_cli_left(seconds: float = 10.0) -> None:
         if not cli_processes() and not leftover_query_dirs():
             return
         await anyio.sleep(0.1)
+
+
+async def gateway_url(gateway: anyio.abc.Process) -> tuple[str, str]:
+    """The URL a gateway process (uvicorn) serves on, read from its stderr, and the log so far."""
+    assert gateway.stderr is not None
+    log = ""
+    async for chunk in gateway.stderr:
+        log += chunk.decode()
+        if "Uvicorn running on" in log:
+            break
+    return log.split("Uvicorn running on ")[1].split()[0], log
 
 
 def leftover_query_dirs() -> list[str]:

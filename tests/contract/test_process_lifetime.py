@@ -21,7 +21,7 @@ from pathlib import Path
 import anyio
 import httpx
 import pytest
-from conftest import cli_processes, leftover_query_dirs, no_cli_left
+from conftest import cli_processes, gateway_url, leftover_query_dirs, no_cli_left
 
 from sf_provider import ClaudeAgentProvider, FunctionTool, ProcessDiedError
 from sf_provider.testing import (
@@ -196,13 +196,7 @@ async def test_a_gateway_stopped_with_a_request_running_leaves_no_cli(tmp_path: 
         env = {**os.environ, **offline_env(api.base_url), "TMPDIR": str(queries)}
         command = [sys.executable, "-c", _GATEWAY]
         async with await anyio.open_process(command, env=env) as gateway:
-            assert gateway.stderr is not None
-            log = ""
-            async for chunk in gateway.stderr:
-                log += chunk.decode()
-                if "Uvicorn running on" in log:
-                    break
-            url = log.split("Uvicorn running on ")[1].split()[0]
+            url, _ = await gateway_url(gateway)
             body = {"model": "claude-sonnet-5-5", "messages": [{"role": "user", "content": "hi"}]}
 
             async def ask() -> None:

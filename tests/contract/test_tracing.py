@@ -20,6 +20,7 @@ import anyio
 import httpx
 import pytest
 import uvicorn
+from conftest import gateway_url
 from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.trace import SpanKind, StatusCode
@@ -487,13 +488,8 @@ async def test_the_gateway_commands_spans_are_exported_when_it_is_stopped(
         env = {**os.environ, **offline_env(api.base_url)}
         command = [sys.executable, "-c", _TRACED_GATEWAY, str(exported)]
         async with await anyio.open_process(command, env=env) as gateway_process:
+            url, log = await gateway_url(gateway_process)
             assert gateway_process.stderr is not None
-            log = ""
-            async for chunk in gateway_process.stderr:
-                log += chunk.decode()
-                if "Uvicorn running on" in log:
-                    break
-            url = log.split("Uvicorn running on ")[1].split()[0]
             async with httpx.AsyncClient(base_url=url, timeout=60) as client:
                 answer = await client.post(
                     "/v1/chat/completions",
