@@ -536,7 +536,7 @@ async def user_message(
     `text_not_typed` (the CLI's mark for text an app composed, not a person at its prompt)
     delivers the text as written: without it a message starting with `/` ran as a Claude Code
     command (`/init`, `/model`, `/clear`, ...) instead of reaching the model
-    (tests/contract/test_hostile_input.py)."""
+    (docs/adr/0007, tests/contract/test_hostile_input.py)."""
     yield {
         "type": "user",
         "message": {"role": "user", "content": content},
