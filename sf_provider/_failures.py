@@ -186,7 +186,10 @@ def _api_failure(result: sdk.ResultMessage, mapper: PartMapper) -> ProviderError
             session_id=result.session_id,
             retry_after=mapper.retry_delay,
         )
-    if status == 400 and "prompt is too long" in detail.lower():
+    if status in (400, None) and "prompt is too long" in detail.lower():
+        # No status: the CLI measured the request itself and never sent it.
+        if status is None:
+            message = f"the conversation is too long for the model's context window: {detail}"
         return ContextWindowExceededError(
             message + "; shorten the conversation, or use a model with a larger context window",
             status=status,

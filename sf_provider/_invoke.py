@@ -32,6 +32,7 @@ import inspect
 import json
 import logging
 import threading
+import traceback
 from collections.abc import Callable, Mapping
 from typing import Any, TypeVar
 
@@ -40,6 +41,7 @@ import anyio.lowlevel
 from pydantic import BaseModel
 from pydantic_core import to_jsonable_python
 
+from ._text import clip
 from ._tracing import ToolTrace, error_type, tool_span
 from .gates import CallContext, Gate, GateDecision, GateRequest
 from .tools import _CURRENT_CALL, FunctionTool, RunningCall, ToolOutput
@@ -166,13 +168,28 @@ def _cancelling() -> bool:
     return task is None or task.cancelling() > 0
 
 
+def _log_failure(message: str, exc: BaseException) -> None:
+    """`message` and the traceback, on the `sf_provider.tools` logger; for an exception whose
+    own message is long (a 10 MB one was logged whole), the frames only, after `message`,
+    which holds it clipped (`_describe`)."""
+    if len(str(exc)) <= _SHOWN_MESSAGE:
+        logger.warning(message, exc_info=exc)
+        return
+    frames = "".join(traceback.format_tb(exc.__traceback__)).rstrip()
+    logger.warning("%s\nTraceback (most recent call last):\n%s", message, frames)
+
+
+#: The longest exception message a failure's text and log record repeat.
+_SHOWN_MESSAGE = 2000
+
+
 def _describe(exc: BaseException) -> str:
     """`Type: message`, with the exit code for `SystemExit`."""
     if isinstance(exc, _ToolExit | _ToolCancelled):
         exc = exc.exit
     if isinstance(exc, SystemExit):
         return f"SystemExit: exit code {exc.code!r}"
-    text = str(exc)
+    text = clip(str(exc), _SHOWN_MESSAGE)
     return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
 
 
@@ -259,7 +276,7 @@ async def _invoke(
         if handler is None:
             raise
         message = f"Tool {tool.name!r} failed: {_describe(exc)}"
-        logger.warning(message, exc_info=True)
+        _log_failure(message, exc)
         handler(exc)
         span.failed(error_type(exc), message)
         return ToolOutput.from_text(message, is_error=True)
@@ -294,7 +311,7 @@ async def _gated_call(
             return ToolOutput.from_text(message, is_error=True)
     except Exception as exc:
         message = f"Tool {tool.name!r} failed: {_describe(exc)}"
-        logger.warning(message, exc_info=True)
+        _log_failure(message, exc)
         raised = exc.exit if isinstance(exc, _ToolExit | _ToolCancelled) else exc
         span.failed(error_type(raised), message)
         return ToolOutput.from_text(message, is_error=True)

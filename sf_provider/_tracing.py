@@ -40,6 +40,8 @@ from collections.abc import Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager
 from typing import TYPE_CHECKING, Any
 
+from ._text import clip
+
 if TYPE_CHECKING:
     from contextvars import Token
 
@@ -318,7 +320,8 @@ class _QuerySpan(QueryTrace):
             span.set_attribute(ERROR_TYPE, error_type(exc))
             span.record_exception(exc)
             status = self._api.trace.StatusCode.ERROR
-            span.set_status(self._api.trace.Status(status, str(exc) or type(exc).__name__))
+            message = clip(str(exc) or type(exc).__name__, 1000)
+            span.set_status(self._api.trace.Status(status, message))
         span.end()
 
 
@@ -522,7 +525,12 @@ class _ToolSpan(ToolTrace):
         if self._token is not None:
             self._api.context.detach(self._token)
         exc = exc_info[1]
-        if isinstance(exc, BaseException):
+        import anyio
+
+        if isinstance(exc, GeneratorExit | anyio.get_cancelled_exc_class()):
+            # The query was stopped by the application (as on the query's span): not an error.
+            self._span.set_attribute("sf_provider.closed_early", True)
+        elif isinstance(exc, BaseException):
             self.failed(error_type(exc), str(exc) or type(exc).__name__)
         self._span.end()
 
@@ -532,7 +540,10 @@ class _ToolSpan(ToolTrace):
         self._failed = True
         span = self._span
         span.set_attribute(ERROR_TYPE, kind)
-        span.set_status(self._api.trace.Status(self._api.trace.StatusCode.ERROR, message))
+        # The message may hold the call's arguments or result (an error result's text, a
+        # schema error repeating a value): recorded only with content capture, and clipped.
+        what = clip(message, 1000) if self._capture else f"tool {self._tool.name!r}: {kind}"
+        span.set_status(self._api.trace.Status(self._api.trace.StatusCode.ERROR, what))
 
     def done(self, output: ToolOutput) -> None:
         if output.is_error:

@@ -94,7 +94,10 @@ class ProviderSettings(BaseModel):
     one that points the CLI at a local scripted API.
     """
 
-    model_config = ConfigDict(extra="forbid", frozen=True, defer_build=True)
+    # Errors name the field, not the input: `env` holds credentials.
+    model_config = ConfigDict(
+        extra="forbid", frozen=True, defer_build=True, hide_input_in_errors=True
+    )
 
     model: str | None = Field(
         default=None, min_length=1, description="Model name passed to the CLI; None = CLI default."
@@ -138,6 +141,7 @@ class ProviderSettings(BaseModel):
     )
     env: dict[str, str] = Field(
         default_factory=dict,
+        repr=False,  # it holds credentials: never in a log line or a traceback
         description="Extra environment for the CLI. A variable a typed setting also sets "
         "(ANTHROPIC_MODEL, CLAUDE_CODE_MAX_OUTPUT_TOKENS, CLAUDE_CODE_MAX_RETRIES, "
         "MAX_THINKING_TOKENS, CLAUDE_CODE_DISABLE_THINKING, CLAUDE_CODE_EFFORT_LEVEL) only with "

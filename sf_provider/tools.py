@@ -28,6 +28,7 @@ from pydantic import (
 )
 from referencing.exceptions import InvalidAnchor, NoSuchAnchor, PointerToNowhere, Unresolvable
 
+from ._text import clip
 from .errors import (
     DuplicateToolNameError,
     InvalidToolNameError,
@@ -477,7 +478,8 @@ class FunctionTool(BaseModel):
         except RecursionError:
             # A recursive schema ('$ref': '#') is checked as deep as the arguments nest.
             return ["$: the arguments nest too deeply to be checked against the schema"]
-        return [f"{e.json_path}: {e.message}" for e in errors[:5]]
+        # Clipped: a message repeats the offending value, which the model and the log get.
+        return [clip(f"{e.json_path}: {e.message}") for e in errors[:5]]
 
     async def call(
         self,

@@ -86,6 +86,17 @@ async def test_a_history_too_long_for_the_context_window_fails_instead_of_being_
     assert "shorten the conversation" in str(info.value)
 
 
+async def test_a_prompt_the_cli_itself_finds_too_long_is_a_context_window_error() -> None:
+    """The CLI measures a huge prompt itself and never sends it: that was an
+    `APIConnectionError` ("the connection was lost ... retrying may help")."""
+    async with ScriptedMessagesAPI(lambda _request: reply(text("ok"))) as api:
+        provider = ClaudeAgentProvider(api.settings(warm_processes=0))
+        with pytest.raises(ContextWindowExceededError, match="Prompt is too long") as info:
+            await provider.generate("word " * 1_500_000)
+    assert api.all_requests == [], "refused by the CLI, before the API"
+    assert info.value.status is None and not info.value.retryable
+
+
 async def test_an_app_can_turn_the_clis_compaction_back_on() -> None:
     async with ScriptedMessagesAPI(TOO_LONG) as api:
         settings = api.settings(warm_processes=0, env={"DISABLE_COMPACT": "0"})

@@ -229,9 +229,8 @@ async def test_a_call_the_gate_denied_is_an_execute_tool_span_with_error_status(
     finished = spans.get_finished_spans()
     (tool,) = by_name(finished, "execute_tool delete_file")
     assert tool.status.status_code is StatusCode.ERROR
-    assert tool.status.description == (
-        "Tool 'delete_file' was denied by the safety gate: delete_file is off limits"
-    )
+    # The gate's reason may hold the call's content: only with content capture (tests/unit).
+    assert tool.status.description == "tool 'delete_file': gate_denied"
     assert dict(tool.attributes or {})["error.type"] == "gate_denied"
     query = _query_span(finished)
     assert query.status.status_code is StatusCode.UNSET, "the query itself went well"
@@ -250,7 +249,7 @@ async def test_a_failing_executor_is_an_execute_tool_span_with_its_exception_typ
         await provider.generate("2+3?", tools=[FunctionTool("add", "", ADD_SCHEMA, executor=add)])
     (tool,) = by_name(spans.get_finished_spans(), "execute_tool add")
     assert tool.status.status_code is StatusCode.ERROR
-    assert tool.status.description == "Tool 'add' failed: ValueError: no numbers today"
+    assert tool.status.description == "tool 'add': ValueError"  # no content without capture
     assert dict(tool.attributes or {})["error.type"] == "ValueError"
 
 

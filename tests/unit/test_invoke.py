@@ -595,3 +595,29 @@ async def test_a_result_that_is_not_well_formed_unicode_is_what_the_model_gets(
 
     assert output.text == expected
     output.text.encode("utf-8")  # sendable as it is
+
+
+async def test_what_an_invalid_or_failing_call_echoes_is_clipped(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """A 10 MB argument or exception message was repeated whole: to the model (whose next
+    request then overflowed its context) and in the log record."""
+    huge = "x" * 10**7
+    with caplog.at_level(logging.WARNING, logger="sf_provider.tools"):
+        invalid = await invoke_tool(
+            FunctionTool(name="add", input_schema=ADD_SCHEMA, executor=Recorder()),
+            {"a": huge, "b": 1},
+            default_timeout=None,
+        )
+
+        def boom(_arguments: dict[str, Any]) -> str:
+            raise ValueError(huge)
+
+        failed = await invoke_tool(
+            FunctionTool(name="boom", executor=boom), {}, default_timeout=None
+        )
+    assert invalid.is_error and failed.is_error
+    assert len(invalid.text) < 2000 and "more characters]" in invalid.text
+    assert len(failed.text) < 3000 and "more characters]" in failed.text
+    assert len(caplog.text) < 20_000, "records and tracebacks bounded"
+    assert "Traceback (most recent call last)" in caplog.text

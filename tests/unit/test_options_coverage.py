@@ -312,3 +312,19 @@ def test_a_setting_and_the_env_variable_that_sets_the_same_thing_are_refused_tog
     assert ProviderSettings(env={variable: "1"}).env == {variable: "1"}
     if field != "max_retries":
         assert ProviderSettings(**{field: None}, env={variable: "1"}).env == {variable: "1"}
+
+
+def test_settings_never_show_their_environment_in_a_repr_or_an_error() -> None:
+    """`env` holds credentials: `repr()` printed them, and a validation error quoted the input
+    (its last characters: the end of a key)."""
+    secret = "sk-ant-api03-SECRET-TAIL"
+    settings = ProviderSettings(env={"ANTHROPIC_API_KEY": secret})
+    assert secret not in repr(settings) and secret not in str(settings)
+    from sf_provider.gateway import GatewaySettings
+
+    assert secret not in repr(GatewaySettings(provider=settings))
+    for bad in ({"model": "m", "env": {"ANTHROPIC_MODEL": "x", "KEY": secret}},
+                {"max_turns": 0, "env": {"KEY": secret}}):  # fmt: skip
+        with pytest.raises(ValueError) as info:
+            ProviderSettings(**bad)
+        assert "TAIL" not in str(info.value)

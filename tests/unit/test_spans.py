@@ -167,15 +167,40 @@ async def test_the_bridge_handles_each_message_in_the_context_run_in_gives() -> 
         ),
     ],
 )
+@pytest.mark.parametrize("capture", [True, False], ids=["content", "no-content"])
 async def test_a_failed_call_is_an_error_span_saying_why(
-    spans: InMemorySpanExporter, tool: FunctionTool, arguments: Any, kind: str, message: str
+    spans: InMemorySpanExporter,
+    monkeypatch: pytest.MonkeyPatch,
+    tool: FunctionTool,
+    arguments: Any,
+    kind: str,
+    message: str,
+    capture: bool,
 ) -> None:
+    """The failure's message can hold the call's content (an error result's text, an argument
+    a schema error repeats): in the status only with content capture on."""
+    monkeypatch.setenv(CAPTURE_CONTENT_ENV, "true" if capture else "false")
     output = await tool.call(arguments)
     assert output.is_error
     span = _only(spans, f"execute_tool {tool.name}")
     assert span.status.status_code is StatusCode.ERROR
-    assert span.status.description.startswith(message)
+    if capture:
+        assert span.status.description.startswith(message)
+    else:
+        assert span.status.description == f"tool {tool.name!r}: {kind}"
     assert dict(span.attributes)["error.type"] == kind
+
+
+async def test_a_failure_status_is_clipped_even_with_content(
+    spans: InMemorySpanExporter, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv(CAPTURE_CONTENT_ENV, "true")
+    huge = FunctionTool(
+        "huge", executor=lambda _a: ToolOutput.from_text("x" * 10**6, is_error=True)
+    )
+    await huge.call({})
+    description = _only(spans, "execute_tool huge").status.description
+    assert len(description) < 1100 and description.endswith("more characters]")
 
 
 async def test_a_timed_out_call_is_an_error_span(spans: InMemorySpanExporter) -> None:
@@ -198,10 +223,15 @@ async def test_a_gate_denial_is_an_error_span_on_the_registry_path(
     assert output.is_error
     span = _only(spans, "execute_tool wipe")
     assert dict(span.attributes)["error.type"] == "gate_denied"
-    assert span.status.description.endswith("not today")
+    assert span.status.description == "tool 'wipe': gate_denied"  # the reason is content
 
 
-async def test_a_cancelled_call_ends_its_span_as_failed(spans: InMemorySpanExporter) -> None:
+async def test_a_call_the_application_cancelled_is_closed_early_not_an_error(
+    spans: InMemorySpanExporter,
+) -> None:
+    """As on the query's span; it was an ERROR whose status held anyio's task repr (names and
+    paths). A tool's own timeout is a `timeout` failure (above)."""
+
     async def hangs(_arguments: dict[str, Any]) -> str:
         await anyio.sleep(10)
         return "never"
@@ -209,8 +239,9 @@ async def test_a_cancelled_call_ends_its_span_as_failed(spans: InMemorySpanExpor
     with anyio.move_on_after(0.05):
         await FunctionTool("hangs", executor=hangs).call({})
     span = _only(spans, "execute_tool hangs")
-    assert span.status.status_code is StatusCode.ERROR
-    assert "CancelledError" in dict(span.attributes)["error.type"]
+    assert span.status.status_code is StatusCode.UNSET
+    assert dict(span.attributes)["sf_provider.closed_early"] is True
+    assert "error.type" not in dict(span.attributes)
 
 
 async def test_tool_contents_only_with_the_switch(
