@@ -429,6 +429,14 @@ async def test_output_config_format_answers_with_the_json_as_text() -> None:
 # -- errors
 
 
+#: An assistant turn calling get_weather (for history in the refused requests below).
+CALLED_WEATHER = {
+    "role": "assistant",
+    "content": [
+        {"type": "tool_use", "id": "toolu_1", "name": "get_weather", "input": {"city": "Paris"}}
+    ],
+}
+
 BAD_REQUESTS: dict[str, tuple[dict[str, Any], str]] = {
     "unknown role": (
         {"messages": [{"role": "tool", "content": "hi"}]},
@@ -470,17 +478,7 @@ BAD_REQUESTS: dict[str, tuple[dict[str, Any], str]] = {
             "tools": [WEATHER],
             "messages": [
                 {"role": "user", "content": "Weather?"},
-                {
-                    "role": "assistant",
-                    "content": [
-                        {
-                            "type": "tool_use",
-                            "id": "toolu_1",
-                            "name": "get_weather",
-                            "input": {"city": "Paris"},
-                        }
-                    ],
-                },
+                CALLED_WEATHER,
                 {
                     "role": "user",
                     "content": [
@@ -496,17 +494,7 @@ BAD_REQUESTS: dict[str, tuple[dict[str, Any], str]] = {
         {
             "messages": [
                 {"role": "user", "content": "Weather?"},
-                {
-                    "role": "assistant",
-                    "content": [
-                        {
-                            "type": "tool_use",
-                            "id": "toolu_1",
-                            "name": "get_weather",
-                            "input": {"city": "Paris"},
-                        }
-                    ],
-                },
+                CALLED_WEATHER,
                 {
                     "role": "user",
                     "content": [
