@@ -29,6 +29,7 @@ from typing import Any
 import anyio
 import pytest
 
+from ._text import clip
 from .testing import ScriptedMessagesAPI, offline_env
 
 __all__ = ["OfflineTest", "cli_processes", "run_coroutine_test"]
@@ -139,7 +140,7 @@ class OfflineTest:
             _stop(left)
             problems = []
             if left:
-                listed = "".join(f"\n  pid {pid}: {_short(args)}" for pid, args in left.items())
+                listed = "".join(f"\n  pid {pid}: {clip(args, 160)}" for pid, args in left.items())
                 problems.append(
                     f"sf-provider: this test left {len(left)} Claude Code CLI process(es) "
                     f"running (now stopped):{listed}\nTo fix it, {_ADVICE}."
@@ -253,7 +254,3 @@ def _stop(processes: Mapping[int, str]) -> None:
     for pid in pids:
         with contextlib.suppress(ProcessLookupError):
             os.kill(pid, signal.SIGKILL)
-
-
-def _short(args: str, limit: int = 160) -> str:
-    return args if len(args) <= limit else args[: limit - 3] + "..."
