@@ -84,7 +84,6 @@ from .types import (
 
 __all__ = [
     "CLI_BETAS",
-    "TOOLS_NEEDED",
     "EventMapper",
     "MessagesCall",
     "error_body",
@@ -97,8 +96,6 @@ __all__ = [
 
 JSON = dict[str, Any]
 
-#: Why tool calls or results in the messages of a request without tools are refused (here and
-#: in the OpenAI format): the Messages API refuses them, after the CLI has started and asked.
 #: Parameters read by `parse_request`; any other top-level key is refused.
 _KNOWN = frozenset(
     {
