@@ -123,10 +123,13 @@ def result_failure(
     # Calls handed back to the application (single-turn) come first: the object is the answer
     # of a later turn, once their results are in.
     handed_back = rules.mode == "single-turn" and calls
+    # Single-turn: the CLI's request for the object would be a second model turn, which the
+    # one turn allowed ends before it is sent (`error_max_turns`).
+    ended = answered or (rules.mode == "single-turn" and result.subtype == "error_max_turns")
     if (
         rules.wants_object
         and not handed_back
-        and (retried or (answered and result.structured_output is None))
+        and (retried or (ended and result.structured_output is None))
     ):
         return StructuredOutputError(
             "output_schema was asked for, but the model answered without a matching object"

@@ -504,6 +504,10 @@ class PartMapper:
             details["duration_api_ms"] = result.duration_api_ms
         reason = finish_reason_for(result)
         stop_reason = result.stop_reason
+        if not self._provider_executed and result.subtype == "error_max_turns":
+            # Single-turn: the one turn ended as its reply did; the CLI wanted another turn
+            # (it asks again for a missing output_schema object), not more output.
+            reason = _STOP_REASONS.get(stop_reason or "", "other")
         if self.output_limit_hits:
             details["output_limit_hits"] = self.output_limit_hits
         if self.api_calls > 1 and self.context_input_tokens:

@@ -30,6 +30,10 @@ without one -> user text). Another provider's native tool call and result are re
 with a `history-flattened` warning. The `tool_choice` setting picks the tools offered and the
 provider's `tool_choice` (`required` and a named tool: an instruction, checked on the reply); when
 the Agent needs structured output (`allow_text_output` false) the request requires a tool call.
+`NativeOutput`'s schema is the provider's `output_schema` (the CLI's StructuredOutput tool): the
+response holds the model's words, that call and its result as native parts, then the object as
+JSON text, which is what pydantic-ai reads as the output (text before a native tool call is
+commentary to it); the call and result are left out when the history is replayed.
 
 **Executor mode** (``mode="executor"``). pydantic-ai keeps its tools' functions inside the Agent,
 out of reach of a `Model`, so executor mode runs only the `FunctionTool`s with executors given to
@@ -64,6 +68,7 @@ except ImportError as exc:  # pragma: no cover - exercised only without the extr
         "sf_provider.adapters.pydantic_ai needs the extra: pip install 'sf-provider[pydantic-ai]'"
     ) from exc
 
+import json
 import warnings
 from collections.abc import AsyncGenerator, AsyncIterator, Iterable, Iterator, Sequence
 from contextlib import asynccontextmanager
@@ -71,6 +76,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from decimal import Decimal
 from typing import Any, ClassVar, Literal, assert_never
+from uuid import uuid4
 
 import anyio
 from pydantic_ai import InstructionPart, RunContext
@@ -122,7 +128,7 @@ from pydantic_ai.usage import RequestUsage, UsageLimits
 
 from .. import errors
 from .. import types as sf
-from .._mapping import warn_user
+from .._mapping import STRUCTURED_OUTPUT_TOOL, warn_user
 from ..provider import ClaudeAgentProvider, NamedToolChoice, ToolChoice
 from ..settings import EFFORT_NAMES, ProviderSettings
 from ..tools import FunctionTool
@@ -136,6 +142,9 @@ _SIGNATURE_PROVIDERS = frozenset({SYSTEM, "anthropic"})
 #: The `ThinkingPart.id` of redacted thinking (its `signature` holds the opaque data), as
 #: pydantic-ai's Anthropic model names it.
 REDACTED_THINKING_ID = "redacted_thinking"
+#: The `tool_call_id` prefix of the CLI's StructuredOutput call a `NativeOutput` response
+#: carries; left out when the history is replayed (the object is the text after it).
+STRUCTURED_OUTPUT_ID = "sf-structured-output-"
 
 _FINISH_REASONS: dict[sf.FinishReason, FinishReason | None] = {
     "stop": "stop",
@@ -189,7 +198,12 @@ class ClaudeAgentModel(Model):
         # `ModelRequestParameters.thinking` only for a profile that says it supports thinking.
         super().__init__(
             settings=settings,
-            profile=ModelProfile(supports_thinking=True, thinking_enabled_by_default=True),
+            profile=ModelProfile(
+                supports_thinking=True,
+                thinking_enabled_by_default=True,
+                # `NativeOutput`: the provider's `output_schema` (the CLI's StructuredOutput tool).
+                supports_json_schema_output=True,
+            ),
         )
         if not isinstance(provider, ClaudeAgentProvider):
             provider = ClaudeAgentProvider(provider)
@@ -327,7 +341,7 @@ class ClaudeAgentModel(Model):
                     f"the tools ClaudeAgentModel runs in mode='executor' (inside the query, like "
                     f"a provider's native tools); bound them with ProviderSettings.max_turns"
                 )
-            return self.tools, {"mode": "executor"}
+            return self.tools, {"mode": "executor", **_native_output(params)}
         definitions, choice = _offered_tools(model_settings, params)
         strict = [t.name for t in definitions if t.strict]
         if strict:
@@ -338,7 +352,15 @@ class ClaudeAgentModel(Model):
                 f"ones back to the model as retries)"
             )
         options: dict[str, Any] = {"mode": "single-turn", "tool_choice": choice}
-        return [_function_tool(t) for t in definitions], options
+        return [_function_tool(t) for t in definitions], {**options, **_native_output(params)}
+
+
+def _native_output(params: ModelRequestParameters) -> dict[str, Any]:
+    """`NativeOutput`'s schema as the provider's `output_schema`: the CLI has the model answer
+    through its StructuredOutput tool, validated against the schema (and asked again if not)."""
+    if params.output_mode != "native" or params.output_object is None:
+        return {}
+    return {"output_schema": params.output_object.json_schema}
 
 
 def _offered_tools(
@@ -592,6 +614,10 @@ def _response_messages(
     blocks: list[dict[str, Any]] = []
     for part in message.parts:
         if isinstance(part, NativeToolCallPart | NativeToolReturnPart) and (
+            part.provider_name == SYSTEM and part.tool_call_id.startswith(STRUCTURED_OUTPUT_ID)
+        ):
+            continue  # the CLI's own StructuredOutput call: its object is the text that follows
+        if isinstance(part, NativeToolCallPart | NativeToolReturnPart) and (
             part.provider_name != SYSTEM
         ):
             # Another provider's built-in tool (e.g. Anthropic's web_search): Claude here has no
@@ -685,6 +711,12 @@ class ClaudeStreamedResponse(StreamedResponse):
             if not self._call_for_output:
                 raise
             self.finish_reason = "stop"  # the text answer, as it came (see _call_for_output)
+        except errors.StructuredOutputError:
+            if self.model_request_parameters.output_mode != "native":
+                raise
+            # `NativeOutput` answered in text: pydantic-ai reads the text as the output, as
+            # with its other models, and asks again with its validation feedback if it is not.
+            self.finish_reason = "stop"
         except errors.ProviderError as exc:
             error = _model_error(exc, self._model_name, in_stream=started)
             if error is None:
@@ -755,6 +787,8 @@ class ClaudeStreamedResponse(StreamedResponse):
                     self._discarded.update(self._index_of.pop(part_id, []))
             case sf.FinishPart():
                 self._finish(part)
+                if part.structured_output is not None:
+                    yield from self._native_output(part.structured_output)
             case (
                 sf.TextStartPart()
                 | sf.TextEndPart()
@@ -768,6 +802,29 @@ class ClaudeStreamedResponse(StreamedResponse):
                 pass
             case _:
                 assert_never(part)
+
+    def _native_output(self, value: Any) -> Iterator[ModelResponseStreamEvent]:
+        """`NativeOutput`'s object as pydantic-ai reads a native output: the text after the
+        response's last native tool call. The CLI's StructuredOutput call is that call (with its
+        result), so the model's words before it stay in the response as commentary, the way
+        pydantic-ai treats text before a provider's built-in tool."""
+        manager, call_id = self._parts_manager, f"{STRUCTURED_OUTPUT_ID}{uuid4().hex[:16]}"
+        call = NativeToolCallPart(
+            tool_name=STRUCTURED_OUTPUT_TOOL,
+            args=value if isinstance(value, dict) else {"value": value},
+            tool_call_id=call_id,
+            provider_name=SYSTEM,
+        )
+        yield manager.handle_part(vendor_part_id=call_id, part=call)
+        done: NativeToolReturnPart[Any] = NativeToolReturnPart(
+            tool_name=STRUCTURED_OUTPUT_TOOL,
+            content="Structured output provided successfully",
+            tool_call_id=call_id,
+            provider_name=SYSTEM,
+        )
+        yield manager.handle_part(vendor_part_id=f"{call_id}:result", part=done)
+        text = TextPart(content=json.dumps(value, ensure_ascii=False))
+        yield manager.handle_part(vendor_part_id=f"{call_id}:text", part=text)
 
     def _warn(self, call_warnings: list[sf.CallWarning]) -> None:
         """Report what was not honoured as asked: in `provider_details["warnings"]` and as a

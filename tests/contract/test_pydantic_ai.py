@@ -9,8 +9,13 @@ from typing import Any
 
 import pytest
 from pydantic import BaseModel
-from pydantic_ai import Agent
-from pydantic_ai.messages import ModelResponse, NativeToolCallPart, NativeToolReturnPart
+from pydantic_ai import Agent, NativeOutput
+from pydantic_ai.messages import (
+    ModelResponse,
+    NativeToolCallPart,
+    NativeToolReturnPart,
+    TextPart,
+)
 
 from sf_provider import ClaudeAgentProvider, FunctionTool
 from sf_provider.adapters.pydantic_ai import ClaudeAgentModel
@@ -153,6 +158,89 @@ async def test_a_text_reply_where_the_output_tool_was_needed_gets_the_agents_own
     assert len(api.requests) == 2
     retry = [m for m in api.requests[1].messages if m["role"] == "user"][-1]
     assert "Paris, about 20 degrees." in str(retry["content"]), "the Agent's own feedback"
+
+
+def structured_output_schema(request: RecordedRequest) -> dict[str, Any]:
+    tools = request.body.get("tools", [])
+    return next(t["input_schema"] for t in tools if t["name"] == "StructuredOutput")
+
+
+@pytest.mark.parametrize("run", ["run", "run_stream"])
+async def test_native_output_is_the_clis_structured_output(run: str) -> None:
+    """`NativeOutput` was refused ("not supported by this model"). Its schema is now the
+    provider's output_schema; the model's words before the object stay as commentary, and the
+    next run's history carries the object as text (no StructuredOutput call to define)."""
+    answer = reply(
+        text("Here it is."), tool_use("StructuredOutput", {"city": "Paris", "celsius": 20})
+    )
+    async with ScriptedMessagesAPI([answer, reply(text("Still 20."))]) as api:
+        agent = Agent(
+            ClaudeAgentModel(ClaudeAgentProvider(api.settings())),
+            output_type=NativeOutput(CityWeather),
+        )
+        if run == "run":
+            result = await agent.run("Weather in Paris as data.")
+            output, messages = result.output, result.all_messages()
+        else:
+            async with agent.run_stream("Weather in Paris as data.") as streamed:
+                output = await streamed.get_output()
+            messages = streamed.all_messages()
+        assert output == CityWeather(city="Paris", celsius=20)
+        assert structured_output_schema(api.requests[0])["required"] == ["city", "celsius"]
+        response = messages[-1]
+        assert isinstance(response, ModelResponse)
+        assert response.parts[0] == TextPart(content="Here it is.")
+        follow = await Agent(ClaudeAgentModel(ClaudeAgentProvider(api.settings()))).run(
+            "And now?", message_history=messages
+        )
+    assert follow.output == "Still 20."
+    replayed = [m for m in api.requests[1].messages if m["role"] == "assistant"][-1]
+    assert [b.get("text") for b in replayed["content"]] == [
+        "Here it is.",
+        '{"city": "Paris", "celsius": 20}',
+    ]
+    assert "tools" not in api.requests[1].body or not api.requests[1].body["tools"]
+
+
+async def test_native_output_of_a_scalar_and_after_a_tool_call() -> None:
+    def model(request: RecordedRequest) -> Reply:
+        if request.tool_results():
+            return reply(tool_use("StructuredOutput", {"response": 20}))
+        return reply(tool_use("get_celsius", {"city": "Paris"}))
+
+    async with ScriptedMessagesAPI(model) as api:
+        agent = Agent(
+            ClaudeAgentModel(ClaudeAgentProvider(api.settings())), output_type=NativeOutput(int)
+        )
+
+        @agent.tool_plain
+        def get_celsius(city: str) -> int:
+            return 20
+
+        result = await agent.run("How warm is Paris?")
+    assert result.output == 20
+    assert len(api.requests) == 2, "the tool call came back first, the object after its result"
+    assert structured_output_schema(api.requests[1])["properties"]["response"]["type"] == "integer"
+
+
+async def test_native_output_answered_in_text_gets_the_agents_own_retry() -> None:
+    """The CLI's own request for the object is a second model turn, which single-turn does not
+    allow: the text goes to the Agent, which asks again with its validation feedback."""
+    script = [
+        reply(text("Paris, about 20 degrees.")),
+        reply(tool_use("StructuredOutput", {"city": "Paris", "celsius": 20})),
+    ]
+    async with ScriptedMessagesAPI(script) as api:
+        agent = Agent(
+            ClaudeAgentModel(ClaudeAgentProvider(api.settings())),
+            output_type=NativeOutput(CityWeather),
+        )
+        result = await agent.run("Weather in Paris as data.")
+    assert result.output == CityWeather(city="Paris", celsius=20)
+    assert len(api.requests) == 2
+    retry = [m for m in api.requests[1].messages if m["role"] == "user"][-1]
+    assert "validation" in str(retry["content"]), "the Agent's own feedback"
+    assert result.usage.requests == 2
 
 
 async def test_executor_mode_reports_provider_executed_calls() -> None:

@@ -106,6 +106,20 @@ async def test_a_model_that_never_complies_raises_structured_output_error() -> N
     assert info.value.partial.text == "No JSON today."
 
 
+async def test_single_turn_text_without_the_object_raises_after_one_call() -> None:
+    """Single-turn: the CLI's request for the object would be a second model turn, which the
+    one turn does not allow. The text answer came back as a success with finish reason
+    "length" and no object; it is a StructuredOutputError holding the text."""
+    async with ScriptedMessagesAPI(lambda _request: reply(text("No JSON today."))) as api:
+        provider = ClaudeAgentProvider(api.settings())
+        with pytest.raises(StructuredOutputError, match="output_schema") as info:
+            await provider.generate("Weather?", output_schema=WEATHER, mode="single-turn")
+    assert len(api.requests) == 1
+    assert info.value.partial.text == "No JSON today."
+    assert "asked it again" not in str(info.value)
+    assert info.value.partial.finish_reason == "stop", "the reply ended; no output limit was hit"
+
+
 async def test_an_invalid_output_schema_fails_before_anything_starts() -> None:
     async with ScriptedMessagesAPI([]) as api:
         provider = ClaudeAgentProvider(api.settings())
