@@ -33,6 +33,10 @@ refused with a 400 naming it, unless the API's spec lets a server ignore it.
   answer, and the CLI sets its own cache breakpoints.
 - `service_tier`: `auto` (the default) is accepted, `standard_only`: 400. `speed`: `standard`
   (the default) is accepted, `fast`: 400.
+- `thread` (a conversation held by the server between requests, which the SDKs' tool runners
+  ask for first): 400 with the API's own `error.details.error_code`
+  `thread_unsupported_request`, on which the runners send the whole conversation unthreaded.
+  The gateway holds nothing between requests: each runs on the history it carries.
 - `container`, `mcp_servers`, `context_management`, `inference_geo`, `diagnostics` and any other
   parameter: 400.
 - The `anthropic-beta` header (`header_betas`): a beta the CLI sends on every request by itself
@@ -55,7 +59,7 @@ import json
 import uuid
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, ClassVar
 
 from ._messages import TOOLS_NEEDED, holds_tool_blocks
 from .errors import APIConnectionError, InvalidMessagesError, UnsupportedRequestError
@@ -86,6 +90,7 @@ __all__ = [
     "CLI_BETAS",
     "EventMapper",
     "MessagesCall",
+    "ThreadUnsupportedError",
     "error_body",
     "header_betas",
     "message",
@@ -116,6 +121,7 @@ _KNOWN = frozenset(
         "cache_control",
         "service_tier",
         "speed",
+        "thread",
     }
 )
 
@@ -179,6 +185,19 @@ class MessagesCall:
     structured: bool = False
 
 
+class ThreadUnsupportedError(UnsupportedRequestError):
+    """A request asked for a server-held conversation (`thread`), which the gateway does not keep.
+
+    Answered as the Messages API answers a request it cannot thread (400, `error.details.
+    error_code` `thread_unsupported_request`): the official clients' tool runners then send the
+    whole conversation without `thread`, and `client.beta.messages.thread()` raises
+    `ThreadUnsupportedRequestError` unless made with
+    `unsupported_request_behavior="continue_unthreaded"`.
+    """
+
+    details: ClassVar[dict[str, str]] = {"error_code": "thread_unsupported_request"}
+
+
 def _refuse(param: str, problem: str) -> UnsupportedRequestError:
     return UnsupportedRequestError(f"{param}: {problem}")
 
@@ -216,6 +235,7 @@ def parse_request(body: Any) -> MessagesCall:
     if not isinstance(body, Mapping):
         raise _refuse("body", f"must be a JSON object, not {type(body).__name__}")
     _check_keys(body, "", set(_KNOWN), set())
+    _thread(body.get("thread"))
     model = body.get("model")
     if not isinstance(model, str) or not model:
         raise _refuse("model", "required: a model name string")
@@ -273,6 +293,30 @@ def parse_request(body: Any) -> MessagesCall:
 
 
 # -- parameters
+
+
+def _thread(thread: Any) -> None:
+    """Refuse a well-formed `thread` as the API refuses one it cannot honour (the clients then
+    send the whole conversation); a malformed one is an ordinary 400."""
+    if thread is None:
+        return
+    if not isinstance(thread, Mapping):
+        raise _refuse("thread", "must be an object")
+    kind = thread.get("type")
+    if kind == "create":
+        _check_keys(thread, "thread", {"type"}, set())
+    elif kind == "continue":
+        _check_keys(thread, "thread", {"type", "previous_message_id"}, set())
+        if not isinstance(thread.get("previous_message_id"), str):
+            raise _refuse("thread.previous_message_id", "required: a message id string")
+    else:
+        raise _refuse("thread.type", f"{kind!r}; use 'create' or 'continue'")
+    raise ThreadUnsupportedError(
+        "thread: this gateway holds no conversation between requests (each request runs on the "
+        "history it sends); send the whole conversation without `thread`. The SDKs' tool runners "
+        "do this by themselves; make `client.beta.messages.thread()` with "
+        "unsupported_request_behavior='continue_unthreaded'"
+    )
 
 
 def _output_config(config: Any, options: JSON) -> bool:

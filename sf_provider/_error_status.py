@@ -9,7 +9,8 @@ them into OpenAI-shaped bodies, where clients go by the status and the `code`
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+from typing import Any
 
 from .errors import (
     APIConnectionError,
@@ -32,7 +33,8 @@ __all__ = ["ErrorInfo", "GatewayError", "error_info", "invalid_request"]
 @dataclass(frozen=True)
 class ErrorInfo:
     """An error as HTTP: status, error type (Anthropic's vocabulary, also used in OpenAI's
-    bodies), message, and for OpenAI's body the offending `param` and a `code`."""
+    bodies), message, for OpenAI's body the offending `param` and a `code`, and for Anthropic's
+    the `details` object the official clients read `error_code` from."""
 
     status: int
     type: str
@@ -40,6 +42,7 @@ class ErrorInfo:
     param: str | None = None
     code: str | None = None
     retry_after: float | None = None
+    details: dict[str, Any] | None = None
 
 
 class GatewayError(Exception):
@@ -64,7 +67,9 @@ def error_info(exc: BaseException) -> ErrorInfo:
         case UnsupportedRequestError() | InvalidMessagesError() | ToolDefinitionError():
             param = getattr(exc, "param", None)
             code = "unsupported_parameter" if param else None
-            return invalid_request(message, param=param, code=code)
+            info = invalid_request(message, param=param, code=code)
+            details = getattr(exc, "details", None)  # `ThreadUnsupportedError`'s error_code
+            return replace(info, details=dict(details)) if details else info
         case AuthenticationError():
             # The provider's own Claude credentials, not the client's key: the message says so.
             status = 403 if exc.status == 403 else 401

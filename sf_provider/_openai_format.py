@@ -288,9 +288,20 @@ def chat_request(body: Mapping[str, Any], *, ignore: frozenset[str] = frozenset(
     )
 
 
+#: The fields of `response_format.json_schema`: `strict` holds anyway (the CLI checks the answer
+#: against the schema), `name` and `description` reach the model in the schema (`_described`).
+_JSON_SCHEMA_FIELDS = ("name", "description", "schema", "strict")
+
+
 def _output_schema(response_format: Any) -> dict[str, Any] | None:
     """`response_format` -> the provider's `output_schema` (None: plain text)."""
     kind = response_format.get("type") if isinstance(response_format, Mapping) else None
+    if isinstance(response_format, Mapping):
+        extra = sorted(k for k in response_format if k not in ("type", "json_schema"))
+        if extra:
+            raise UnsupportedParameterError(
+                f"response_format.{extra[0]}", "not a response_format field this server knows"
+            )
     if kind == "text":
         return None
     if kind == "json_object":
@@ -299,15 +310,42 @@ def _output_schema(response_format: Any) -> dict[str, Any] | None:
     if kind == "json_schema":
         spec = response_format.get("json_schema")
         schema = spec.get("schema") if isinstance(spec, Mapping) else None
-        if not isinstance(schema, Mapping):
+        if not isinstance(spec, Mapping) or not isinstance(schema, Mapping):
             raise UnsupportedParameterError(
                 "response_format", "json_schema needs a 'schema' object: {'json_schema': "
                 "{'name': ..., 'schema': {...}}}",
             )  # fmt: skip
-        return dict(schema)
+        unknown = sorted(
+            k for k, v in spec.items() if k not in _JSON_SCHEMA_FIELDS and v is not None
+        )
+        if unknown:
+            raise UnsupportedParameterError(
+                f"response_format.json_schema.{unknown[0]}",
+                f"not a json_schema field this server knows; send {', '.join(_JSON_SCHEMA_FIELDS)}",
+            )
+        return _described(dict(schema), spec.get("name"), spec.get("description"))
     raise UnsupportedParameterError(
         "response_format", f"type {kind!r} is not one of text, json_object, json_schema"
     )
+
+
+def _described(schema: dict[str, Any], name: Any, description: Any) -> dict[str, Any]:
+    """The schema with the format's `name` and `description`, which OpenAI shows the model to
+    say what the answer is for: the CLI offers the model only the schema (as its
+    StructuredOutput tool's input), so they go into it as its `title` and `description`."""
+    for key, value in (("name", name), ("description", description)):
+        if value is not None and not isinstance(value, str):
+            raise UnsupportedParameterError(
+                f"response_format.json_schema.{key}", "must be a string"
+            )
+    if name and "title" not in schema:
+        schema["title"] = name
+    own = schema.get("description")
+    if description and not own:
+        schema["description"] = description
+    elif description and own != description:
+        schema["description"] = f"{description}\n\n{own}"
+    return schema
 
 
 # --------------------------------------------------------------------------- tools

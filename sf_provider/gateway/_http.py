@@ -151,7 +151,10 @@ def openai_error(info: ErrorInfo) -> JSONResponse:
 
 def anthropic_error(info: ErrorInfo) -> JSONResponse:
     """An error in the Anthropic API's shape."""
-    body = {"type": "error", "error": {"type": info.type, "message": info.message}}
+    error: dict[str, Any] = {"type": info.type, "message": info.message}
+    if info.details:
+        error["details"] = info.details  # the clients read `error_code` there
+    body = {"type": "error", "error": error}
     return JSONResponse(body, status_code=info.status, headers=_headers(info))
 
 

@@ -272,6 +272,42 @@ async def test_a_json_schema_response_format_answers_with_the_object(stream: boo
     assert api.requests[0].tools[0]["input_schema"]["required"] == ["city", "celsius"]
 
 
+async def test_the_name_and_description_of_a_json_schema_format_reach_the_model() -> None:
+    # OpenAI shows the model what the format is for; the CLI offers it only the schema.
+    response_format: Any = {
+        "type": "json_schema",
+        "json_schema": {
+            "name": "weather_report",
+            "description": "The weather where the user is going next.",
+            "schema": WEATHER_SCHEMA,
+        },
+    }
+    async with (
+        ScriptedMessagesAPI(structured_model) as api,
+        gateway(api.settings()) as (_, client),
+    ):
+        answer = await client.chat.completions.create(
+            model=MODEL, messages=QUESTION, response_format=response_format
+        )
+        with pytest.raises(openai.BadRequestError) as info:
+            await client.chat.completions.create(
+                model=MODEL,
+                messages=QUESTION,
+                response_format={
+                    "type": "json_schema",
+                    "json_schema": {"name": "w", "schema": WEATHER_SCHEMA, "examples": [{}]},
+                },
+            )
+    assert json.loads(answer.choices[0].message.content or "") == {"city": "Paris", "celsius": 18}
+    offered = api.requests[0].tools[0]["input_schema"]
+    assert offered["title"] == "weather_report"
+    assert offered["description"] == "The weather where the user is going next."
+    assert offered["required"] == ["city", "celsius"]
+    body: Any = info.value.body
+    assert body["param"] == "response_format.json_schema.examples"
+    assert len(api.requests) == 1
+
+
 async def test_signed_thinking_goes_out_and_comes_back_natively() -> None:
     script = [
         reply(thinking("A tool knows the weather."), tool_use("get_weather", {"city": "Paris"})),

@@ -1,0 +1,139 @@
+"""The gateway through the helpers of the official clients, as applications use them: the
+`anthropic` SDK's tool runner and message threads, the `openai` SDK's helpers. Each test runs the
+real CLI behind uvicorn on loopback and proves what the client gets from what the scripted
+Messages API saw.
+"""
+
+from __future__ import annotations
+
+import json
+import socket
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from typing import Any
+
+import anthropic
+import anyio
+import httpx
+import pytest
+import uvicorn
+from anthropic import beta_async_tool
+
+from sf_provider.gateway import GatewaySettings, create_app
+from sf_provider.testing import ScriptedMessagesAPI, reply, text, tool_use
+
+pytestmark = [pytest.mark.anyio, pytest.mark.cli]
+
+MODEL = "claude-haiku-4-5"
+
+
+@asynccontextmanager
+async def gateway(api: ScriptedMessagesAPI, **provider: Any) -> AsyncIterator[str]:
+    """The gateway on a free loopback port, its provider talking to `api`; yields its URL."""
+    app = create_app(GatewaySettings(provider=api.settings(**provider)))
+    sock = socket.socket()
+    sock.bind(("127.0.0.1", 0))
+    server = uvicorn.Server(uvicorn.Config(app, log_level="warning"))
+    try:
+        async with anyio.create_task_group() as group:
+            group.start_soon(server.serve, [sock])
+            while not server.started:  # noqa: ASYNC110 (uvicorn has no event to wait on)
+                await anyio.sleep(0.01)
+            try:
+                yield f"http://127.0.0.1:{sock.getsockname()[1]}"
+            finally:
+                server.should_exit = True  # the app's shutdown closes the provider
+    finally:
+        sock.close()
+
+
+def anthropic_client(url: str) -> anthropic.AsyncAnthropic:
+    """An official client without retries: each scripted answer serves the request it was for."""
+    return anthropic.AsyncAnthropic(base_url=url, api_key="gateway-test-key", max_retries=0)
+
+
+# -- anthropic: message threads
+
+
+@beta_async_tool
+async def get_weather(city: str) -> str:
+    """Current weather for a city.
+
+    Args:
+        city: The city.
+    """
+    return f"{city}: 18 C"
+
+
+async def test_the_anthropic_tool_runner_runs_its_tool_through_the_gateway() -> None:
+    # The runner asks for a server-held thread first; the gateway cannot hold one and answers
+    # the API's `thread_unsupported_request`, on which the runner sends the whole conversation.
+    script = [
+        reply(text("Checking."), tool_use("get_weather", {"city": "Paris"}, id="toolu_paris")),
+        reply(text("Paris is at 18 C.")),
+    ]
+    async with (
+        ScriptedMessagesAPI(script) as api,
+        gateway(api) as url,
+        anthropic_client(url) as client,
+    ):
+        runner = client.beta.messages.tool_runner(
+            model=MODEL,
+            max_tokens=300,
+            tools=[get_weather],
+            messages=[{"role": "user", "content": "Weather in Paris?"}],
+        )
+        final = await runner.until_done()
+    assert [(b.type, getattr(b, "text", None)) for b in final.content] == [
+        ("text", "Paris is at 18 C.")
+    ]
+    assert len(api.requests) == 2, "one model turn for the call, one for the answer"
+    assert api.requests[0].tool_names == ["mcp__sf__get_weather"]
+    [result] = api.requests[1].results()
+    assert result.tool_use_id == "toolu_paris"
+    assert result.text.startswith("Paris: 18 C")
+
+
+async def test_a_thread_is_refused_in_the_apis_own_terms_before_any_cli_starts() -> None:
+    async with ScriptedMessagesAPI([]) as api, gateway(api) as url:
+        async with anthropic_client(url) as client:
+            thread = client.beta.messages.thread(model=MODEL, max_tokens=100)
+            with pytest.raises(anthropic.BadRequestError) as info:
+                await thread.send({"role": "user", "content": "hi"})
+        async with httpx.AsyncClient() as http:
+            continued = await http.post(
+                f"{url}/v1/messages",
+                json={
+                    "model": MODEL,
+                    "max_tokens": 100,
+                    "messages": [{"role": "user", "content": "and?"}],
+                    "thread": {"type": "continue", "previous_message_id": "msg_gone"},
+                },
+            )
+    assert info.value.error_code == "thread_unsupported_request"
+    body: Any = info.value.body
+    assert body["error"]["type"] == "invalid_request_error"
+    assert "thread" in body["error"]["message"]
+    assert continued.status_code == 400
+    assert continued.json()["error"]["details"]["error_code"] == "thread_unsupported_request"
+    assert api.all_requests == []
+
+
+async def test_a_thread_that_is_not_an_object_of_a_known_type_is_a_plain_400() -> None:
+    body = {
+        "model": MODEL,
+        "max_tokens": 100,
+        "messages": [{"role": "user", "content": "hi"}],
+        "thread": {"type": "fork"},
+    }
+    async with (
+        ScriptedMessagesAPI([]) as api,
+        gateway(api) as url,
+        httpx.AsyncClient() as http,
+    ):
+        answer = await http.post(f"{url}/v1/messages", content=json.dumps(body))
+    assert answer.status_code == 400
+    error = answer.json()["error"]
+    assert "thread.type" in error["message"]
+    assert "details" not in error
+    assert api.all_requests == []
