@@ -211,7 +211,14 @@ def chat_request(body: Mapping[str, Any], *, ignore: frozenset[str] = frozenset(
             raise UnsupportedParameterError("model", "must be a model name (a string)")
         options["model"] = model
     if "tool_choice" in given:
-        options["tool_choice"] = tool_choice(given["tool_choice"], [t.name for t in tools])
+        subset = _allowed_tools(given["tool_choice"], [t.name for t in tools])
+        if subset is not None:
+            # Only the allowed tools are offered: the model cannot call one it is not shown.
+            names, mode = subset
+            tools = [t for t in tools if t.name in names]
+            options["tool_choice"] = mode
+        else:
+            options["tool_choice"] = tool_choice(given["tool_choice"], [t.name for t in tools])
     if given.get("parallel_tool_calls") is False:
         raise UnsupportedParameterError(
             "parallel_tool_calls",
@@ -398,6 +405,43 @@ def function_tools(tools: Any) -> list[FunctionTool]:
     return converted
 
 
+def _allowed_tools(choice: Any, names: Sequence[str]) -> tuple[set[str], ToolChoice] | None:
+    """OpenAI's `{"type": "allowed_tools", ...}`: the tools the model may call (`mode` `auto`:
+    may; `required`: must call one of them). None for any other `tool_choice`."""
+    if not (isinstance(choice, Mapping) and choice.get("type") == "allowed_tools"):
+        return None
+    spec = choice.get("allowed_tools")
+    if not isinstance(spec, Mapping) or set(spec) - {"mode", "tools"}:
+        raise UnsupportedParameterError(
+            "tool_choice.allowed_tools", "must be {'mode': 'auto' | 'required', 'tools': [...]}"
+        )
+    mode, listed = spec.get("mode"), spec.get("tools")
+    if mode not in ("auto", "required"):
+        raise UnsupportedParameterError(
+            "tool_choice.allowed_tools.mode", f"{json.dumps(mode)} is not 'auto' or 'required'"
+        )
+    if not isinstance(listed, list) or not listed:
+        raise UnsupportedParameterError(
+            "tool_choice.allowed_tools.tools", "must be a non-empty list of tools"
+        )
+    allowed: set[str] = set()
+    for i, tool in enumerate(listed):
+        match tool:
+            case {"type": "function", "function": {"name": str(name)}} if name in names:
+                allowed.add(name)
+            case {"type": "function", "function": {"name": str(name)}}:
+                raise UnsupportedParameterError(
+                    f"tool_choice.allowed_tools.tools[{i}]",
+                    f"names {name!r}, which is not among the request's tools",
+                )
+            case _:
+                raise UnsupportedParameterError(
+                    f"tool_choice.allowed_tools.tools[{i}]",
+                    "must be {'type': 'function', 'function': {'name': ...}}",
+                )
+    return allowed, mode
+
+
 def tool_choice(choice: Any, names: Sequence[str]) -> ToolChoice:
     """OpenAI's `tool_choice` -> the provider's."""
     match choice:
@@ -412,8 +456,9 @@ def tool_choice(choice: Any, names: Sequence[str]) -> ToolChoice:
         case _:
             raise UnsupportedParameterError(
                 "tool_choice",
-                f"{json.dumps(choice)} is not one of 'auto', 'none', 'required' or "
-                f"{{'type': 'function', 'function': {{'name': ...}}}}",
+                f"{json.dumps(choice)} is not one of 'auto', 'none', 'required', "
+                f"{{'type': 'function', 'function': {{'name': ...}}}} or "
+                f"{{'type': 'allowed_tools', 'allowed_tools': {{...}}}}",
             )
 
 

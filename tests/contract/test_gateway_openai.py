@@ -148,6 +148,39 @@ async def test_tools_go_to_the_model_and_calls_come_back_to_the_client() -> None
     assert len(api.requests) == 1, "single-turn: the call is the client's to run"
 
 
+TIME_TOOL = {
+    "type": "function",
+    "function": {"name": "get_time", "parameters": {"type": "object", "properties": {}}},
+}
+
+
+@pytest.mark.parametrize("mode", ["auto", "required"])
+async def test_allowed_tools_offers_the_model_only_those_tools(mode: str) -> None:
+    """`tool_choice: {"type": "allowed_tools"}` (OpenAI's way to narrow the tools without
+    changing the tools list) was a 400; now the model is offered just the allowed ones."""
+    async with (
+        ScriptedMessagesAPI([reply(tool_use("get_time", {}))]) as api,
+        gateway(api.settings()) as (_, client),
+    ):
+        answer = await client.chat.completions.create(
+            model=MODEL,
+            messages=QUESTION,
+            tools=[WEATHER_TOOL, TIME_TOOL],  # type: ignore[list-item]
+            tool_choice={
+                "type": "allowed_tools",
+                "allowed_tools": {
+                    "mode": mode,
+                    "tools": [{"type": "function", "function": {"name": "get_time"}}],
+                },
+            },  # type: ignore[arg-type]
+        )
+    calls = answer.choices[0].message.tool_calls or []
+    assert [c.function.name for c in calls] == ["get_time"]  # type: ignore[union-attr]
+    assert api.requests[0].tool_names == ["mcp__sf__get_time"]
+    required = "must answer by calling" in str(api.requests[0].body.get("system"))
+    assert required == (mode == "required")
+
+
 async def test_a_two_step_tool_loop_sends_the_result_back_under_the_call_id() -> None:
     async with (
         ScriptedMessagesAPI(weather_model) as api,
@@ -556,6 +589,35 @@ BAD_REQUESTS: list[tuple[str, dict[str, Any], str, str | None]] = [
         },
         "'nope'",
         "tool_choice",
+    ),
+    (
+        "allowed_tools naming no tool",
+        {
+            "messages": QUESTION,
+            "tools": [WEATHER_TOOL],
+            "tool_choice": {
+                "type": "allowed_tools",
+                "allowed_tools": {
+                    "mode": "auto",
+                    "tools": [{"type": "function", "function": {"name": "nope"}}],
+                },
+            },
+        },
+        "'nope'",
+        "tool_choice.allowed_tools.tools[0]",
+    ),
+    (
+        "allowed_tools with an unknown mode",
+        {
+            "messages": QUESTION,
+            "tools": [WEATHER_TOOL],
+            "tool_choice": {
+                "type": "allowed_tools",
+                "allowed_tools": {"mode": "none", "tools": [WEATHER_TOOL]},
+            },
+        },
+        "'auto' or 'required'",
+        "tool_choice.allowed_tools.mode",
     ),
     (
         "a system message mid-conversation",
