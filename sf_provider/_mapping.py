@@ -153,6 +153,8 @@ class PartMapper:
         self._attempt_done = True
         self._streamed: set[str] = set()
         self._message_id: str | None = None
+        #: The id the API gave its last message (`msg_...`): `gen_ai.response.id` on spans.
+        self._response_id: str | None = None
         self._open: dict[int, tuple[str, str]] = {}  # block index -> (kind, part id)
         self._signatures: dict[str, str] = {}
         self._redacted: dict[str, str] = {}  # open redacted thinking blocks -> their data
@@ -216,6 +218,8 @@ class PartMapper:
             message = event.get("message") or {}
             usage = message.get("usage") or {}
             self.context_input_tokens = sum(int(usage.get(k) or 0) for k in _INPUT_KINDS)
+            if message.get("id"):
+                self._response_id = str(message["id"])
             message_id = str(message.get("id") or self._next_id("msg"))
             self._message_id = message_id
             self._new_message()
@@ -510,6 +514,8 @@ class PartMapper:
             reason = _STOP_REASONS.get(stop_reason or "", "other")
         if self.output_limit_hits:
             details["output_limit_hits"] = self.output_limit_hits
+        if self._response_id:
+            details["response_id"] = self._response_id
         if self.api_calls > 1 and self.context_input_tokens:
             # The usage sums several model calls, which overstates the context size.
             details["context_input_tokens"] = self.context_input_tokens

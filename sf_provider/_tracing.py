@@ -13,6 +13,16 @@ SDK and its exporters (OTLP, Logfire, ...). Spans:
   exception's qualified name. Inside a caller's own inference span (pydantic-ai's
   instrumentation traces each model request as `chat`, with the usage), the query span is an
   INTERNAL `sf_provider.query` with only the `sf_provider.*` attributes, so usage is counted once.
+  The span ends after the tasks of its tool calls (and their spans) are done, also when the
+  query is stopped while a tool runs.
+- `refused`: the same span, failed and ended at once, for a request refused before its query
+  started (nothing was sent).
+- the GenAI client metrics, on the global meter provider, for each query span (so only while a
+  tracer provider is configured) that is not inside a caller's inference span (whose
+  instrumentation records its own):
+  `gen_ai.client.token.usage` (`gen_ai.token.type` input, with cache tokens, and output) and
+  `gen_ai.client.operation.duration` (with `error.type` when it failed; none for a query the
+  application stopped before it finished).
 - one per tool invocation (`tool_span`, from `invoke_tool`, so whichever transport ran it):
   kind INTERNAL, named `execute_tool <tool>`, with `gen_ai.tool.name`, `gen_ai.tool.call.id`,
   `sf_provider.transport`; status ERROR and `error.type` when the call failed: `gate_denied`,
@@ -21,8 +31,8 @@ SDK and its exporters (OTLP, Logfire, ...). Spans:
   query's context, under the `mcp` SDK's `tools/call` span, under the query's span.
 - `continue_trace`: the gateway's requests continue an incoming `traceparent`.
 
-Message contents (prompt, system instructions, replies, tool arguments and results) are recorded
-only when the application opts in with the conventions' switch,
+Message contents (prompt, system instructions, replies, a structured answer's JSON, tool arguments
+and results) are recorded only when the application opts in with the conventions' switch,
 `OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT=true` (or `SPAN_ONLY` / `SPAN_AND_EVENT`).
 
 Cost: `import sf_provider` imports nothing of OpenTelemetry from here; the API is imported when
@@ -36,6 +46,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import time
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager
 from typing import TYPE_CHECKING, Any
@@ -43,9 +54,11 @@ from typing import TYPE_CHECKING, Any
 from ._text import clip
 
 if TYPE_CHECKING:
+    import asyncio
     from contextvars import Token
 
     from opentelemetry.context import Context
+    from opentelemetry.metrics import Histogram
     from opentelemetry.trace import Span, Tracer
 
     from ._mapping import ResultCollector
@@ -63,6 +76,7 @@ __all__ = [
     "capture_content",
     "continue_trace",
     "flush",
+    "refused",
     "start_query",
     "tool_span",
 ]
@@ -80,6 +94,7 @@ REQUEST_MODEL = "gen_ai.request.model"
 REQUEST_MAX_TOKENS = "gen_ai.request.max_tokens"
 OUTPUT_TYPE = "gen_ai.output.type"
 RESPONSE_MODEL = "gen_ai.response.model"
+RESPONSE_ID = "gen_ai.response.id"
 FINISH_REASONS = "gen_ai.response.finish_reasons"
 INPUT_TOKENS = "gen_ai.usage.input_tokens"
 OUTPUT_TOKENS = "gen_ai.usage.output_tokens"
@@ -94,7 +109,14 @@ TOOL_DESCRIPTION = "gen_ai.tool.description"
 TOOL_CALL_ID = "gen_ai.tool.call.id"
 TOOL_CALL_ARGUMENTS = "gen_ai.tool.call.arguments"
 TOOL_CALL_RESULT = "gen_ai.tool.call.result"
+TOKEN_TYPE = "gen_ai.token.type"
 ERROR_TYPE = "error.type"
+TOKEN_USAGE_METRIC = "gen_ai.client.token.usage"
+DURATION_METRIC = "gen_ai.client.operation.duration"
+
+#: The buckets the conventions advise for the two metrics.
+_TOKEN_BUCKETS = [4.0**i for i in range(14)]  # 1, 4, 16, ... 67108864
+_DURATION_BUCKETS = [0.01 * 2.0**i for i in range(14)]  # 0.01, 0.02, ... 81.92 s
 
 #: The context manager of "nothing to attach" (reusable).
 _NOTHING: AbstractContextManager[None] = contextlib.nullcontext()
@@ -119,6 +141,39 @@ class _API:
         self.unconfigured = (trace.ProxyTracerProvider, trace.NoOpTracerProvider)
         self.provider: object = None
         self.tracer: Tracer | None = None
+        #: The context key under which a query's context holds its `_QuerySpan`.
+        self.query_key = context.create_key("sf_provider.query")
+        self._metrics: _Metrics | None = None
+
+    def metrics(self) -> _Metrics:
+        """The GenAI client metrics, made on first use."""
+        if self._metrics is None:
+            self._metrics = _Metrics()
+        return self._metrics
+
+
+class _Metrics:
+    """The GenAI client metrics, on the global meter provider (a no-op until the application
+    configures one; instruments made before that record into it once it does)."""
+
+    def __init__(self) -> None:
+        from opentelemetry import metrics
+
+        from . import __version__
+
+        meter = metrics.get_meter("sf_provider", __version__)
+        self.tokens: Histogram = meter.create_histogram(
+            TOKEN_USAGE_METRIC,
+            unit="{token}",
+            description="Number of input and output tokens used.",
+            explicit_bucket_boundaries_advisory=_TOKEN_BUCKETS,
+        )
+        self.duration: Histogram = meter.create_histogram(
+            DURATION_METRIC,
+            unit="s",
+            description="GenAI operation duration.",
+            explicit_bucket_boundaries_advisory=_DURATION_BUCKETS,
+        )
 
 
 #: Whether the API was looked for, and what was found (None: not installed). The benchmark
@@ -241,6 +296,7 @@ def start_query(plan: _Plan) -> QueryTrace:
     span = tracer.start_span(
         f"chat {model}" if model else "chat", kind=api.trace.SpanKind.CLIENT, attributes=attributes
     )
+    measure = {k: attributes[k] for k in _METRIC_KEYS if k in attributes}
     capture = span.is_recording() and capture_content()
     if capture:
         conversation = plan.conversation
@@ -250,7 +306,41 @@ def start_query(plan: _Plan) -> QueryTrace:
             )
         turns = [*conversation.history, {"role": "user", "content": conversation.prompt}]
         span.set_attribute(INPUT_MESSAGES, _json(input_messages(turns)))
-    return _QuerySpan(api, span, capture)
+    return _QuerySpan(api, span, capture, measure=measure)
+
+
+#: The query span's attributes its metrics carry too.
+_METRIC_KEYS = (OPERATION, PROVIDER, REQUEST_MODEL)
+
+
+def refused(exc: BaseException, model: object = None) -> None:
+    """Trace a request refused before its query started (bad input, a tool without an executor
+    in executor mode, a missing CLI, ...): without it a failed request left no span at all.
+    The span is the query's would have been (`chat <model>`, or `sf_provider.query` inside a
+    caller's inference span), failed with the error, and ends at once: nothing was sent.
+    `model` is the model asked for (anything but a string is left out)."""
+    found = _tracer()
+    if found is None:
+        return
+    api, tracer = found
+    name = model if isinstance(model, str) and model else None
+    if _inside_inference(api.trace.get_current_span()):
+        attributes: dict[str, Any] = {"sf_provider.request.model": name} if name else {}
+        span = tracer.start_span(
+            _NESTED_NAME, kind=api.trace.SpanKind.INTERNAL, attributes=attributes
+        )
+        measure = None
+    else:
+        attributes = {OPERATION: "chat", PROVIDER: "anthropic"}
+        if name:
+            attributes[REQUEST_MODEL] = name
+        span = tracer.start_span(
+            f"chat {name}" if name else "chat",
+            kind=api.trace.SpanKind.CLIENT,
+            attributes=attributes,
+        )
+        measure = dict(attributes)
+    _QuerySpan(api, span, capture=False, measure=measure).end(exc)
 
 
 #: The query span's name inside a caller's inference span (see `_inside_inference`).
@@ -268,16 +358,46 @@ def _inside_inference(span: object) -> bool:
 
 
 class _QuerySpan(QueryTrace):
-    __slots__ = ("_api", "_capture", "_context", "_ended", "_finished", "_nested", "_span")
+    __slots__ = ("_api", "_capture", "_context", "_ended", "_finished", "_held", "_measure",
+                 "_nested", "_span", "_started", "_task")  # fmt: skip
 
-    def __init__(self, api: _API, span: Span, capture: bool, nested: bool = False) -> None:
+    def __init__(
+        self,
+        api: _API,
+        span: Span,
+        capture: bool,
+        nested: bool = False,
+        measure: dict[str, Any] | None = None,
+    ) -> None:
         self._api = api
         self._span = span
-        self._context: Context = api.trace.set_span_in_context(span)
+        self._started = time.monotonic()
+        #: The attributes of the query's metrics; None: no metrics (inside a caller's inference
+        #: span, whose instrumentation records its own: they would count every token twice).
+        self._measure = measure
+        context = api.trace.set_span_in_context(span)
+        self._context: Context = api.context.set_value(api.query_key, self, context)
         self._capture = capture
         self._nested = nested
         self._finished = False
         self._ended = False
+        #: Tool calls of this query still running (with the mcp SDK's span around each).
+        self._held = 0
+        self._task = _current_task()
+
+    def hold_until_done(self) -> None:
+        """A tool call of this query starts: the span ends only after the task running it is
+        done (its spans have ended then), even when the query is stopped meanwhile."""
+        task = _current_task()
+        if task is None or task is self._task:  # nothing to wait for / it would wait for itself
+            return
+        self._held += 1
+        task.add_done_callback(self._release)
+
+    def _release(self, _task: asyncio.Task[Any]) -> None:
+        self._held -= 1
+        if self._held == 0 and self._ended:
+            self._span.end()
 
     @contextlib.contextmanager
     def current(self) -> Iterator[None]:
@@ -293,6 +413,8 @@ class _QuerySpan(QueryTrace):
     def finish(self, finish: FinishPart, collector: ResultCollector) -> None:
         self._finished = True
         span = self._span
+        if self._measure is not None:  # sampled or not
+            self._count_tokens(finish)
         if not span.is_recording():
             return
         attributes = finish_attributes(finish)
@@ -301,7 +423,9 @@ class _QuerySpan(QueryTrace):
         span.set_attributes(attributes)
         if self._capture:
             result = collector.result()
-            messages = output_messages(result.response_messages, finish.finish_reason)
+            messages = output_messages(
+                result.response_messages, finish.finish_reason, finish.structured_output
+            )
             span.set_attribute(OUTPUT_MESSAGES, _json(messages))
 
     def end(self, exc: BaseException | None = None) -> None:
@@ -309,9 +433,7 @@ class _QuerySpan(QueryTrace):
             return
         self._ended = True
         span = self._span
-        import anyio
-
-        if isinstance(exc, GeneratorExit | anyio.get_cancelled_exc_class()):
+        if _stopped(exc):
             # The application left the stream, or cancelled the call (its own timeout, a client
             # that went away): an error only when it says so (its own span).
             if not self._finished:
@@ -322,7 +444,51 @@ class _QuerySpan(QueryTrace):
             status = self._api.trace.StatusCode.ERROR
             message = clip(str(exc) or type(exc).__name__, 1000)
             span.set_status(self._api.trace.Status(status, message))
-        span.end()
+        if self._measure is not None and (self._finished or not _stopped(exc)):
+            measure = dict(self._measure)
+            if exc is not None and not _stopped(exc):
+                measure[ERROR_TYPE] = error_type(exc)
+            duration = time.monotonic() - self._started
+            self._api.metrics().duration.record(duration, measure)
+        if not self._held:  # else when the last of its tool calls is done (`hold_until_done`)
+            span.end()
+
+    def _count_tokens(self, finish: FinishPart) -> None:
+        assert self._measure is not None
+        model = response_model(finish.provider_details.get("model_usage"))
+        if model:
+            self._measure[RESPONSE_MODEL] = model
+        usage = finish_attributes(finish)
+        if not usage[INPUT_TOKENS] and not usage[OUTPUT_TOKENS]:
+            return  # no answer counted (an API error): nothing was used
+        tokens = self._api.metrics().tokens
+        for kind, key in (("input", INPUT_TOKENS), ("output", OUTPUT_TOKENS)):
+            tokens.record(usage[key], {**self._measure, TOKEN_TYPE: kind})
+
+
+def _stopped(exc: BaseException | None) -> bool:
+    """Whether `exc` is the application stopping the query: leaving its stream, cancelling.
+    (Cancellation is never an `Exception`; outside an event loop, nothing is cancelled.)"""
+    if exc is None or isinstance(exc, Exception):
+        return False
+    if isinstance(exc, GeneratorExit):
+        return True
+    import anyio
+
+    try:
+        return isinstance(exc, anyio.get_cancelled_exc_class())
+    except RuntimeError:  # no event loop (anyio's NoEventLoopError is one)
+        return False
+
+
+def _current_task() -> asyncio.Task[Any] | None:
+    """The asyncio task running (None: none, or another event loop)."""
+    import asyncio
+
+    try:
+        return asyncio.current_task()
+    except RuntimeError:
+        return None
 
 
 def finish_attributes(finish: FinishPart) -> dict[str, Any]:
@@ -350,6 +516,8 @@ def finish_attributes(finish: FinishPart) -> dict[str, Any]:
     model = response_model(details.get("model_usage"))
     if model:
         attributes[RESPONSE_MODEL] = model
+    if isinstance(details.get("response_id"), str):  # the last API message's id (`msg_...`)
+        attributes[RESPONSE_ID] = details["response_id"]
     return attributes
 
 
@@ -403,7 +571,12 @@ def _part(block: Mapping[str, Any]) -> dict[str, Any]:
                 "arguments": block.get("input")}  # fmt: skip
     if kind == "image":
         source = block.get("source") or {}
-        return {"type": "image", "mime_type": source.get("media_type")}  # data left out
+        if source.get("type") == "url":  # the conventions' UriPart
+            return {"type": "uri", "modality": "image", "uri": source.get("url")}
+        part = {"type": "image", "modality": "image"}  # the data left out: it can be megabytes
+        if source.get("media_type"):
+            part["mime_type"] = source["media_type"]
+        return part
     return {"type": str(kind)}
 
 
@@ -414,13 +587,17 @@ def _result_text(content: Any) -> Any:
     return content
 
 
-def output_messages(response: Sequence[Mapping[str, Any]], reason: str) -> list[dict[str, Any]]:
+def output_messages(
+    response: Sequence[Mapping[str, Any]], reason: str, structured: Any = None
+) -> list[dict[str, Any]]:
     """The model's turns of a reply (`GenerateResult.response_messages`) as the conventions'
-    output messages: a turn that ended in calls the provider ran finished with `tool_call`."""
+    output messages: a turn that ended in calls the provider ran finished with `tool_call`.
+    `structured`: the object of an `output_schema` query (not None), which the model gave
+    through the CLI's hidden tool: its JSON ends the last turn, as a text part."""
     turns = [m for m in response if m.get("role") == "assistant"]
-    messages = []
+    messages: list[dict[str, Any]] = []
     for index, turn in enumerate(turns):
-        parts = []
+        parts: list[dict[str, Any]] = []
         for block in turn.get("content") or []:
             kind = block.get("type")
             if kind == "text":
@@ -435,6 +612,13 @@ def output_messages(response: Sequence[Mapping[str, Any]], reason: str) -> list[
         last = index == len(turns) - 1
         finish = _FINISH_REASON.get(reason, reason) if last else "tool_call"
         messages.append({"role": "assistant", "parts": parts, "finish_reason": finish})
+    if structured is not None:
+        answer = {"type": "text", "content": _json(structured)}
+        if messages:
+            messages[-1]["parts"].append(answer)
+        else:
+            reason = _FINISH_REASON.get(reason, reason)
+            messages.append({"role": "assistant", "parts": [answer], "finish_reason": reason})
     return messages
 
 
@@ -518,6 +702,9 @@ class _ToolSpan(ToolTrace):
         self._capture = span.is_recording() and capture_content()
         if self._capture:
             span.set_attribute(TOOL_CALL_ARGUMENTS, _json(dict(self._arguments or {})))
+        query = self._api.context.get_value(self._api.query_key)
+        if isinstance(query, _QuerySpan):  # a call of a traced query (through its bridge)
+            query.hold_until_done()
         self._token = self._api.context.attach(self._api.trace.set_span_in_context(span))
         return self
 
@@ -525,9 +712,7 @@ class _ToolSpan(ToolTrace):
         if self._token is not None:
             self._api.context.detach(self._token)
         exc = exc_info[1]
-        import anyio
-
-        if isinstance(exc, GeneratorExit | anyio.get_cancelled_exc_class()):
+        if isinstance(exc, BaseException) and _stopped(exc):
             # The query was stopped by the application (as on the query's span): not an error.
             self._span.set_attribute("sf_provider.closed_early", True)
         elif isinstance(exc, BaseException):

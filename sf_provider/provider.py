@@ -28,7 +28,7 @@ from ._history import write_transcript
 from ._mapping import PartMapper, ResultCollector
 from ._messages import TOOLS_NEEDED, Conversation, MessagesInput, convert_messages
 from ._process import PROVIDER_CLOSED, CLISession, WarmPool, stop_all
-from ._tracing import start_query
+from ._tracing import refused, start_query
 from .capabilities import CapabilityReport, check_capabilities, credentials_path
 from .errors import (
     InvalidMessagesError,
@@ -314,7 +314,11 @@ class ClaudeAgentProvider:
         `async with provider.stream(...) as parts:` so that leaving the block (a `break`, an
         exception) stops the query's CLI at once; see `QueryStream`.
         """
-        plan = self._prepare(messages, tools, call_options)
+        try:
+            plan = self._prepare(messages, tools, call_options)
+        except Exception as exc:  # refused before any process starts: a failed span still
+            refused(exc, call_options.get("model", self.settings.model))
+            raise
         return QueryStream(self._run(plan))
 
     # -- preparation (no process yet)

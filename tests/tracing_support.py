@@ -2,7 +2,8 @@
 
 The global tracer provider can be set once per process, so it is set once (or, when something
 else set an SDK provider first, joined) and the recorder exports spans only while a test uses
-the `spans` fixture of tests/contract/test_tracing.py or tests/unit/test_spans.py.
+the `spans` fixture of tests/contract/test_tracing.py or tests/unit/test_spans.py. The global
+meter provider likewise: `measuring()` gives what was recorded inside its block.
 """
 
 from __future__ import annotations
@@ -10,8 +11,15 @@ from __future__ import annotations
 import functools
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
+from typing import Any
 
-from opentelemetry import trace
+from opentelemetry import metrics, trace
+from opentelemetry.sdk.metrics import Histogram, MeterProvider
+from opentelemetry.sdk.metrics.export import (
+    AggregationTemporality,
+    HistogramDataPoint,
+    InMemoryMetricReader,
+)
 from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
@@ -74,3 +82,42 @@ def ancestors(span: ReadableSpan, spans: Sequence[ReadableSpan]) -> list[str]:
         names.append(current.name)
         current = parent_of(current, spans)
     return names
+
+
+@functools.cache
+def _metric_reader() -> InMemoryMetricReader:
+    # Delta: each collection holds only what was recorded since the one before.
+    reader = InMemoryMetricReader(preferred_temporality={Histogram: AggregationTemporality.DELTA})
+    metrics.set_meter_provider(MeterProvider(metric_readers=[reader]))
+    return reader
+
+
+class Measured:
+    """The histogram points of the metrics recorded inside a `measuring()` block."""
+
+    def __init__(self) -> None:
+        self.points: dict[str, list[tuple[dict[str, Any], float, int]]] = {}
+
+    def of(self, name: str) -> list[tuple[dict[str, Any], float, int]]:
+        """(attributes, sum, count) of each point of metric `name`."""
+        return self.points.get(name, [])
+
+
+@contextmanager
+def measuring() -> Iterator[Measured]:
+    """The metrics recorded inside the block (by this package's meter), once it is left."""
+    reader = _metric_reader()
+    reader.get_metrics_data()  # drop what came before
+    measured = Measured()
+    yield measured
+    data = reader.get_metrics_data()
+    for resource in data.resource_metrics if data else ():
+        for scope in resource.scope_metrics:
+            if scope.scope.name != "sf_provider":
+                continue
+            for metric in scope.metrics:
+                measured.points.setdefault(metric.name, []).extend(
+                    (dict(p.attributes or {}), p.sum, p.count)
+                    for p in metric.data.data_points
+                    if isinstance(p, HistogramDataPoint) and p.count
+                )

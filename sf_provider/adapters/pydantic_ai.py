@@ -857,6 +857,9 @@ class ClaudeStreamedResponse(StreamedResponse):
             # (`per_request_input_tokens_limit`, `RunContext.context_window_used`) read this.
             mark_context_input_tokens(self, context)
         self.finish_reason = _FINISH_REASONS[part.finish_reason]
+        response_id = part.provider_details.get("response_id")
+        if isinstance(response_id, str):  # the last API message's id (`msg_...`)
+            self.provider_response_id = response_id
         self._details().update(
             {
                 **part.provider_details,

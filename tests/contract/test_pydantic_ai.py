@@ -130,6 +130,9 @@ async def test_structured_output_comes_back_through_the_output_tool() -> None:
     assert result.output == CityWeather(city="Paris", celsius=20)
     assert len(api.requests) == 1
     assert api.requests[0].tool_names == ["mcp__sf__final_result"]
+    response = result.all_messages()[-2]
+    assert isinstance(response, ModelResponse)
+    assert (response.provider_response_id or "").startswith("msg_"), "the API message's id"
     system = str(api.requests[0].body.get("system"))
     assert "must answer by calling" in system, "no text output allowed: tool_choice='required'"
 

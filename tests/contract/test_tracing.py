@@ -24,7 +24,7 @@ from conftest import gateway_url
 from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.trace import SpanKind, StatusCode
-from tracing_support import ancestors, by_name, parent_of, recording, roots
+from tracing_support import ancestors, by_name, measuring, parent_of, recording, roots
 
 from sf_provider import (
     APIError,
@@ -32,6 +32,7 @@ from sf_provider import (
     FunctionTool,
     GateDecision,
     GateRequest,
+    MissingExecutorError,
     ToolRegistry,
 )
 from sf_provider._tracing import CAPTURE_CONTENT_ENV
@@ -105,6 +106,7 @@ async def test_an_executor_query_is_one_span_with_its_tool_call_inside(
         "gen_ai.provider.name": "anthropic",
         "gen_ai.request.model": MODEL,
         "gen_ai.response.model": MODEL,  # what the scripted API answered with
+        "gen_ai.response.id": "msg_scripted_0003",  # the last API message (see below)
         "gen_ai.response.finish_reasons": ("stop",),
         # Input counts cache reads and writes, as the conventions ask: 2 calls x (25 + 100 + 7).
         "gen_ai.usage.input_tokens": 264,
@@ -134,6 +136,53 @@ async def test_an_executor_query_is_one_span_with_its_tool_call_inside(
     assert ancestors(tool, finished) == ["tools/call add", query.name]
     assert (query.start_time or 0) <= (tool.start_time or 0) <= (tool.end_time or 0)
     assert (tool.end_time or 0) <= (query.end_time or 0)
+
+
+async def test_the_query_span_has_the_last_api_messages_id_as_response_id(
+    spans: InMemorySpanExporter,
+) -> None:
+    async with ScriptedMessagesAPI(_round_trip()) as api:
+        provider = ClaudeAgentProvider(api.settings(model=MODEL, warm_processes=0))
+        await provider.generate("2+3?", tools=[_adder()])
+    attributes = dict(_query_span(spans.get_finished_spans()).attributes or {})
+    # The scripted API numbers tool calls and messages alike: toolu_..._0001 in the first
+    # answer (msg_..._0002), then the last answer, msg_..._0003.
+    assert attributes["gen_ai.response.id"] == "msg_scripted_0003"
+
+
+async def test_a_query_records_the_genai_client_metrics(spans: InMemorySpanExporter) -> None:
+    """`gen_ai.client.token.usage` (input with the cache, as on the span) and
+    `gen_ai.client.operation.duration`, as dashboards built on the conventions read them."""
+    script = _round_trip(cache_read_input_tokens=100, cache_creation_input_tokens=7)
+    with measuring() as measured:
+        async with ScriptedMessagesAPI(script) as api:
+            provider = ClaudeAgentProvider(api.settings(model=MODEL, warm_processes=0))
+            result = await provider.generate("2+3?", tools=[_adder()])
+    common = {
+        "gen_ai.operation.name": "chat",
+        "gen_ai.provider.name": "anthropic",
+        "gen_ai.request.model": MODEL,
+        "gen_ai.response.model": MODEL,
+    }
+    assert sorted(measured.of("gen_ai.client.token.usage"), key=repr) == [
+        ({**common, "gen_ai.token.type": "input"}, 264, 1),
+        ({**common, "gen_ai.token.type": "output"}, result.usage.output_tokens, 1),
+    ]
+    ((attributes, seconds, count),) = measured.of("gen_ai.client.operation.duration")
+    assert (attributes, count) == (common, 1) and seconds > 0
+
+
+async def test_a_failed_query_records_its_duration_with_the_error_type(
+    spans: InMemorySpanExporter,
+) -> None:
+    with measuring() as measured:
+        async with ScriptedMessagesAPI([http_error(500)]) as api:
+            provider = ClaudeAgentProvider(api.settings(model=MODEL, warm_processes=0))
+            with pytest.raises(APIError):
+                await provider.generate("2+3?")
+    assert measured.of("gen_ai.client.token.usage") == []  # nothing was used
+    ((attributes, _seconds, count),) = measured.of("gen_ai.client.operation.duration")
+    assert count == 1 and attributes["error.type"] == "APIError"
 
 
 async def test_a_warm_process_nests_its_spans_under_the_query_it_serves(
@@ -178,6 +227,31 @@ async def test_a_failed_query_has_error_status_and_the_provider_error_type(
     assert dict(event.attributes or {})["exception.type"].endswith("APIError")
 
 
+async def test_a_request_refused_before_its_query_starts_is_a_failed_span(
+    spans: InMemorySpanExporter,
+) -> None:
+    """A request refused before any process starts (here a tool without an executor in
+    executor mode) left no span: a trace showed nothing of a failed request."""
+    remote = FunctionTool("add", "Add two integers.", ADD_SCHEMA)  # no executor
+    async with ScriptedMessagesAPI([reply(text("unused"))]) as api:
+        provider = ClaudeAgentProvider(api.settings(model=MODEL, warm_processes=0))
+        with pytest.raises(MissingExecutorError) as raised:
+            await provider.generate("2+3?", tools=[remote], mode="executor")
+    assert api.requests == []
+    (query,) = spans.get_finished_spans()
+    assert (query.name, query.kind) == (f"chat {MODEL}", SpanKind.CLIENT)
+    assert query.status.status_code is StatusCode.ERROR
+    assert query.status.description == str(raised.value)
+    assert dict(query.attributes or {}) == {
+        "gen_ai.operation.name": "chat",
+        "gen_ai.provider.name": "anthropic",
+        "gen_ai.request.model": MODEL,
+        "error.type": "MissingExecutorError",
+    }
+    (event,) = query.events
+    assert dict(event.attributes or {})["exception.type"].endswith("MissingExecutorError")
+
+
 @pytest.mark.parametrize("how", ["cancelled", "left"])
 async def test_a_query_the_application_stops_is_closed_early_not_an_error(
     spans: InMemorySpanExporter, how: str
@@ -199,6 +273,52 @@ async def test_a_query_the_application_stops_is_closed_early_not_an_error(
     attributes = dict(query.attributes or {})
     assert attributes["sf_provider.closed_early"] is True
     assert "error.type" not in attributes
+
+
+def _ended_within(query: ReadableSpan, finished: tuple[ReadableSpan, ...]) -> list[str]:
+    """The spans of the query's trace that ended after it."""
+    trace = [s for s in finished if s.context.trace_id == query.context.trace_id]
+    return [s.name for s in trace if (s.end_time or 0) > (query.end_time or 0)]
+
+
+@pytest.mark.parametrize("how", ["cancelled", "left"])
+async def test_a_query_stopped_while_a_tool_runs_ends_after_its_tool_spans(
+    spans: InMemorySpanExporter, how: str
+) -> None:
+    """Stopping a query stops its tool call, whose spans (the tool's, the mcp SDK's) ended
+    after the query's: a backend drew the call outside its query, or dropped it."""
+    started = anyio.Event()
+
+    async def slow(_arguments: dict[str, Any]) -> str:
+        started.set()
+        await anyio.sleep(30)
+        return "late"
+
+    tool = FunctionTool("slow", "Slow.", {"type": "object", "properties": {}}, executor=slow)
+    script = [reply(tool_use("slow", {})), reply(text("Done."))]
+    async with ScriptedMessagesAPI(script) as api:
+        provider = ClaudeAgentProvider(api.settings(model=MODEL, warm_processes=0))
+        if how == "cancelled":
+
+            async def ask() -> None:
+                await provider.generate("Go.", tools=[tool])
+
+            async with anyio.create_task_group() as group:
+                group.start_soon(ask)
+                await started.wait()
+                group.cancel_scope.cancel()
+        else:
+            async with provider.stream("Go.", tools=[tool]) as parts:
+                async for part in parts:
+                    if part.type == "tool-call":
+                        await started.wait()
+                        break
+    finished = spans.get_finished_spans()
+    query = _query_span(finished)
+    (call,) = by_name(finished, "execute_tool slow")
+    assert ancestors(call, finished) == ["tools/call slow", query.name]
+    assert dict(call.attributes or {})["sf_provider.closed_early"] is True
+    assert _ended_within(query, finished) == []
 
 
 async def test_a_call_the_gate_denied_is_an_execute_tool_span_with_error_status(
@@ -282,11 +402,14 @@ async def test_under_an_instrumented_pydantic_ai_agent_usage_is_counted_once(
     from sf_provider.adapters.pydantic_ai import ClaudeAgentModel
 
     script = [reply(text("Hello."), input_tokens=11, output_tokens=7)]
-    async with ScriptedMessagesAPI(script) as api:
-        provider = ClaudeAgentProvider(api.settings(model=MODEL, warm_processes=0))
-        agent = Agent(ClaudeAgentModel(provider), capabilities=[Instrumentation()])
-        result = await agent.run("Hi")
+    with measuring() as measured:
+        async with ScriptedMessagesAPI(script) as api:
+            provider = ClaudeAgentProvider(api.settings(model=MODEL, warm_processes=0))
+            agent = Agent(ClaudeAgentModel(provider), capabilities=[Instrumentation()])
+            result = await agent.run("Hi")
     assert result.output == "Hello."
+    # pydantic-ai records the request's metrics itself: none of ours, or they count twice.
+    assert measured.points == {}
     finished = spans.get_finished_spans()
     counted = [s for s in finished if (s.attributes or {}).get("gen_ai.usage.input_tokens")]
     assert [(s.name, s.attributes["gen_ai.usage.output_tokens"]) for s in counted] == [
@@ -358,6 +481,28 @@ async def test_message_contents_are_recorded_only_when_the_app_opts_in(
     attributes = dict(call.attributes or {})
     assert json.loads(attributes["gen_ai.tool.call.arguments"]) == {"a": 2, "b": 3}
     assert attributes["gen_ai.tool.call.result"] == "5"
+
+
+async def test_a_structured_answer_is_in_the_output_messages_with_contents(
+    spans: InMemorySpanExporter, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The object of an `output_schema` query is the model's answer (through the CLI's hidden
+    StructuredOutput tool): the output messages were empty."""
+    monkeypatch.setenv(CAPTURE_CONTENT_ENV, "true")
+    schema = {"type": "object", "properties": {"n": {"type": "integer"}}, "required": ["n"]}
+    async with ScriptedMessagesAPI([reply(tool_use("StructuredOutput", {"n": 5}))]) as api:
+        provider = ClaudeAgentProvider(api.settings(model=MODEL, warm_processes=0))
+        result = await provider.generate("How many?", output_schema=schema)
+    assert result.structured_output == {"n": 5}
+    attributes = dict(_query_span(spans.get_finished_spans()).attributes or {})
+    assert attributes["gen_ai.output.type"] == "json"
+    assert json.loads(attributes["gen_ai.output.messages"]) == [
+        {
+            "role": "assistant",
+            "parts": [{"type": "text", "content": '{"n": 5}'}],
+            "finish_reason": "stop",
+        }
+    ]
 
 
 @asynccontextmanager

@@ -14,7 +14,7 @@ import mcp
 import pytest
 from opentelemetry import trace
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
-from opentelemetry.trace import StatusCode
+from opentelemetry.trace import SpanKind, StatusCode
 from tracing_support import ancestors, by_name, recording
 
 from sf_provider import FunctionTool, GateDecision, ToolOutput, ToolRegistry
@@ -26,9 +26,10 @@ from sf_provider._tracing import (
     finish_attributes,
     input_messages,
     output_messages,
+    refused,
     response_model,
 )
-from sf_provider.errors import QueryTimeoutError
+from sf_provider.errors import QueryTimeoutError, UnsupportedRequestError
 from sf_provider.types import FinishPart, Usage
 
 pytestmark = pytest.mark.anyio
@@ -305,6 +306,12 @@ def test_finish_attributes_count_cache_tokens_as_input() -> None:
     assert response_model(None) is None and response_model({}) is None
 
 
+def test_finish_attributes_carry_the_response_id_when_the_finish_has_one() -> None:
+    finish = FinishPart(finish_reason="stop", provider_details={"response_id": "msg_01abc"})
+    assert finish_attributes(finish)["gen_ai.response.id"] == "msg_01abc"
+    assert "gen_ai.response.id" not in finish_attributes(FinishPart(finish_reason="stop"))
+
+
 def test_history_becomes_the_conventions_input_messages() -> None:
     turns = [
         {"role": "user", "content": [{"type": "text", "text": "Weather?"}]},
@@ -316,6 +323,7 @@ def test_history_becomes_the_conventions_input_messages() -> None:
             {"type": "tool_result", "tool_use_id": "t1",
              "content": [{"type": "text", "text": "21"}]},
             {"type": "image", "source": {"type": "base64", "media_type": "image/png", "data": "x"}},
+            {"type": "image", "source": {"type": "url", "url": "https://example.com/a.png"}},
         ]},
     ]  # fmt: skip
     assert input_messages(turns) == [
@@ -325,7 +333,10 @@ def test_history_becomes_the_conventions_input_messages() -> None:
             {"type": "tool_call", "id": "t1", "name": "weather", "arguments": {"city": "Paris"}},
         ]},
         {"role": "tool", "parts": [{"type": "tool_call_response", "id": "t1", "response": "21"}]},
-        {"role": "user", "parts": [{"type": "image", "mime_type": "image/png"}]},
+        {"role": "user", "parts": [
+            {"type": "image", "modality": "image", "mime_type": "image/png"},
+            {"type": "uri", "modality": "image", "uri": "https://example.com/a.png"},
+        ]},
     ]  # fmt: skip
 
 
@@ -343,3 +354,27 @@ def test_a_reply_becomes_the_conventions_output_messages() -> None:
         {"role": "assistant", "finish_reason": "length",
          "parts": [{"type": "text", "content": "2."}]},
     ]  # fmt: skip
+
+
+def test_a_refused_request_is_a_failed_chat_span(spans: InMemorySpanExporter) -> None:
+    refused(UnsupportedRequestError("no such option"), model=["not", "a", "name"])
+    span = _only(spans, "chat")
+    assert span.kind is SpanKind.CLIENT and span.status.status_code is StatusCode.ERROR
+    assert dict(span.attributes) == {
+        "gen_ai.operation.name": "chat",
+        "gen_ai.provider.name": "anthropic",
+        "error.type": "UnsupportedRequestError",
+    }
+
+
+def test_a_refused_request_inside_a_callers_inference_span_is_our_internal_span(
+    spans: InMemorySpanExporter,
+) -> None:
+    with APP.start_as_current_span("chat m", attributes={"gen_ai.operation.name": "chat"}):
+        refused(UnsupportedRequestError("no such option"), model="claude-x")
+    span = _only(spans, "sf_provider.query")
+    assert span.kind is SpanKind.INTERNAL and span.status.status_code is StatusCode.ERROR
+    assert dict(span.attributes) == {
+        "sf_provider.request.model": "claude-x",
+        "error.type": "UnsupportedRequestError",
+    }
