@@ -13,7 +13,10 @@ compared with what the process holds (continuation on a live process, ADR 0004).
 
 from __future__ import annotations
 
+import base64
+import binascii
 import json
+import struct
 import uuid
 from datetime import UTC, datetime
 from pathlib import Path
@@ -34,10 +37,17 @@ from claude_agent_sdk import (
 
 from ._bridge import app_tool_name, bridge_tool_name
 
-__all__ = ["TurnRecorder", "write_transcript"]
+__all__ = ["TurnRecorder", "held_prompt", "same_turns", "write_transcript"]
 
 #: The transcript's model when the query's model is not known (the CLI's default).
 _UNKNOWN_MODEL = "history"
+#: Images of a prompt the CLI surely passes on unchanged (read in CLI 2.1.332): it scales an
+#: image down to its model's limits, never below 1568 px a side nor 1568 image tokens (tiles
+#: of 28x28 px: 1568 x 720 px is at most 1512 of them), and recompresses one over 5 MiB of
+#: base64.
+_KEPT_SIDE = 1568
+_KEPT_PIXELS = 1568 * 720
+_KEPT_BASE64 = 5 * 1024 * 1024
 
 
 def _api_blocks(blocks: list[dict[str, Any]], bridge: str) -> list[dict[str, Any]]:
@@ -105,6 +115,94 @@ def write_transcript(
     (project / f"{session_id}.jsonl").write_text("\n".join(lines) + "\n", encoding="utf-8")
     assert parent is not None
     return session_id, parent
+
+
+def held_prompt(prompt: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The user turn a live process holds after it was sent `prompt`, as far as known.
+
+    The CLI scales down (and notes the original size of) a large image it receives in a user
+    message, but replays a history's images as written: a continued conversation would then
+    send the model another image than the fresh path (measured: 3000x2500 continued as
+    2000x1667 plus a note, replayed at 3000x2500). Such a turn is held as unknown, so the
+    conversation is never continued (the process can still be emptied for a new one).
+    """
+    if any(block.get("type") == "image" and not _kept_as_sent(block) for block in prompt):
+        return [{"type": "unrecorded", "reason": "an image the CLI may have scaled"}]
+    return prompt
+
+
+def _kept_as_sent(image: dict[str, Any]) -> bool:
+    """Whether the CLI surely passes this image block on as it is: a URL (measured), or a
+    base64 image small enough."""
+    source = image.get("source") or {}
+    if source.get("type") == "url":
+        return True
+    data = source.get("data")
+    if source.get("type") != "base64" or not isinstance(data, str) or len(data) > _KEPT_BASE64:
+        return False
+    try:
+        size = _image_size(base64.b64decode(data))
+    except (binascii.Error, ValueError, struct.error):
+        return False
+    if size is None:
+        return False
+    width, height = size
+    return max(width, height) <= _KEPT_SIDE and width * height <= _KEPT_PIXELS
+
+
+def _image_size(raw: bytes) -> tuple[int, int] | None:
+    """Width and height of a PNG, GIF, JPEG or WebP image (None: not one, or not readable)."""
+    if raw.startswith(b"\x89PNG\r\n\x1a\n"):
+        width, height = struct.unpack(">II", raw[16:24])
+        return width, height
+    if raw.startswith((b"GIF87a", b"GIF89a")):
+        width, height = struct.unpack("<HH", raw[6:10])
+        return width, height
+    if raw[:4] == b"RIFF" and raw[8:12] == b"WEBP":
+        chunk = raw[12:16]
+        if chunk == b"VP8X":
+            width, height = raw[24:27], raw[27:30]
+            return 1 + int.from_bytes(width, "little"), 1 + int.from_bytes(height, "little")
+        if chunk == b"VP8 ":
+            width, height = struct.unpack("<HH", raw[26:30])
+            return width & 0x3FFF, height & 0x3FFF
+        if chunk == b"VP8L":
+            bits = int.from_bytes(raw[21:25], "little")
+            return 1 + (bits & 0x3FFF), 1 + ((bits >> 14) & 0x3FFF)
+        return None
+    if raw.startswith(b"\xff\xd8"):
+        at = 2
+        while at + 9 <= len(raw) and raw[at] == 0xFF:
+            marker, length = raw[at + 1], int.from_bytes(raw[at + 2 : at + 4], "big")
+            if 0xC0 <= marker <= 0xCF and marker not in (0xC4, 0xC8, 0xCC):  # a frame header
+                height, width = struct.unpack(">HH", raw[at + 5 : at + 9])
+                return width, height
+            at += 2 + length
+    return None
+
+
+def same_turns(held: object, history: object) -> bool:
+    """Whether a conversation a process holds is exactly `history`, as JSON: Python's `==`
+    finds `True == 1`, `1.0 == 1` and dicts in another key order equal, but the API request
+    (and the tokens the model reads) would differ, so those never continue a conversation."""
+    pending = [(held, history)]  # a loop, not recursion: tool input may nest deeply
+    while pending:
+        a, b = pending.pop()
+        if type(a) is not type(b):
+            return False
+        if isinstance(a, dict):
+            assert isinstance(b, dict)
+            if list(a) != list(b):
+                return False
+            pending += [(a[key], b[key]) for key in a]
+        elif isinstance(a, list):
+            assert isinstance(b, list)
+            if len(a) != len(b):
+                return False
+            pending += zip(a, b, strict=True)
+        elif a != b:
+            return False
+    return True
 
 
 class TurnRecorder:

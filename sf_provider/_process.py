@@ -30,7 +30,7 @@ import anyio
 import claude_agent_sdk as sdk
 from claude_agent_sdk._internal.transport.subprocess_cli import SubprocessCLITransport
 
-from ._history import TurnRecorder
+from ._history import TurnRecorder, held_prompt, same_turns
 from ._invoke import INTERRUPTS
 
 __all__ = ["CLISession", "QueryTransport", "WarmPool", "user_message"]
@@ -130,6 +130,8 @@ class CLISession:
         # can be rewound to empty (to the first message sent since it was last empty).
         self.rewindable = not history
         self._rewind_to: str | None = None
+        #: The uuid of the newest user message sent, for the rewind (see `rewind`).
+        self._last_sent: str | None = None
         #: The CLI's model names (`default` and aliases) -> the model they run, once connected.
         self.models: dict[str, str] = {}
         #: The CLI's model list (its `initialize` answer): names, aliases and what each takes.
@@ -200,6 +202,7 @@ class CLISession:
         message_uuid = str(uuid.uuid4())
         if not before:
             self._rewind_to = message_uuid  # where a rewind empties the conversation again
+        self._last_sent = message_uuid
         recorder = TurnRecorder(self.bridge)
         await self._client.query(user_message(prompt, uuid=message_uuid))
         try:
@@ -210,7 +213,8 @@ class CLISession:
                     self._cost_usd = 0.0  # the CLI's running totals start again
                 if isinstance(item, sdk.ResultMessage):
                     if before is not None and recorder.complete:
-                        self.conversation = [*before, {"role": "user", "content": prompt}]
+                        turn = {"role": "user", "content": held_prompt(prompt)}
+                        self.conversation = [*before, turn]
                         self.conversation += recorder.turns
                 else:
                     recorder.add(item)
@@ -262,6 +266,9 @@ class CLISession:
 
         Uses the CLI's `rewind_conversation` control request (ADR 0003) through the SDK's
         private `Query._send_control_request`; listed in tests/unit/test_private_apis.py.
+        `last_seen_user_message_uuid` names the newest user message we sent: without it the CLI
+        refuses ("stale_target") to rewind past a later user text turn, so a process that had
+        served a chat with follow-up questions was stopped instead of reused.
         """
         if self.conversation == [] and self.rewindable:
             return True
@@ -271,14 +278,18 @@ class CLISession:
             return False
         try:
             response = await query._send_control_request(
-                {"subtype": "rewind_conversation", "target_message_uuid": target},
+                {
+                    "subtype": "rewind_conversation",
+                    "target_message_uuid": target,
+                    "last_seen_user_message_uuid": self._last_sent or target,
+                },
                 timeout=_REWIND_TIMEOUT_SECONDS,
             )
         except Exception:
             return False
         if not (isinstance(response, dict) and response.get("rewound") is True):
             return False
-        self.conversation, self._rewind_to = [], None
+        self.conversation, self._rewind_to, self._last_sent = [], None, None
         return True
 
     async def close(self) -> None:
@@ -366,9 +377,10 @@ class WarmPool:
     ) -> CLISession:
         """A process for a query with this setup and history, busy until `give_back`.
 
-        In order: the process whose conversation is exactly `history` (continued); for a query
-        without history, an empty process, else the least recently used one rewound to empty
-        (one waiting for tool results only when the pool is full); else a new one from `spawn`.
+        In order: the process whose conversation is exactly `history`, as JSON (`same_turns`),
+        continued; for a query without history, an empty process, else the least recently used
+        one rewound to empty (one waiting for tool results only when the pool is full); else a
+        new one from `spawn`.
         """
         loop = asyncio.get_running_loop()
         # Made under another event loop (unusable here), or exited while idle (killed from
@@ -377,7 +389,7 @@ class WarmPool:
             self._idle.remove(proc)
             proc.kill_now()
         mine = [p for p in self._idle if p.key == key]
-        found = next((p for p in reversed(mine) if p.conversation == history), None)
+        found = next((p for p in reversed(mine) if same_turns(p.conversation, history)), None)
         if found is None and not history:
             # A conversation waiting for tool results is an agent run in progress: taken only
             # when the pool is full. One that ended with an answer is most likely over.
