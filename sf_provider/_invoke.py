@@ -44,7 +44,7 @@ from pydantic_core import to_jsonable_python
 from ._text import clip
 from ._tracing import ToolTrace, error_type, tool_span
 from .gates import CallContext, Gate, GateDecision, GateRequest
-from .tools import _CURRENT_CALL, FunctionTool, RunningCall, ToolOutput
+from .tools import _CURRENT_CALL, FunctionTool, RunningCall, ToolOutput, _ArgumentsRejected
 
 logger = logging.getLogger("sf_provider.tools")
 
@@ -134,6 +134,11 @@ def to_tool_output(value: Any) -> ToolOutput:
         return ToolOutput.from_text(value)
     if isinstance(value, BaseModel):
         return ToolOutput.from_text(value.model_dump_json())
+    if inspect.isasyncgen(value):  # its repr would go to the model as the result
+        raise TypeError(
+            "it is an async generator; a tool returns one result: collect the items and return "
+            "them (e.g. a list)"
+        )
     encoded = json.dumps(to_jsonable_python(value, fallback=repr), ensure_ascii=False)
     return ToolOutput.from_text(encoded)
 
@@ -260,10 +265,7 @@ async def _invoke(
         return ToolOutput.from_text(message, is_error=True)
     problems = tool.argument_errors(args)
     if problems:
-        message = f"Invalid arguments for tool {tool.name!r}: " + "; ".join(problems)
-        logger.warning("%s (arguments: %.500s)", message, json.dumps(args, default=repr))
-        span.failed("invalid_arguments", message)
-        return ToolOutput.from_text(message, is_error=True)
+        return _invalid_arguments(tool, args, problems, span)
     call = RunningCall(tool, context)
     try:
         return await _gated_call(call, args, gate, default_timeout, max_result_chars, span)
@@ -280,6 +282,16 @@ async def _invoke(
         handler(exc)
         span.failed(error_type(exc), message)
         return ToolOutput.from_text(message, is_error=True)
+
+
+def _invalid_arguments(
+    tool: FunctionTool, args: dict[str, Any], problems: list[str], span: ToolTrace
+) -> ToolOutput:
+    """The error result of a call whose arguments the schema (or the function's types) reject."""
+    message = f"Invalid arguments for tool {tool.name!r}: " + "; ".join(problems)
+    logger.warning("%s (arguments: %.500s)", message, json.dumps(args, default=repr))
+    span.failed("invalid_arguments", message)
+    return ToolOutput.from_text(message, is_error=True)
 
 
 async def _gated_call(
@@ -309,6 +321,8 @@ async def _gated_call(
             logger.warning(message)
             span.failed("timeout", message)
             return ToolOutput.from_text(message, is_error=True)
+    except _ArgumentsRejected as exc:  # `from_function`: the function's types refused them
+        return _invalid_arguments(tool, args, exc.problems, span)
     except Exception as exc:
         message = f"Tool {tool.name!r} failed: {_describe(exc)}"
         _log_failure(message, exc)

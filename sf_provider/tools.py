@@ -21,6 +21,7 @@ from pydantic import (
     BaseModel,
     ConfigDict,
     Field,
+    PydanticUserError,
     ValidationError,
     create_model,
     field_validator,
@@ -406,7 +407,9 @@ class FunctionTool(BaseModel):
     @field_validator("name")
     @classmethod
     def _check_name(cls, value: str) -> str:
-        if not _NAME_RE.match(value):
+        # fullmatch: `$` would also match before a trailing newline ("name\n"), which the CLI
+        # renames (`name_`), leaving the request's tool unoffered.
+        if not _NAME_RE.fullmatch(value):
             raise InvalidToolNameError(
                 f"tool name {value!r} is not accepted by the Messages API: use only letters, "
                 f"digits, '_' and '-' (at most {API_NAME_LIMIT} characters with the bridge prefix)"
@@ -533,10 +536,15 @@ class FunctionTool(BaseModel):
         sync or async, and an awaitable a sync `fn` returns (a sync wrapper of an async
         function) is awaited. `fn` may be a function, a method, a `functools.partial` or an
         instance with a `__call__` method. Every parameter name reaches the model as written,
-        `_private` and pydantic's own names (`model_config`, `json`) included.
+        `_private` and pydantic's own names (`model_config`, `json`) included. What a
+        `functools.partial` binds by keyword is left out of the schema: the app's to give (a
+        user id, a client), never the model's, so it need not be JSON either. Arguments the
+        function's types reject after the schema accepted them (a date-time's format, a
+        validator) come back to the model as invalid arguments, like a schema violation.
 
         Refused with `ToolDefinitionError` (`InvalidToolSchemaError` for parameters): `*args`
-        and `**kwargs` (the model passes named arguments only) and generator functions, sync or
+        and `**kwargs` (the model passes named arguments only), a parameter whose type has no
+        JSON Schema (named; bind it with `functools.partial`), and generator functions, sync or
         async (a tool returns one result: collect the items and return a list).
         """
         target = _described_callable(fn)
@@ -557,7 +565,12 @@ class FunctionTool(BaseModel):
                 f"description, input_schema, executor) yourself"
             ) from None
         hints = get_type_hints(target, include_extras=True)
-        untyped = [p for p in signature.parameters if p not in hints]
+        # What a partial binds by keyword is the app's to give, not the model's: left out of
+        # the schema (an argument the model passes for it is an invalid call), so a bound user
+        # id cannot be overridden and a bound client need not be JSON.
+        bound = _bound_keywords(fn)
+        parameters = {p: v for p, v in signature.parameters.items() if p not in bound}
+        untyped = [p for p in parameters if p not in hints]
         doc = description if description is not None else _callable_doc(fn, target)
         if untyped or not doc.strip():
             gaps = [f"untyped parameters {', '.join(untyped)}"] if untyped else []
@@ -573,7 +586,7 @@ class FunctionTool(BaseModel):
         fields: dict[str, Any] = {}
         names: dict[str, str] = {}  # parameter name -> field name of the arguments model
         positional: list[str] = []  # positional-only parameters, passed by position
-        for pname, param in signature.parameters.items():
+        for pname, param in parameters.items():
             if param.kind in (param.VAR_POSITIONAL, param.VAR_KEYWORD):
                 stars = "*" if param.kind is param.VAR_POSITIONAL else "**"
                 raise InvalidToolSchemaError(
@@ -597,12 +610,15 @@ class FunctionTool(BaseModel):
             fields[field] = (annotation, default)
         # Arguments the function does not take are the model's mistake, told to it as invalid
         # arguments (additionalProperties: false), not dropped before the call.
-        args_model = create_model(
-            f"{_model_name(label)}_arguments",
-            __config__=ConfigDict(extra="forbid"),
-            **fields,
-        )
-        schema = args_model.model_json_schema()
+        try:
+            args_model = create_model(
+                f"{_model_name(label)}_arguments",
+                __config__=ConfigDict(extra="forbid"),
+                **fields,
+            )
+            schema = args_model.model_json_schema()
+        except PydanticUserError as exc:  # a type pydantic cannot validate or describe
+            raise _unschematic(where, fields, names, exc) from None
         schema.pop("title", None)
         for prop in schema.get("properties", {}).values():
             if isinstance(prop, dict):
@@ -610,7 +626,10 @@ class FunctionTool(BaseModel):
         is_async = inspect.iscoroutinefunction(fn) or inspect.iscoroutinefunction(target)
 
         async def executor(arguments: dict[str, Any]) -> Any:
-            parsed = args_model.model_validate(arguments)
+            try:
+                parsed = args_model.model_validate(arguments)
+            except ValidationError as exc:  # what the schema could not say (a format, a validator)
+                raise _ArgumentsRejected(_validation_problems(exc)) from None
             kwargs = {pname: getattr(parsed, field) for pname, field in names.items()}
             args = [kwargs.pop(pname) for pname in positional]
             if is_async:
@@ -630,6 +649,63 @@ class FunctionTool(BaseModel):
             executor=executor,
             **options,
         )
+
+
+class _ArgumentsRejected(Exception):
+    """The function's own types rejected a call's arguments (`from_function`'s executor, after
+    the schema accepted them): an invalid call, which `invoke_tool` tells the model as such."""
+
+    def __init__(self, problems: list[str]) -> None:
+        super().__init__("; ".join(problems))
+        self.problems = problems
+
+
+def _validation_problems(exc: ValidationError) -> list[str]:
+    """`$.path: message` for each error of a validation (the first five), as `argument_errors`
+    gives a schema's: no model name, input echo or documentation URL."""
+    problems = []
+    for error in exc.errors(include_url=False)[:5]:
+        path = "$" + "".join(
+            f"[{part}]" if isinstance(part, int) else f".{part}" for part in error["loc"]
+        )
+        problems.append(clip(f"{path}: {error['msg']}"))
+    return problems
+
+
+def _unschematic(
+    where: str, fields: Mapping[str, Any], names: Mapping[str, str], exc: PydanticUserError
+) -> InvalidToolSchemaError:
+    """The error for a function whose parameters pydantic cannot turn into a schema, naming
+    the first parameter that it cannot (found by trying each alone)."""
+    params = {field: pname for pname, field in names.items()}
+    culprit = None
+    for field, definition in fields.items():
+        try:
+            create_model("parameter", **{field: definition}).model_json_schema()
+        except PydanticUserError as own:
+            culprit, exc = params.get(field, field), own
+            break
+    # Pydantic's first sentence: its advice after it (`arbitrary_types_allowed`) is for models.
+    reason = str(exc).strip().splitlines()[0].split(". ")[0].rstrip(".")
+    subject = f"the parameter {culprit!r}" if culprit else "its parameters"
+    hint = f"{culprit}=..." if culprit else "name=..."
+    return InvalidToolSchemaError(
+        f"{where}: {subject} cannot be described to the model as JSON Schema ({reason}). A value "
+        f"the application supplies (a client, a connection, settings) is not the model's to "
+        f"give: bind it with functools.partial(fn, {hint}), which leaves it out of the schema "
+        f"(the call's own context is sf_provider.current_call()). Otherwise give it a type "
+        f"the model can send as JSON (str, int, a pydantic model, a dataclass, "
+        f"typing_extensions.TypedDict, ...)"
+    )
+
+
+def _bound_keywords(fn: Any) -> set[str]:
+    """The parameters `functools.partial`s (nested or not) around `fn` bind by keyword."""
+    bound: set[str] = set()
+    while isinstance(fn, functools.partial):
+        bound.update(fn.keywords)
+        fn = fn.func
+    return bound
 
 
 def _unwrapped(fn: Any) -> Any:

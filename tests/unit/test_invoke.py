@@ -5,14 +5,14 @@ from __future__ import annotations
 import contextvars
 import logging
 import threading
-from collections.abc import Iterator
-from typing import Any
+from collections.abc import AsyncIterator, Iterator
+from typing import Annotated, Any
 
 import anyio
 import anyio.lowlevel
 import anyio.to_thread
 import pytest
-from pydantic import BaseModel
+from pydantic import AfterValidator, BaseModel
 
 from sf_provider import CallContext, RunningCall, current_call
 from sf_provider._invoke import INTERRUPTS, invoke_tool, to_tool_output
@@ -560,6 +560,42 @@ async def test_executor_returning_tool_output_controls_the_error_flag() -> None:
     output = await invoke_tool(tool, {}, default_timeout=None)
 
     assert output == ToolOutput.from_text("no", is_error=True)
+
+
+async def test_an_async_generator_returned_is_an_error_result_not_its_repr() -> None:
+    async def items() -> AsyncIterator[int]:
+        yield 1
+
+    tool = FunctionTool(name="items", executor=lambda args: items())
+
+    output = await invoke_tool(tool, {}, default_timeout=None)
+
+    assert output.is_error
+    assert "'items' returned a value that cannot be sent: it is an async generator" in output.text
+
+
+async def test_arguments_a_from_function_tools_types_reject_are_an_invalid_arguments_result(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    ran: list[int] = []
+
+    def pick(index: Annotated[int, AfterValidator(_even)]) -> int:
+        """Pick an even index."""
+        ran.append(index)
+        return index
+
+    output = await FunctionTool.from_function(pick).call({"index": 3})
+
+    assert output.is_error
+    assert output.text == "Invalid arguments for tool 'pick': $.index: Value error, 3 is odd"
+    assert ran == []
+    assert [r.getMessage().split(" (arguments")[0] for r in caplog.records] == [output.text]
+
+
+def _even(value: int) -> int:
+    if value % 2:
+        raise ValueError(f"{value} is odd")
+    return value
 
 
 async def test_unencodable_return_value_is_an_error_result() -> None:

@@ -8,7 +8,7 @@ import http.server
 import json
 import threading
 import warnings
-from collections.abc import AsyncIterator, Awaitable, Iterator
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from typing import Any, Literal
 
 import pytest
@@ -195,7 +195,7 @@ def test_any_jsonish_dict_normalises_to_an_object_schema_or_a_schema_error(
 # -- FunctionTool names and flags
 
 
-@pytest.mark.parametrize("name", ["bad name", "a.b", "ü", "a/b"])
+@pytest.mark.parametrize("name", ["bad name", "a.b", "ü", "a/b", "get_weather\n"])
 def test_name_with_characters_the_api_rejects_raises_invalid_tool_name(name: str) -> None:
     with pytest.raises(InvalidToolNameError, match="letters, digits"):
         FunctionTool(name=name)
@@ -721,6 +721,46 @@ async def test_a_partial_is_described_by_the_function_it_wraps() -> None:
     assert (tool.name, tool.description) == ("power", "Raise base to exponent.")
     assert tool.input_schema["required"] == ["base"]
     assert output.text == "81"
+
+
+def test_nested_partials_leave_every_keyword_they_bind_out_of_the_schema() -> None:
+    def transfer(account: str, currency: str, amount: int) -> str:
+        """Transfer money."""
+        return f"{amount} {currency} from {account}"
+
+    bound = functools.partial(functools.partial(transfer, account="acme"), currency="EUR")
+    tool = FunctionTool.from_function(bound)
+
+    assert tool.input_schema["properties"] == {"amount": {"type": "integer"}}
+    assert tool.input_schema["required"] == ["amount"]
+
+
+class _Client:
+    """A connection the application holds."""
+
+
+@pytest.mark.parametrize(
+    ("annotation", "reason"),
+    [(_Client, "Unable to generate pydantic-core schema"), (Callable[[int], int], "Callable")],
+    ids=["arbitrary-class", "callable"],
+)
+def test_a_parameter_without_a_json_schema_is_refused_naming_it_and_how_to_bind_it(
+    annotation: Any, reason: str
+) -> None:
+    def lookup(query: str, client: Any) -> str:
+        """Look something up."""
+        return query
+
+    lookup.__annotations__["client"] = annotation
+    with pytest.raises(InvalidToolSchemaError) as caught:
+        FunctionTool.from_function(lookup)
+    message = str(caught.value)
+    assert "the parameter 'client' cannot be described to the model as JSON Schema" in message
+    assert reason in message
+    assert "functools.partial(fn, client=...)" in message
+    # What the message advises works: bound, the parameter is the app's, not the schema's.
+    tool = FunctionTool.from_function(functools.partial(lookup, client=_Client()))
+    assert list(tool.input_schema["properties"]) == ["query"]
 
 
 class _Greeter:
