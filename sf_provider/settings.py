@@ -32,11 +32,13 @@ Thinking = Literal["adaptive", "disabled", "least"] | Annotated[int, Field(ge=10
 
 #: CLI flags `extra_args` may not set: those the provider or the SDK sets from typed settings
 #: (an extra flag would silently win), and those that would give a query built-in tools,
-#: permissions, settings, plugins, agents or MCP servers beyond the request's tools. (`bare`
-#: and `no-session-persistence` only repeat what the provider may set; `fallback-model` and
-#: `betas` are documented routes: tests/unit/test_options_coverage.py.)
+#: permissions, settings, plugins, agents or MCP servers beyond the request's tools, and `bare`
+#: (it sends the model only the first paragraph of each tool's description and skips the hook
+#: single-turn mode stops on). (`no-session-persistence` only repeats what the provider sets;
+#: `fallback-model` and `betas` are documented routes: tests/unit/test_options_coverage.py.)
 _MANAGED_FLAGS = frozenset(
     {
+        "bare",
         "model",
         "tools",
         "allowedTools",
@@ -219,6 +221,12 @@ class ProviderSettings(BaseModel):
         for name in flags:
             if name.startswith("-"):
                 raise ValueError(f"extra_args names flags without dashes: {name.lstrip('-')!r}")
+            if name == "bare":
+                raise ValueError(
+                    "extra_args cannot set --bare: bare mode sends the model only the first "
+                    "paragraph of each tool's description and skips the hook single-turn mode "
+                    "stops on; the provider runs the CLI without it"
+                )
             if name in _MANAGED_FLAGS:
                 raise ValueError(
                     f"extra_args cannot set --{name}: the provider sets it (or it would let a "

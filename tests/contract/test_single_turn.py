@@ -192,12 +192,15 @@ async def test_tool_choice_none_after_tool_calls_refuses_a_call_and_runs_nothing
 
 
 async def test_calls_are_recovered_from_tool_use_blocks_after_error_max_turns() -> None:
-    # Bare mode disables SDK hooks, so nothing defers the call: the CLI asks the bridge (which
-    # refuses a tool without an executor), then stops at max_turns=1 with error_max_turns. The
-    # calls are still recovered from the tool_use blocks: a normal tool-calls finish.
+    # A CLI whose hooks do not run (bare mode disables them): nothing defers the call, the CLI
+    # asks the bridge (which refuses a tool without an executor), then stops at max_turns=1
+    # with error_max_turns. The calls are still recovered from the tool_use blocks: a normal
+    # tool-calls finish. `extra_args` refuses --bare, so it is put in after validation here.
     script = [reply(tool_use("get_weather", {"city": "Paris"}))]
     async with ScriptedMessagesAPI(script) as api:
-        provider = ClaudeAgentProvider(api.settings(extra_args={"bare": None}))
+        settings = api.settings()
+        settings.extra_args["bare"] = None
+        provider = ClaudeAgentProvider(settings)
         result = await provider.generate("go", tools=[FunctionTool(name="get_weather")])
     assert result.provider_details["subtype"] == "error_max_turns"
     assert result.finish_reason == "tool-calls"

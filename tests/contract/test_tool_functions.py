@@ -114,11 +114,6 @@ async def test_an_executor_returning_an_async_generator_is_an_error_result_not_i
     assert "<async_generator object" not in sent.text
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="the CLI cuts MCP tool descriptions at 4096 characters; needs provider.py to set "
-    "CLAUDE_CODE_MAX_MCP_DESCRIPTION_LENGTH (proposed patch): remove this marker with it",
-)
 async def test_a_description_longer_than_the_clis_default_limit_reaches_the_model_whole() -> None:
     def lookup_order(order_id: str) -> str:
         return f"order {order_id}: shipped"
@@ -135,11 +130,6 @@ async def test_a_description_longer_than_the_clis_default_limit_reaches_the_mode
     assert [r.text for r in api.requests[1].results()] == ["order 7: shipped"]
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="executor mode runs the CLI with --bare, which sends only the first paragraph of a "
-    "tool description; needs provider.py not to (proposed patch): remove this marker with it",
-)
 async def test_every_paragraph_of_a_docstring_reaches_the_model_in_executor_mode() -> None:
     def forecast(city: str, days: int = 3) -> str:
         """Weather forecast for a city.

@@ -89,7 +89,7 @@ async def test_a_tool_the_cli_does_not_list_fails_the_query_by_name(
     assert "broken" in caught.value.missing
     assert "broken" in str(caught.value)
     # The CLI lists its tools in `system/init` and sends its first model call right after,
-    # without waiting (bare mode has no hook to hold it): the query stops at init, its answer
+    # without waiting (in executor mode no hook holds it): the query stops at init, its answer
     # is never used, and the CLI is stopped.
     assert len(api.requests) <= 1
     await no_cli_left()

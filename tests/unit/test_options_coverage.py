@@ -276,6 +276,7 @@ def test_each_exposed_option_reaches_the_sdk_through_provider_settings(
         {"settings": "{}"},
         {"max-turns": "5"},
         {"--debug": None},  # names go without dashes
+        {"bare": None},  # would cut tool descriptions to their first paragraph, skip hooks
     ],
     ids=lambda flags: next(iter(flags)),
 )
