@@ -74,8 +74,11 @@ def _wire_tool(tool: FunctionTool, max_result_chars: int | None) -> types.Tool:
         annotations = types.ToolAnnotations(
             read_only_hint=tool.read_only or None, destructive_hint=tool.mutating or None
         )
-    # Without this the CLI replaces any result over 50,000 characters by a preview.
-    meta = {"anthropic/maxResultSizeChars": max_result_chars} if max_result_chars else None
+    # Without this the Claude Code CLI replaces any result over 50,000 characters by a preview
+    # the model cannot open. With no limit of ours (`sf-provider serve`), ask for its largest:
+    # other clients ignore the key and get every result whole.
+    size = DEFAULT_MAX_RESULT_CHARS if max_result_chars is None else max_result_chars
+    meta = {"anthropic/maxResultSizeChars": size}
     return types.Tool.model_validate(
         {
             "name": tool.name,
@@ -99,8 +102,10 @@ def build_mcp_server(
 ) -> Server[Any]:
     """An official low-level MCP server serving `tools` through the one invocation layer.
 
-    Used for the per-query SDK bridge and for `sf-provider serve` (stdio) alike. `run_in` gives
-    the context (contextvars) each message is handled in (`_RunIn`); None = the server's own.
+    Used for the per-query SDK bridge and for `sf-provider serve` (stdio) alike. Results longer
+    than `max_result_chars` are truncated, and each listed tool asks a Claude Code client for
+    that size; None truncates nothing and asks for the CLI's largest. `run_in` gives the
+    context (contextvars) each message is handled in (`_RunIn`); None = the server's own.
     """
     by_name = {tool.name: tool for tool in tools}
     listing = types.ListToolsResult(tools=[_wire_tool(t, max_result_chars) for t in tools])

@@ -16,7 +16,13 @@ Usage::
 
 Behaviour:
 - `tools/list` gives every enabled tool with its `input_schema` exactly as the `FunctionTool`
-  holds it; `read_only` / `mutating` tools carry `readOnlyHint` / `destructiveHint`.
+  holds it; `read_only` / `mutating` tools carry `readOnlyHint` / `destructiveHint`. Each tool
+  asks a Claude Code client to pass results of up to 500,000 characters on whole
+  (`_meta["anthropic/maxResultSizeChars"]`; without it the CLI gives the model a preview of
+  anything over 50,000); results are never truncated here, other clients get them whole.
+  A tool name longer than 56 characters is served, with a warning on stderr at start-up: a
+  Claude Code client names it `mcp__<server>__<name>`, longer than the 64 characters the
+  Messages API takes.
 - `tools/call` goes through `invoke_tool`: arguments are checked against the schema, a
   `mutating` tool runs only if the registry's gate allows it (the gate sees
   `CallContext(transport="stdio")`), and the executor runs under its own `timeout` or else
@@ -30,15 +36,21 @@ Behaviour:
   cannot stop it, only the end of stdin or a signal does (a real Ctrl-C is a SIGINT, below).
 - An unknown tool is the tool result `Unknown tool 'x'; tools: a, b, c` with `isError: true`
   (not a JSON-RPC error), so a model can read it and pick another tool.
+- A line on stdin that is not a JSON-RPC message is answered with the JSON-RPC error -32700
+  "Parse error" (not JSON) or -32600 "Invalid Request" (JSON, but no request, notification or
+  response; batches too), with the request's id when it has a usable one, else `null`, and a
+  warning on stderr; the server keeps serving.
 - stdout carries only newline-delimited JSON-RPC, of any size (10 MiB messages are tested; the
   stdio transport has no line limit). Logs go to stderr. While serving, fd 1 points at stderr
   (the `mcp` transport diverts it), so a stray `print` in a tool cannot corrupt the wire, and
   fd 0 points at `/dev/null`, so a tool or its child processes cannot eat protocol bytes.
-- Exit status: 0 at the end of stdin and on SIGTERM or SIGINT (the Claude Code CLI stops its
-  stdio servers with SIGINT). Calls still in flight then are cancelled; at the end of stdin
-  the `mcp` server answers them with the JSON-RPC error -32000 "Connection closed", so a
-  client reads its answers before closing stdin. Sync executors still running in their
-  (daemon) threads, timed out or cancelled, are not waited for.
+- Exit status: 0 at the end of stdin, on SIGTERM or SIGINT (the Claude Code CLI stops its
+  stdio servers with SIGINT), and when the client stops reading stdout (killed, say: the next
+  answer meets a broken pipe; one line on stderr, no traceback). Calls still in flight then
+  are cancelled; at the end of stdin the `mcp` server answers them with the JSON-RPC error
+  -32000 "Connection closed", so a client reads its answers before closing stdin. Sync
+  executors still running in their (daemon) threads, timed out or cancelled, are not waited
+  for.
 - Exit status 2, before anything is served and with the reason on stderr (one line, no
   traceback): `--tools` cannot be loaded (a module that fails on import adds its traceback), an
   `SF_PROVIDER_GROUP_<NAME>` switch cannot be read (groups are read once, at start-up), or an
@@ -55,6 +67,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import contextvars
 import fcntl
 import logging
 import os
@@ -63,20 +76,25 @@ import sys
 import threading
 import time
 from collections.abc import AsyncIterator, Iterator
-from typing import Any, cast
+from typing import Any, Protocol, cast
 
 import anyio
 import anyio.abc
 import anyio.from_thread
 import anyio.lowlevel
 from anyio.streams.memory import MemoryObjectSendStream
+from mcp import types
 from mcp.server import Server
 from mcp.server.stdio import stdio_server
+from mcp.shared.message import SessionMessage
+from pydantic import ValidationError
 
 from ._bridge import build_mcp_server
 from ._invoke import INTERRUPTS
+from ._text import clip
 from ._tracing import flush
 from .cli import enabled_tools_or_none, load_tools_option
+from .tools import API_NAME_LIMIT, FunctionTool
 
 __all__ = ["run_serve"]
 
@@ -105,8 +123,8 @@ def run_serve(args: argparse.Namespace) -> int:
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
     )
     logger.setLevel(logging.INFO)
-    # No result limit here: MCP clients other than the Claude Code CLI take any size (a Claude
-    # Code client applies its own, unless the tool asks otherwise).
+    # No result limit here: MCP clients other than the Claude Code CLI take any size. The
+    # listing still asks a Claude Code client for its largest (`_bridge._wire_tool`).
     server = build_mcp_server(
         args.name,
         tools,
@@ -121,28 +139,147 @@ def run_serve(args: argparse.Namespace) -> int:
         args.name,
         ", ".join(t.name for t in tools) or "none",
     )
+    _warn_of_names_claude_code_cannot_call(tools)
     anyio.run(_serve, server)
     _leave_tool_threads_behind()
     return 0
 
 
+def _warn_of_names_claude_code_cannot_call(tools: list[FunctionTool]) -> None:
+    """A warning naming the tools whose names are too long for a Claude Code client, which
+    calls them `mcp__<server>__<name>` (its key for this server, at least one character) and
+    sends that name to the Messages API, which takes at most `API_NAME_LIMIT` characters: the
+    API would refuse every request of that client, not only the calls of these tools."""
+    longest = API_NAME_LIMIT - len("mcp__x__")
+    too_long = [t.name for t in tools if len(t.name) > longest]
+    if too_long:
+        logger.warning(
+            "%d tool name(s) longer than %d characters, which a Claude Code client cannot "
+            "offer its model (it names a tool mcp__<server>__<name>, and the Messages API "
+            "takes at most %d characters): %s. Shorten them.",
+            len(too_long),
+            longest,
+            API_NAME_LIMIT,
+            ", ".join(too_long),
+        )
+
+
 async def _serve(server: Server[Any]) -> None:
     INTERRUPTS.set(_answer_and_serve_on)  # inherited by the task of every call
-    async with anyio.create_task_group() as serving:
-        await serving.start(_cancel_on_signal, serving.cancel_scope)
-        with _claimed_stdin() as fd:
-            # The transport types `stdin` as an AsyncFile but only iterates it line by line.
-            lines = cast("anyio.AsyncFile[str]", _StdinLines(fd))
-            async with stdio_server(stdin=lines) as (read_stream, write_stream):
-                try:
-                    await server.run(
-                        read_stream, write_stream, server.create_initialization_options()
-                    )
-                finally:
-                    # Buffered stray prints land on stderr now, never on the wire after restore.
-                    with contextlib.suppress(OSError, ValueError):
-                        sys.stdout.flush()
-        serving.cancel_scope.cancel()  # end of stdin: stop the signal watcher
+    try:
+        async with anyio.create_task_group() as serving:
+            await serving.start(_cancel_on_signal, serving.cancel_scope)
+            with _claimed_stdin() as fd:
+                # The transport types `stdin` as an AsyncFile but only iterates it line by line.
+                lines = cast("anyio.AsyncFile[str]", _StdinLines(fd))
+                async with stdio_server(stdin=lines) as (read_stream, write_stream):
+                    try:
+                        await server.run(
+                            _AnsweringUnreadable(read_stream, write_stream),
+                            write_stream,
+                            server.create_initialization_options(),
+                        )
+                    finally:
+                        # Buffered stray prints land on stderr now, never on the wire after
+                        # restore.
+                        with contextlib.suppress(OSError, ValueError):
+                            sys.stdout.flush()
+            serving.cancel_scope.cancel()  # end of stdin: stop the signal watcher
+    except* BrokenPipeError:
+        # The client is gone (killed, say) while an answer was being written: the end of the
+        # connection, as the end of stdin is. The calls still running were cancelled.
+        logger.info("the client closed its end of stdout: shutting down")
+
+
+class _Receiving(Protocol):
+    async def receive(self) -> SessionMessage | Exception: ...
+    def close(self) -> None: ...
+    async def aclose(self) -> None: ...
+
+
+class _Sending(Protocol):
+    async def send(self, item: SessionMessage, /) -> None: ...
+
+
+class _AnsweringUnreadable:
+    """The transport's read stream, minus the lines it could not read, each answered.
+
+    The `mcp` transport hands a line that is not a JSON-RPC message to the server as an
+    exception, which the server drops without a word; a client would wait for ever for the
+    answer to a request it garbled. Each such line gets the JSON-RPC answer instead (-32700
+    "Parse error" for a line that is not JSON, -32600 "Invalid Request" otherwise, with the
+    request's id when it has a usable one) and a warning on stderr.
+    """
+
+    def __init__(self, inner: _Receiving, answers: _Sending) -> None:
+        self._inner = inner
+        self._answers = answers
+
+    @property
+    def last_context(self) -> contextvars.Context | None:
+        """The sender context of the last message (the `mcp` server runs handlers in it)."""
+        context: contextvars.Context | None = getattr(self._inner, "last_context", None)
+        return context
+
+    async def receive(self) -> SessionMessage | Exception:
+        while True:
+            item = await self._inner.receive()
+            if not isinstance(item, Exception):
+                return item
+            answer = SessionMessage(_unreadable_answer(item))
+            with contextlib.suppress(anyio.ClosedResourceError, anyio.BrokenResourceError):
+                await self._answers.send(answer)  # unless the connection is ending
+
+    def __aiter__(self) -> _AnsweringUnreadable:
+        return self
+
+    async def __anext__(self) -> SessionMessage | Exception:
+        try:
+            return await self.receive()
+        except anyio.EndOfStream:
+            raise StopAsyncIteration from None
+
+    def close(self) -> None:
+        self._inner.close()
+
+    async def aclose(self) -> None:
+        await self._inner.aclose()
+
+    async def __aenter__(self) -> _AnsweringUnreadable:
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        await self.aclose()
+
+
+def _unreadable_answer(exc: Exception) -> types.JSONRPCError:
+    """The JSON-RPC error answering a line the transport could not read (`exc`), logged."""
+    errors = exc.errors() if isinstance(exc, ValidationError) else []
+    if any(e["type"] == "json_invalid" for e in errors) or not errors:
+        code, message = types.PARSE_ERROR, "Parse error"
+        detail = f"the line is not JSON: {errors[0]['msg'] if errors else exc}"
+        shown = errors[0]["input"] if errors else ""
+        id_: str | int | None = None
+    else:
+        code, message = types.INVALID_REQUEST, "Invalid Request"
+        detail = "the line is not a JSON-RPC 2.0 request, notification or response"
+        shown = errors[0]["input"]
+        # A field missing at the top carries the whole message object: the id of a request,
+        # if usable (a broken response is never answered with its own id).
+        whole = [
+            e["input"]
+            for e in errors
+            if e["type"] == "missing" and len(e["loc"]) == 2 and isinstance(e["input"], dict)
+        ]
+        candidate = whole[0].get("id") if whole and "method" in whole[0] else None
+        usable = isinstance(candidate, str | int) and not isinstance(candidate, bool)
+        id_ = candidate if usable else None
+    logger.warning(
+        "unreadable message on stdin (%s): %s: %s", message, detail, clip(repr(shown), 200)
+    )
+    return types.JSONRPCError(
+        jsonrpc="2.0", id=id_, error=types.ErrorData(code=code, message=message, data=detail)
+    )
 
 
 def _answer_and_serve_on(exc: BaseException) -> None:
@@ -188,7 +325,8 @@ class _StdinLines:
     """The lines of a descriptor as text, read by a daemon thread so a wait is cancellable.
 
     Lines are split on bytes (a UTF-8 sequence never holds a newline byte) and have no size
-    limit. A last line without a newline is still delivered.
+    limit. A last line without a newline is still delivered. Blank lines (a client's keep-alive,
+    say, or a CRLF's `\r`) are no messages: skipped, never answered as unreadable.
     """
 
     def __init__(self, fd: int) -> None:
@@ -211,7 +349,9 @@ class _StdinLines:
                 pending += chunk
                 start = 0
                 while (end := pending.find(b"\n", scan_from)) >= 0:
-                    yield pending[start:end].decode("utf-8", "replace")
+                    line = pending[start:end]
+                    if line.strip():
+                        yield line.decode("utf-8", "replace")
                     start = scan_from = end + 1
                 del pending[:start]
         if pending.strip():

@@ -140,6 +140,13 @@ async def stdio_session(tmp_path: Path, call_log: Path | None = None) -> AsyncIt
             yield client
 
 
+INITIALIZE = {
+    "protocolVersion": "2025-06-18",
+    "capabilities": {},
+    "clientInfo": {"name": "raw-test", "version": "0"},
+}
+
+
 class RawServer:
     """A `sf-provider serve` subprocess driven with plain JSON-RPC lines."""
 
@@ -166,15 +173,7 @@ class RawServer:
         return await self.receive()
 
     async def initialize(self) -> None:
-        answer = await self.request(
-            0,
-            "initialize",
-            {
-                "protocolVersion": "2025-06-18",
-                "capabilities": {},
-                "clientInfo": {"name": "raw-test", "version": "0"},
-            },
-        )
+        answer = await self.request(0, "initialize", INITIALIZE)
         assert answer["result"]["serverInfo"]["name"] == "ext"
         await self.send({"jsonrpc": "2.0", "method": "notifications/initialized"})
 
@@ -294,7 +293,7 @@ async def test_an_unknown_tool_gives_an_error_result_naming_the_known_tools(
         result = await client.call_tool("nope", {})
     assert result.is_error
     assert result_text(result) == (
-        "Unknown tool 'nope'; tools: add, big, book, boom, delete_file, echo, slow"
+        "Unknown tool 'nope'; tools: add, big, book, boom, delete_file, echo, slow, wait"
     )
 
 
@@ -425,6 +424,32 @@ async def test_the_console_script_loads_tools_from_the_working_directory(tmp_pat
     assert [t.name for t in listed.tools] == ["here"]
 
 
+async def test_names_too_long_for_a_claude_code_client_are_named_at_startup(
+    tmp_path: Path,
+) -> None:
+    """Served without a word, a 57-character name reached the Messages API as a 67-character
+    `mcp__<server>__<name>` (the API takes 64): it would refuse every request of that client."""
+    fits, too_long = "f" * 56, "t" * 57
+    (tmp_path / "long_tools.py").write_text(
+        "from sf_provider import FunctionTool\n"
+        f"tools = [FunctionTool(name=n, executor=lambda a: 'ok') for n in {[fits, too_long]!r}]\n"
+    )
+    params = StdioServerParameters(
+        command=sys.executable,
+        args=["-m", "sf_provider.cli", "serve", "--tools", "long_tools:tools"],
+        env=isolated_env(tmp_path),
+        cwd=tmp_path,
+    )
+    stderr = tmp_path / "serve-stderr.log"
+    with stderr.open("w") as errlog:
+        async with mcp.Client(stdio_client(params, errlog=errlog)) as client:
+            listed = await client.list_tools()
+    assert [t.name for t in listed.tools] == [fits, too_long]  # still served, for other clients
+    warning = next(line for line in stderr.read_text().splitlines() if "WARNING" in line)
+    assert "1 tool name(s) longer than 56 characters, which a Claude Code client cannot" in warning
+    assert warning.endswith(f"at most 64 characters): {too_long}. Shorten them.")
+
+
 async def test_the_stdio_server_lists_the_registry_and_calls_tools(
     registry: ToolRegistry, tmp_path: Path
 ) -> None:
@@ -496,6 +521,78 @@ async def test_end_of_stdin_exits_0_without_waiting_for_a_timed_out_tool_thread(
     assert code == 0
     # The executor's thread writes the file when its sleep ends: shutdown did not wait for it.
     assert not finished.exists(), "shutdown waited for the sleeping executor"
+
+
+async def test_a_line_that_is_not_json_rpc_is_answered_and_serving_goes_on(tmp_path: Path) -> None:
+    """Such a line was dropped without a word: a client waited for ever for its answer. Blank
+    lines are no messages: not answered."""
+    async with raw_server(tmp_path) as server:
+        await server.initialize()
+        await server.stdin.send(b"\n   \r\n")
+        ping = await server.request(4, "ping", {})
+        await server.stdin.send(b"this is not json\n")
+        not_json = await server.receive()
+        await server.send({"id": 5, "method": "tools/call", "params": {"name": "echo"}})
+        no_jsonrpc = await server.receive()
+        echo = await server.call(6, "echo", {"text": "still serving"})
+    assert ping == {"jsonrpc": "2.0", "id": 4, "result": {}}
+    assert not_json["id"] is None
+    assert not_json["error"]["code"] == -32700
+    assert not_json["error"]["message"] == "Parse error"
+    assert no_jsonrpc["id"] == 5
+    assert no_jsonrpc["error"]["code"] == -32600
+    assert no_jsonrpc["error"]["message"] == "Invalid Request"
+    assert echo["content"][0]["text"] == "still serving"
+    stderr = server.stderr.read_text()
+    assert "unreadable message on stdin (Parse error)" in stderr
+    assert "'this is not json'" in stderr
+    assert "unreadable message on stdin (Invalid Request)" in stderr
+
+
+async def test_a_client_gone_during_a_call_ends_serve_with_0_and_no_traceback(
+    tmp_path: Path,
+) -> None:
+    """A client killed while a call runs: serve's answer met a broken pipe, which ended it with
+    exit status 1 and a 60-line traceback on stderr."""
+    call_log = tmp_path / "calls.jsonl"
+    stderr = tmp_path / "serve-stderr.log"
+    # A pipe of our own for stdout: the test closes its read end, as a dying client does.
+    stdout_read, stdout_write = os.pipe()
+    with stderr.open("w") as errlog:
+        process = await anyio.open_process(
+            [sys.executable, *serve_args()],
+            env={**os.environ, **server_env(tmp_path, call_log)},
+            stdout=stdout_write,
+            stderr=errlog,
+            cwd=tmp_path,
+        )
+    os.close(stdout_write)
+    try:
+        assert process.stdin is not None
+        for message in [
+            {"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": INITIALIZE},
+            {"jsonrpc": "2.0", "method": "notifications/initialized"},
+            {"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {"name": "wait"}},
+        ]:
+            await process.stdin.send((json.dumps(message) + "\n").encode())
+        for _ in range(500):  # until the call runs: at most 10 s
+            if call_log.exists():
+                break
+            await anyio.sleep(0.02)
+        assert call_log.exists(), "the call did not start"
+        os.close(stdout_read)  # what a killed client leaves: no reader...
+        await process.stdin.aclose()  # ...and the end of stdin
+        with anyio.fail_after(5):
+            code = await process.wait()
+    finally:
+        with anyio.CancelScope(shield=True):
+            if process.returncode is None:
+                process.kill()
+            await process.aclose()
+    errors = stderr.read_text()
+    assert code == 0, errors
+    assert "Traceback" not in errors
+    assert "the client closed its end of stdout: shutting down" in errors
 
 
 @pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT], ids=["SIGTERM", "SIGINT"])

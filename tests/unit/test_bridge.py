@@ -11,6 +11,7 @@ import pytest
 from mcp import types
 
 from sf_provider._bridge import app_tool_name, bridge_tool_name, build_mcp_server
+from sf_provider._invoke import DEFAULT_MAX_RESULT_CHARS
 from sf_provider.tools import FunctionTool
 
 ADD_SCHEMA: dict[str, Any] = {
@@ -168,3 +169,16 @@ async def test_raising_executor_is_an_error_result(connect: Any) -> None:
 
     assert result.is_error is True
     assert result.content[0].text == "Tool 'delete_all' failed: RuntimeError: backend down"
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize(("limit", "asked"), [(1000, 1000), (None, DEFAULT_MAX_RESULT_CHARS)])
+async def test_each_tool_asks_claude_code_for_the_result_size_it_is_given(
+    limit: int | None, asked: int
+) -> None:
+    """Without a limit (`sf-provider serve`) the listing asked for nothing, and the Claude Code
+    CLI replaced every result over 50,000 characters by a preview."""
+    server = build_mcp_server("sf", TOOLS, default_timeout=5, max_result_chars=limit)
+    async with mcp.Client(server) as client:
+        listing = await client.list_tools()
+    assert [t.meta for t in listing.tools] == [{"anthropic/maxResultSizeChars": asked}] * 3
