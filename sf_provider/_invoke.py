@@ -31,6 +31,7 @@ import contextvars
 import inspect
 import json
 import logging
+import sys
 import threading
 import traceback
 from collections.abc import Callable, Mapping
@@ -127,11 +128,15 @@ def _well_formed_text(block: dict[str, Any]) -> dict[str, Any]:
 
 
 def to_tool_output(value: Any) -> ToolOutput:
-    """Turn an executor's return value into tool-result content: text as is, the rest as JSON."""
+    """Turn an executor's return value into tool-result content: text as is, an `mcp`
+    `CallToolResult` or content block(s) as the result they are, the rest as JSON."""
     if isinstance(value, ToolOutput):
         return value
     if isinstance(value, str):
         return ToolOutput.from_text(value)
+    from_mcp = _mcp_output(value)
+    if from_mcp is not None:
+        return from_mcp
     if isinstance(value, BaseModel):
         return ToolOutput.from_text(value.model_dump_json())
     if inspect.isasyncgen(value):  # its repr would go to the model as the result
@@ -141,6 +146,28 @@ def to_tool_output(value: Any) -> ToolOutput:
         )
     encoded = json.dumps(to_jsonable_python(value, fallback=repr), ensure_ascii=False)
     return ToolOutput.from_text(encoded)
+
+
+def _mcp_output(value: Any) -> ToolOutput | None:
+    """`value` as a result when it is an `mcp` `CallToolResult`, a content block or a list of
+    them (a tool written for an MCP server returns these): its `is_error` and its blocks kept,
+    not its JSON as the text of a success. `structuredContent` with no text block becomes one
+    (the model reads text). A block the model cannot receive (audio, resources) fails loudly
+    in `ToolOutput`. None for anything else; `mcp` is never imported here."""
+    mcp_types = sys.modules.get("mcp_types")
+    if mcp_types is None:  # nothing of `mcp` was built in this process
+        return None
+    blocks_types = (mcp_types.TextContent, mcp_types.ImageContent, mcp_types.AudioContent,
+                    mcp_types.ResourceLink, mcp_types.EmbeddedResource)  # fmt: skip
+    if isinstance(value, mcp_types.CallToolResult):
+        blocks = [b.model_dump(by_alias=True, exclude_none=True) for b in value.content]
+        if value.structured_content is not None and not any(b["type"] == "text" for b in blocks):
+            blocks.append({"type": "text", "text": json.dumps(value.structured_content)})
+        return ToolOutput(content=blocks, is_error=bool(value.is_error))
+    items = value if isinstance(value, list) and value else [value]
+    if not all(isinstance(item, blocks_types) for item in items):
+        return None
+    return ToolOutput(content=[b.model_dump(by_alias=True, exclude_none=True) for b in items])
 
 
 class _ToolExit(Exception):

@@ -657,3 +657,30 @@ async def test_what_an_invalid_or_failing_call_echoes_is_clipped(
     assert len(failed.text) < 3000 and "more characters]" in failed.text
     assert len(caplog.text) < 20_000, "records and tracebacks bounded"
     assert "Traceback (most recent call last)" in caplog.text
+
+
+# -- results a tool written for an MCP server returns
+
+
+async def test_an_mcp_call_tool_result_keeps_its_error_flag_and_blocks() -> None:
+    """An executor returning `mcp.types.CallToolResult(is_error=True)` was a success holding
+    the object's JSON; an `ImageContent` was JSON text instead of an image."""
+    from mcp import types
+
+    failed = types.CallToolResult(content=[types.TextContent(text="bad")], is_error=True)
+    tool = FunctionTool(name="t", executor=lambda _args: failed)
+    result = await invoke_tool(tool, {}, default_timeout=None)
+    assert result.is_error
+    assert result.content == [{"type": "text", "text": "bad"}]
+    image = types.ImageContent(data="aGk=", mime_type="image/png")
+    shown = to_tool_output([types.TextContent(text="a chart"), image])
+    assert not shown.is_error
+    assert [b["type"] for b in shown.content] == ["text", "image"]
+    assert shown.content[1]["data"] == "aGk=" and shown.content[1]["mimeType"] == "image/png"
+
+
+def test_structured_content_without_text_reaches_the_model_as_text() -> None:
+    from mcp import types
+
+    result = types.CallToolResult(content=[], structured_content={"celsius": 21})
+    assert to_tool_output(result).content == [{"type": "text", "text": '{"celsius": 21}'}]
