@@ -183,6 +183,8 @@ class ClaudeAgentProvider:
         self.settings = settings or ProviderSettings()
         self.registry = registry
         self._pool: WarmPool | None = None
+        #: Stops the pool's idle processes if the provider is collected; detached by aclose().
+        self._pool_finalizer: weakref.finalize[[], ClaudeAgentProvider] | None = None
         #: Every process this provider started and not yet collected, for `aclose`.
         self._sessions: weakref.WeakSet[CLISession] = weakref.WeakSet()
         # The CLI's model names (`default`, aliases) -> the model they run, learnt from the
@@ -200,6 +202,10 @@ class ClaudeAgentProvider:
         """
         if self._pool is not None:
             pool, self._pool = self._pool, None
+            if self._pool_finalizer is not None:
+                # Else it kept the closed pool alive for the provider's whole life.
+                self._pool_finalizer.detach()
+                self._pool_finalizer = None
             await pool.aclose()
         await stop_all(list(self._sessions), PROVIDER_CLOSED)
 
@@ -693,7 +699,7 @@ class ClaudeAgentProvider:
         if self._pool is None:
             self._pool = WarmPool(self.settings.warm_processes, self.settings.warm_idle_timeout)
             # A provider dropped without aclose() stops its idle processes when collected.
-            weakref.finalize(self, self._pool.kill_idle)
+            self._pool_finalizer = weakref.finalize(self, self._pool.kill_idle)
         return self._pool
 
     async def _session(self, plan: _Plan) -> tuple[WarmPool | None, CLISession]:

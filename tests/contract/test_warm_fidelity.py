@@ -30,9 +30,14 @@ ROUTED = [FunctionTool(name="lookup", description="Look numbers up.", input_sche
 
 def body(request: RecordedRequest) -> str:
     """The request body as sent (key order kept), without `metadata` (it names the process
-    and its session) and with the scripted API's running tool-call ids blanked."""
+    and its session) and the CLI's own `role: system` entries in `messages` (its environment
+    context, placed once per process: after the first user message of a live process, after
+    the newest one on a resumed one; ADR 0004) with the `cache_control` marker it moves to the
+    newest block then, and with the scripted API's running tool-call ids blanked."""
     sent = {k: v for k, v in request.body.items() if k != "metadata"}
-    return re.sub(r"toolu_scripted_\d+", "toolu_ID", json.dumps(sent))
+    sent["messages"] = [m for m in request.messages if m.get("role") != "system"]
+    text = re.sub(r"toolu_scripted_\d+", "toolu_ID", json.dumps(sent))
+    return re.sub(r', "cache_control": \{"type": "ephemeral"(, "ttl": "[^"]*")?\}', "", text)
 
 
 def process(result: GenerateResult) -> str:
