@@ -77,14 +77,30 @@ def run_check(args: argparse.Namespace) -> int:
         data["compatible"] = report.compatible
         if outcome is not None:
             data["probe"] = outcome.as_dict()
-        print(json.dumps(data, indent=2, ensure_ascii=False))
+        shown = json.dumps(data, indent=2, ensure_ascii=False)
+        if not _printable(shown):  # the same JSON, escaped
+            shown = json.dumps(data, indent=2)
+        print(shown)
     else:
-        print(render_report(report, offline=offline))
+        shown = render_report(report, offline=offline)
         if outcome is not None:
-            print()
-            print(outcome.render())
+            shown += "\n\n" + outcome.render()
+        if not _printable(shown):
+            encoding = sys.stdout.encoding
+            shown = shown.encode(encoding, "backslashreplace").decode(encoding)
+        print(shown)
     ok = report.compatible and (outcome is None or outcome.ok)
     return 0 if ok else 1
+
+
+def _printable(text: str) -> bool:
+    """Whether stdout's encoding can show `text`: an ASCII or latin-1 locale, or a Windows
+    console, cannot show every character a tool or a path may hold."""
+    try:
+        text.encode(sys.stdout.encoding or "utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
 
 
 # -- the table

@@ -6,6 +6,7 @@ process, unit-testable on plain SDK dataclasses.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterable
 from dataclasses import dataclass
 
@@ -70,6 +71,13 @@ def exception_failure(
         )
     if isinstance(exc, sdk.ProcessError):
         return process_died(exc.exit_code, stderr)
+    if isinstance(exc, sdk.CLIJSONDecodeError) and isinstance(
+        exc.original_error, json.JSONDecodeError
+    ):
+        return CLIOutputError(
+            f"the CLI wrote a line that is not JSON ({exc}): ProviderSettings.cli_path may not "
+            f"point at the Claude Code CLI, or a wrapper script writes to its stdout"
+        )
     if isinstance(exc, sdk.CLIJSONDecodeError):
         return CLIOutputError(
             f"the CLI sent a message the SDK could not read ({exc}). A message larger than "
@@ -77,8 +85,11 @@ def exception_failure(
             f"causes this: raise ProviderSettings.max_buffer_size"
         )
     if isinstance(exc, sdk.CLIConnectionError):
+        tail = "\n".join(stderr)
         return ProcessDiedError(
-            f"lost the connection to the Claude Code CLI: {exc}", stderr="\n".join(stderr)
+            f"lost the connection to the Claude Code CLI: {exc}"
+            + (f"; its last output:\n{tail}" if tail else "; it printed nothing on stderr"),
+            stderr=tail,
         )
     return ProcessDiedError(f"the Claude Agent SDK failed: {exc}", stderr="\n".join(stderr))
 

@@ -172,7 +172,15 @@ class CLISession:
             self._connected = True
             self._keeper = self._stop_with_loop()
             await anext(self._keeper)
-            await self._client.connect()
+            try:
+                await self._client.connect()
+            except sdk.ClaudeSDKError:
+                raise
+            except Exception as exc:  # the SDK's initialize timeout (60 s) is a bare Exception
+                raise sdk.CLIConnectionError(
+                    f"the CLI started but never answered the SDK's initialize request ({exc}): "
+                    f"it hung before its first message"
+                ) from exc
             info = await self._client.get_server_info() or {}
             self.model_list = [m for m in info.get("models") or [] if isinstance(m, dict)]
             for model in self.model_list:

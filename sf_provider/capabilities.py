@@ -110,10 +110,16 @@ class CapabilityReport(_Model):
         return not self.problems
 
 
-def find_cli(cli_path: str | None = None) -> CLIStatus:
+def find_cli(
+    cli_path: str | None = None, *, cwd: str | None = None, search_path: str | None = None
+) -> CLIStatus:
     """Find the CLI where the SDK looks for it, in its order: `cli_path`, the bundled binary,
     `claude` on PATH, then `~/.npm-global/bin/claude`, `/usr/local/bin/claude` and the other
     places the SDK knows (`_CLI_LOCATIONS`).
+
+    `cli_path` is found the way the SDK starts it: a bare name (`"claude"`) on `search_path`
+    (the PATH the CLI gets; None: this process's), a relative path from `cwd` (the CLI's
+    working directory; None: the current one).
 
     Example::
 
@@ -121,30 +127,21 @@ def find_cli(cli_path: str | None = None) -> CLIStatus:
         print(status.path, status.version)  # .../claude_agent_sdk/_bundled/claude 2.1.330
     """
     if cli_path is not None:
-        path = Path(cli_path)
-        if not path.is_file() or not os.access(path, os.X_OK):
-            return CLIStatus(
-                found=False,
-                path=cli_path,
-                problem=f"ProviderSettings.cli_path {cli_path!r} is not an executable file",
-            )
-        version = _cli_version(str(path))
-        if version is None:
-            return CLIStatus(
-                found=False,
-                path=cli_path,
-                problem=f"ProviderSettings.cli_path {cli_path!r} did not answer --version as the "
-                f"Claude Code CLI does (`2.1.332 (Claude Code)`): point it at the `claude` binary",
-            )
-        return CLIStatus(found=True, path=str(path), version=version)
+        return _given_cli(cli_path, cwd, search_path)
     bundled = _bundled_cli()
     if bundled.is_file():
         return _found(bundled)
     on_path = shutil.which("claude")
     if on_path:
         return CLIStatus(found=True, path=on_path, version=_cli_version(on_path))
-    # The SDK resolves these against the home directory of this process, as here.
-    locations = [Path.home() / location for location in _CLI_LOCATIONS]
+    # The SDK resolves these against the home directory of this process, as here (none known:
+    # only the absolute ones).
+    home = _home()
+    locations = [
+        home / location if home is not None else Path(location)
+        for location in _CLI_LOCATIONS
+        if home is not None or location.startswith("/")
+    ]
     for path in locations:
         if path.is_file():
             return _found(path)
@@ -154,6 +151,36 @@ def find_cli(cli_path: str | None = None) -> CLIStatus:
         f"on PATH, {', '.join(map(str, locations))}): reinstall claude-agent-sdk (it bundles "
         f"the CLI), put `claude` on PATH, or set ProviderSettings.cli_path",
     )
+
+
+def _given_cli(cli_path: str, cwd: str | None, search_path: str | None) -> CLIStatus:
+    """`ProviderSettings.cli_path` where the SDK's exec finds it (see `find_cli`)."""
+    where: str | None = cli_path
+    hint = ""
+    if os.sep not in cli_path:
+        where = shutil.which(cli_path, path=search_path)
+        hint = " (a bare name is looked up on the PATH the CLI gets): give a full path"
+    elif cwd is not None and not os.path.isabs(cli_path):
+        where = os.path.join(cwd, cli_path)
+        hint = (
+            f": {where!r} (a relative cli_path is started from the CLI's working directory); "
+            f"give an absolute path"
+        )
+    if where is None or not os.path.isfile(where) or not os.access(where, os.X_OK):
+        return CLIStatus(
+            found=False,
+            path=where or cli_path,
+            problem=f"ProviderSettings.cli_path {cli_path!r} is not an executable file{hint}",
+        )
+    version = _cli_version(where)
+    if version is None:
+        return CLIStatus(
+            found=False,
+            path=where,
+            problem=f"ProviderSettings.cli_path {cli_path!r} did not answer --version as the "
+            f"Claude Code CLI does (`2.1.332 (Claude Code)`): point it at the `claude` binary",
+        )
+    return CLIStatus(found=True, path=where, version=version)
 
 
 def _found(path: Path) -> CLIStatus:
@@ -193,10 +220,23 @@ def _cli_version(path: str) -> str | None:
     return version if _VERSION.match(version) else None
 
 
-def credentials_path(env: Mapping[str, str]) -> Path:
-    """Where a Claude login is stored for the environment `env` (the CLI's own rule)."""
-    home = Path(env.get("HOME") or Path.home()).expanduser()
-    return Path(env.get("CLAUDE_CONFIG_DIR") or home / ".claude") / ".credentials.json"
+def _home() -> Path | None:
+    """This process's home directory; None without HOME and without a passwd entry for this
+    user (a container running as an arbitrary uid)."""
+    try:
+        return Path.home()
+    except (RuntimeError, KeyError):
+        return None
+
+
+def credentials_path(env: Mapping[str, str]) -> Path | None:
+    """Where a Claude login is stored for the environment `env` (the CLI's own rule); None when
+    neither CLAUDE_CONFIG_DIR nor a home directory is known."""
+    config = env.get("CLAUDE_CONFIG_DIR")
+    if config:
+        return Path(config) / ".credentials.json"
+    home = Path(env["HOME"]).expanduser() if env.get("HOME") else _home()
+    return home / ".claude" / ".credentials.json" if home is not None else None
 
 
 def check_auth(settings: ProviderSettings, environ: Mapping[str, str] | None = None) -> AuthStatus:
@@ -210,7 +250,15 @@ def check_auth(settings: ProviderSettings, environ: Mapping[str, str] | None = N
         if env.get(var, "").strip().lower() in {"1", "true"}:
             return AuthStatus(configured=True, method="cloud", detail=f"{var} is set")
     credentials = credentials_path(env)
-    if credentials.is_file():
+    if credentials is not None and credentials.is_file():
+        if not os.access(credentials, os.R_OK):  # a secret mounted for another uid
+            return AuthStatus(
+                configured=False,
+                method="credentials-file",
+                detail=f"the Claude login {credentials} cannot be read by this user (uid "
+                f"{os.getuid()}): make it readable, or set ANTHROPIC_API_KEY, "
+                f"ANTHROPIC_AUTH_TOKEN or CLAUDE_CODE_OAUTH_TOKEN",
+            )
         return AuthStatus(
             configured=True, method="credentials-file", detail=f"logged in ({credentials})"
         )
@@ -220,6 +268,71 @@ def check_auth(settings: ProviderSettings, environ: Mapping[str, str] | None = N
         detail="no ANTHROPIC_API_KEY, ANTHROPIC_AUTH_TOKEN or CLAUDE_CODE_OAUTH_TOKEN, and no "
         "Claude login: set one of them or run `claude` once and log in",
     )
+
+
+def _cli_workdir(settings: ProviderSettings) -> tuple[str | None, str | None]:
+    """The working directory the CLI is started in (the provider's rule: `cwd`, a relative one
+    from the current directory, else the current directory), or why it cannot be."""
+    cwd = settings.cwd
+    try:
+        workdir = os.path.abspath(cwd or os.getcwd())
+    except FileNotFoundError:
+        if cwd is None:
+            return None, (
+                "the current directory of this process was removed, and the CLI runs in it "
+                "(ProviderSettings.cwd is not set): os.chdir() to an existing directory, or set "
+                "ProviderSettings.cwd"
+            )
+        return None, (
+            f"ProviderSettings.cwd {cwd!r} is relative to the current directory of this "
+            f"process, which was removed: os.chdir() to an existing directory, or give an "
+            f"absolute path"
+        )
+    where = "the current directory" if cwd is None else f"ProviderSettings.cwd {cwd!r}"
+    if not os.path.isdir(workdir):
+        return None, f"{where} is not a directory: create it, or change the setting"
+    if not os.access(workdir, os.X_OK):
+        return None, (
+            f"{where} cannot be entered by this user (no search permission on {workdir!r}), "
+            f"and the CLI runs there: grant it, or change the setting"
+        )
+    return workdir, None
+
+
+def _umask() -> int | None:
+    """This process's umask, read without setting it (which no other thread could undo);
+    None where /proc does not say (not Linux)."""
+    try:
+        with open("/proc/self/status", encoding="ascii") as status:
+            for line in status:
+                if line.startswith("Umask:"):
+                    return int(line.split()[1], 8)
+    except (OSError, ValueError):
+        pass
+    return None
+
+
+def _temp_dir_problem(directory: str | None, workdir: str | None) -> str | None:
+    """What keeps `ProviderSettings.env['TMPDIR']` from holding the queries' temp dirs."""
+    if not directory:
+        return None
+    setting = f"ProviderSettings.env['TMPDIR'] {directory!r}"
+    if not os.path.isdir(directory):
+        return f"{setting} is not a directory: create it, or change the setting"
+    if not os.access(directory, os.W_OK | os.X_OK):
+        return (
+            f"{setting} is not writable by this user, and each query makes its temp dir "
+            f"there: make it writable, or change the setting"
+        )
+    if not os.path.isabs(directory) and workdir and not os.path.samefile(workdir, os.curdir):
+        # The per-query HOME, config and temp dirs are then relative paths the CLI resolves
+        # from its own working directory: made there, and never removed.
+        return (
+            f"{setting} is relative, and the CLI runs in {workdir!r}, not in the current "
+            f"directory, so it would resolve its per-query dirs there and leave them behind: "
+            f"give an absolute path"
+        )
+    return None
 
 
 def _schema_problem(tool: FunctionTool) -> str | None:
@@ -250,21 +363,34 @@ def check_capabilities(
     """
     settings = settings or ProviderSettings()
     problems: list[str] = []
-    cli = find_cli(settings.cli_path)
+    env = ChainMap(settings.env, os.environ if environ is None else dict(environ))
+    workdir, problem = _cli_workdir(settings)
+    if problem:
+        problems.append(problem)
+    cli = find_cli(settings.cli_path, cwd=workdir, search_path=env.get("PATH"))
     if cli.problem:
         problems.append(cli.problem)
     auth = check_auth(settings, environ)
     if not auth.configured:
         problems.append(f"authentication: {auth.detail}")
-    for setting, directory in (
-        ("cwd", settings.cwd),
-        ("env['TMPDIR']", settings.env.get("TMPDIR")),
-    ):
-        if directory and not os.path.isdir(directory):
-            problems.append(
-                f"ProviderSettings.{setting} {directory!r} is not a directory: create it, or "
-                f"change the setting"
-            )
+    problem = _temp_dir_problem(settings.env.get("TMPDIR"), workdir)
+    if problem:
+        problems.append(problem)
+    # Root writes into its own directories whatever their mode.
+    umask = _umask() if settings.isolate and os.geteuid() != 0 else None
+    if umask is not None and umask & 0o700:
+        problems.append(
+            f"the umask {umask:04o} takes the owner's own permissions off new directories, "
+            f"so each query's temp dirs could not be filled or removed: use a umask that "
+            f"keeps them (0022 or 0077)"
+        )
+    if not settings.isolate and not env.get("HOME") and _home() is None:
+        problems.append(
+            f"isolate=False runs the CLI in this user's home directory, but HOME is not set "
+            f"and user id {os.getuid()} has no passwd entry (a container running as an "
+            f"arbitrary uid): the CLI would exit at start. Set HOME (in the environment or "
+            f"ProviderSettings.env), or use isolate=True"
+        )
     registered: dict[str, FunctionTool] = dict(registry.tools) if registry else {}
     if tools is not None:
         exposed = list(tools)

@@ -802,9 +802,11 @@ class ClaudeAgentProvider:
     def _spawn(self, plan: _Plan) -> CLISession:
         """A new process for this setup, holding this request's history (not started yet)."""
         # env's TMPDIR, when given, is where the query's temp files go: ours and the CLI's.
-        workdir = Path(
-            tempfile.mkdtemp(prefix="sf-provider-", dir=self.settings.env.get("TMPDIR") or None)
-        )
+        where = self.settings.env.get("TMPDIR") or tempfile.gettempdir()
+        try:
+            workdir = Path(tempfile.mkdtemp(prefix="sf-provider-", dir=where))
+        except OSError as exc:
+            raise _no_room(where, exc) from exc
         stderr: deque[str] = deque(maxlen=_STDERR_TAIL_LINES)
         session = CLISession(
             plan.key,
@@ -816,6 +818,9 @@ class ClaudeAgentProvider:
         self._sessions.add(session)
         try:
             session.start(self._sdk_options(plan, workdir, stderr, run_in=session.query_context))
+        except OSError as exc:  # a full disk, a file size limit: its transcript or prompt file
+            session.kill_now()  # removes its dir
+            raise _no_room(where, exc) from exc
         except BaseException:
             session.kill_now()  # removes its dir
             raise
@@ -902,6 +907,17 @@ class _Deadlines:
             kind="idle_timeout",
             seconds=float(self._idle or 0),
         )
+
+
+def _no_room(where: str, exc: OSError) -> ProviderCompatibilityError:
+    """The error for a query whose temp files could not be written (nothing was started)."""
+    return ProviderCompatibilityError(
+        [
+            f"could not prepare the query's temp files under {where!r} ({exc}): free space "
+            f"there, raise the file size limit, or set ProviderSettings.env['TMPDIR'] to a "
+            f"writable directory with room"
+        ]
+    )
 
 
 def _call_options(call_options: dict[str, Any]) -> CallOptions:

@@ -402,3 +402,34 @@ def test_the_command_runs_as_a_subprocess_with_the_tools_on_pythonpath() -> None
     assert data["compatible"] is True
     assert [t["name"] for t in data["tools"]] == ["search", "count_words", "delete_note"]
     assert SECRET not in done.stdout
+
+
+SUNNY_TOOLS = """
+from sf_provider import FunctionTool, ToolRegistry
+
+weather = FunctionTool(
+    name="weather", description="d", read_only=True, executor=lambda a: "\\u2600 sunny"
+)
+registry = ToolRegistry([weather])
+"""
+
+
+@pytest.mark.cli
+@pytest.mark.parametrize("output", ["table", "json"])
+def test_the_command_reports_to_a_terminal_that_cannot_show_every_character(
+    output: str, tmp_path: Path
+) -> None:
+    # An ASCII or latin-1 locale (or a Windows console): a tool result holding "☀" ended the
+    # command in a UnicodeEncodeError traceback after the probe had passed.
+    (tmp_path / "sunny_tools.py").write_text(SUNNY_TOOLS, encoding="utf-8")
+    env = {k: v for k, v in os.environ.items() if not k.startswith("SF_PROVIDER_GROUP_")}
+    env.update(PYTHONPATH=str(tmp_path), PYTHONIOENCODING="ascii")
+    command = [sys.executable, "-m", "sf_provider.cli", "check", "--tools", "sunny_tools:registry"]
+    command += ["--probe", "--offline", *(["--json"] if output == "json" else [])]
+    done = subprocess.run(command, capture_output=True, text=True, timeout=60, check=False, env=env)
+
+    assert done.returncode == 0, done.stderr
+    if output == "json":
+        assert json.loads(done.stdout)["probe"]["tool_output"] == "\u2600 sunny"
+    else:
+        assert "  tool result  [ok] \\u2600 sunny" in done.stdout

@@ -5,6 +5,7 @@ from __future__ import annotations
 import ast
 import inspect
 import os
+import pwd
 import re
 import stat
 import textwrap
@@ -383,6 +384,51 @@ def test_missing_authentication_is_a_problem_of_the_report(tmp_path: Path) -> No
 
     assert report.problems == [f"authentication: {report.auth.detail}"]
     assert not report.compatible
+
+
+@pytest.fixture
+def no_home(monkeypatch: pytest.MonkeyPatch) -> None:
+    """No HOME and no passwd entry for this user: a container running as an arbitrary uid."""
+    monkeypatch.delenv("HOME", raising=False)
+
+    def no_entry(uid: int) -> pwd.struct_passwd:
+        raise KeyError(f"getpwuid(): uid not found: {uid}")
+
+    monkeypatch.setattr(pwd, "getpwuid", no_entry)
+
+
+@pytest.mark.usefixtures("no_home")
+def test_check_auth_without_a_home_directory_says_how_to_authenticate() -> None:
+    # It raised "RuntimeError: Could not determine home directory."
+    status = check_auth(ProviderSettings(), {})
+
+    assert not status.configured and status.method == "none"
+    assert "ANTHROPIC_API_KEY" in status.detail
+
+
+@pytest.mark.usefixtures("no_home")
+def test_check_auth_without_a_home_directory_reads_the_login_in_claude_config_dir(
+    tmp_path: Path,
+) -> None:
+    (tmp_path / ".credentials.json").write_text("{}", "utf-8")
+
+    status = check_auth(ProviderSettings(), {"CLAUDE_CONFIG_DIR": str(tmp_path)})
+
+    assert status.method == "credentials-file"
+
+
+@pytest.mark.usefixtures("no_home")
+def test_isolate_false_without_a_home_directory_is_a_problem() -> None:
+    # The CLI exits at start ("ENOENT: no such file or directory, uv_os_homedir"), and the
+    # query failed with a page of its minified source as the error message.
+    report = check_capabilities(ProviderSettings(isolate=False), environ=AUTHED)
+
+    [problem] = report.problems
+    assert "isolate=False" in problem and "no passwd entry" in problem
+    assert "Set HOME" in problem and "isolate=True" in problem
+    assert check_capabilities(ProviderSettings(isolate=True), environ=AUTHED).problems == []
+    with_home = ProviderSettings(isolate=False, env={"HOME": "/home/app"})
+    assert check_capabilities(with_home, environ=AUTHED).problems == []
 
 
 def test_the_environment_key_outranks_a_login(tmp_path: Path) -> None:
