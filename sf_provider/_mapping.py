@@ -151,6 +151,10 @@ class PartMapper:
         # The streamed API message in progress: its part ids, and whether it ended properly.
         self._attempt: list[str] = []
         self._attempt_done = True
+        # Parts of the attempt whose blocks the CLI delivered (an AssistantMessage each): the
+        # ones it keeps when a cut stream is resumed.
+        self._completed: set[str] = set()
+        self._last_closed = ""
         self._streamed: set[str] = set()
         self._message_id: str | None = None
         #: The id the API gave its last message (`msg_...`): `gen_ai.response.id` on spans.
@@ -214,7 +218,9 @@ class PartMapper:
     def _event(self, event: dict[str, Any]) -> list[StreamPart]:
         kind = event.get("type")
         if kind == "message_start":
-            parts = self._discard_cut_attempt()
+            # A new streamed message after a cut one (no `api_retry` between): the CLI kept the
+            # blocks that had ended and had the model resume after them (CLI 2.1.332).
+            parts = self._discard_cut_attempt(resumed=True)
             message = event.get("message") or {}
             usage = message.get("usage") or {}
             self.context_input_tokens = sum(int(usage.get(k) or 0) for k in _INPUT_KINDS)
@@ -289,6 +295,7 @@ class PartMapper:
 
     def _block_stop(self, index: int) -> list[StreamPart]:
         kind, part_id = self._open.pop(index, ("", ""))
+        self._last_closed = part_id
         if kind == "text":
             return self._text_end(part_id)
         if kind == "reasoning":
@@ -314,21 +321,35 @@ class PartMapper:
 
     # -- text, held back while it may be an envelope
 
-    def _discard_cut_attempt(self) -> list[StreamPart]:
+    def _discard_cut_attempt(self, *, resumed: bool = False) -> list[StreamPart]:
         """Take back the parts of a streamed message that was cut before it ended.
 
         The CLI then asks again (a retry, or its non-streaming fallback), so the same turn is
-        about to arrive a second time.
+        about to arrive a second time. `resumed`: it kept the blocks that had ended instead
+        (they stay in the model's context) and had the model resume after them ("Your
+        response above was cut off mid-stream. Resume directly ..."): only the block that was
+        cut is taken back, and what follows continues the same answer.
         """
+        completed, self._completed = self._completed, set()
         if self._attempt_done or not self._attempt:
             self._attempt = []
             return []
-        ids = self._attempt
+        kept = [i for i in self._attempt if i in completed] if resumed else []
+        ids = [i for i in self._attempt if i not in kept]
         for part_id in ids:
             self._held.pop(part_id, None)
         self._calls.difference_update(ids)
         self._attempt, self._attempt_done = [], True
-        return [DiscardPart(ids=ids, reason="the API stream was cut; the CLI asked again")]
+        if kept:
+            self._resumes = True  # the pieces are one answer, as after an output-limit cut
+        if not ids:
+            return []
+        reason = (
+            "the API stream was cut; the model resumed after the blocks that had ended"
+            if kept
+            else "the API stream was cut; the CLI asked again"
+        )
+        return [DiscardPart(ids=ids, reason=reason)]
 
     def _text_delta(self, part_id: str, delta: str) -> list[StreamPart]:
         held = self._held.get(part_id)
@@ -417,6 +438,11 @@ class PartMapper:
             )
             return []
         streamed = message.message_id is not None and message.message_id in self._streamed
+        if streamed:
+            # The CLI delivers each block of a streamed message as it ends (before the block's
+            # stop event reaches us); a block of a cut stream it never delivers.
+            delivered = [part_id for _, part_id in self._open.values()] or [self._last_closed]
+            self._completed.update(delivered)
         parts: list[StreamPart] = [] if streamed else self._discard_cut_attempt()
         if not streamed and message.message_id != self._unstreamed_id:
             self._unstreamed_id = message.message_id

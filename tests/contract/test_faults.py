@@ -36,7 +36,8 @@ Recoveries:
 - A fault without an HTTP status (`drop`, `drop_mid_stream`, `malformed_sse`) is an
   `APIConnectionError` (retryable) that does not claim a status.
 - After a stream cut midway, a `discard` part takes back the partial text of the aborted attempt:
-  `generate().text` is the good answer alone.
+  `generate().text` is the good answer alone. When a block had ended before the cut, the CLI
+  keeps it and has the model resume after it: only the cut block is taken back.
 """
 
 from __future__ import annotations
@@ -53,6 +54,7 @@ from sf_provider import (
     APIError,
     AuthenticationError,
     ClaudeAgentProvider,
+    DiscardPart,
     ErrorPart,
     FinishPart,
     GenerateResult,
@@ -309,6 +311,33 @@ async def test_the_partial_text_of_a_cut_stream_is_not_in_the_result() -> None:
 
     assert run.result is not None
     assert run.result.text == GOOD_ANSWER
+
+
+async def test_a_stream_cut_after_a_whole_block_is_resumed_and_keeps_that_block() -> None:
+    """When a block had ended before the cut, the CLI keeps it in the conversation and has the
+    model resume after it (the next request carries it, then "Resume directly ..."). It was
+    taken back with the cut block, so `generate().text` lost it while the model's context held
+    it; only the cut block is taken back now, and the pieces are one answer."""
+    cut = reply(text("First block complete."), text("Second block cut here and more"))
+
+    def script() -> list[Any]:
+        # 8 events: the first block whole (start, 3 deltas, stop), the second begun.
+        return [fault("drop_mid_stream", reply=cut, events=8), reply(text(" And the rest."))]
+
+    async with ScriptedMessagesAPI(script()) as api:
+        provider = ClaudeAgentProvider(api.settings(warm_processes=0))
+        parts = [p async for p in provider.stream("go")]
+    async with ScriptedMessagesAPI(script()) as api:
+        result = await ClaudeAgentProvider(api.settings(warm_processes=0)).generate("go")
+    resumed = api.requests[1]
+    kept = [m for m in resumed.messages if m["role"] == "assistant"]
+    assert [b.get("text") for b in kept[-1]["content"]] == ["First block complete."]
+    assert "Resume directly" in str(resumed.messages), "the CLI's own resume request"
+    assert result.text == "First block complete. And the rest."
+    assert "Second block" not in result.text
+    assert [len(m["content"]) for m in result.response_messages] == [2], "one answer"
+    [discard] = [p for p in parts if isinstance(p, DiscardPart)]
+    assert len(discard.ids) == 1, "only the cut block is taken back"
 
 
 async def test_a_malformed_stream_leaves_nothing_in_the_result() -> None:
