@@ -72,6 +72,7 @@ from .types import (
 __all__ = [
     "ChatRequest",
     "ChunkMapper",
+    "StopCutter",
     "StreamRetractionError",
     "UnsupportedParameterError",
     "chat_request",
@@ -132,7 +133,11 @@ _IGNORED = frozenset(
 #: Parameters accepted only at the value that asks for nothing, and why any other is refused.
 _ONLY_DEFAULT: dict[str, tuple[tuple[Any, ...], str]] = {
     "n": ((1,), "one choice per request: the Claude Code CLI answers once"),
-    "temperature": ((1, 1.0), "the Claude Code CLI has no temperature setting"),
+    "temperature": (
+        (1, 1.0),
+        "the Claude Code CLI has no temperature setting (LlamaIndex's OpenAI and OpenAILike send "
+        "0.1 unless given temperature=1.0)",
+    ),
     "top_p": ((1, 1.0), "the Claude Code CLI has no top_p setting"),
     "presence_penalty": ((0, 0.0), "the Messages API has no presence penalty"),
     "frequency_penalty": ((0, 0.0), "the Messages API has no frequency penalty"),
@@ -180,16 +185,30 @@ class ChatRequest:
     include_usage: bool = False
     #: `response_format` asked for JSON: the answer's content is the structured output.
     structured: bool = False
+    #: `stop` (with `chat_request(cut_at_stop=True)`): the answer ends before the first of
+    #: them (`StopCutter`).
+    stop: tuple[str, ...] = ()
 
 
-def chat_request(body: Mapping[str, Any], *, ignore: frozenset[str] = frozenset()) -> ChatRequest:
+def chat_request(
+    body: Mapping[str, Any],
+    *,
+    ignore: frozenset[str] = frozenset(),
+    cut_at_stop: bool = False,
+    history_tools: bool = False,
+) -> ChatRequest:
     """Read a Chat Completions request body; refuse what cannot be honoured.
 
-    `ignore` names more parameters to let pass (LiteLLM adds some of its own).
+    `ignore` names more parameters to let pass (LiteLLM adds some of its own). A caller that
+    honours `stop` by cutting the answer (`StopCutter`) passes `cut_at_stop` (else `stop` is
+    refused); one that lets a history with tool calls go without `tools` (`history_tools`)
+    gets the called tools defined again, uncallable (`_history_tools`).
     """
     given = {k: v for k, v in body.items() if v is not None}
     for name, value in given.items():
         if name in _HONOURED or name in _IGNORED or name in ignore:
+            continue
+        if name == "stop" and cut_at_stop:
             continue
         if name in _ONLY_DEFAULT:
             allowed, reason = _ONLY_DEFAULT[name]
@@ -283,7 +302,16 @@ def chat_request(body: Mapping[str, Any], *, ignore: frozenset[str] = frozenset(
         )
     messages = provider_messages(given["messages"])
     if not tools and holds_tool_blocks(messages):
-        raise UnsupportedParameterError("tools", TOOLS_NEEDED)
+        called = _called_tools(messages) if history_tools else []
+        if not called or options.get("tool_choice", "none") not in ("auto", "none"):
+            raise UnsupportedParameterError("tools", TOOLS_NEEDED)
+        tools, options["tool_choice"] = called, "none"
+    stop = _stop_sequences(given.get("stop")) if cut_at_stop else ()
+    if stop and structured:
+        raise UnsupportedParameterError(
+            "stop", "cannot be honoured with response_format: the answer is the whole object; "
+            "leave one of them out",
+        )  # fmt: skip
     return ChatRequest(
         model=model,
         messages=messages,
@@ -292,7 +320,38 @@ def chat_request(body: Mapping[str, Any], *, ignore: frozenset[str] = frozenset(
         stream=stream,
         include_usage=bool(stream_options.get("include_usage")),
         structured=structured,
+        stop=stop,
     )
+
+
+def _called_tools(messages: Sequence[Mapping[str, Any]]) -> list[FunctionTool]:
+    """The tools a history calls, defined again for a request without `tools`: the Messages
+    API refuses tool calls in a request that defines no tools, and OpenAI's API takes them
+    (AutoGen's reflection after a tool call sends the calls and results without `tools`).
+    Called with tool_choice "none", so the provider tells the model to answer in text and
+    refuses a call; their schemas are unknown here and admit any arguments."""
+    names = dict.fromkeys(
+        str(block.get("tool_name"))
+        for message in messages
+        if message.get("role") == "assistant"
+        for block in message.get("content") or ()
+        if isinstance(block, Mapping) and block.get("type") == "tool-call"
+    )
+    return [
+        FunctionTool(name=name, description=_HISTORY_TOOL, input_schema={"type": "object"})
+        for name in names
+    ]
+
+
+_HISTORY_TOOL = "Called earlier in this conversation; not available for this reply."
+
+
+def _stop_sequences(stop: Any) -> tuple[str, ...]:
+    """OpenAI's `stop` (a string or a list of up to 4 strings) as a tuple of the non-empty ones."""
+    stops = [stop] if isinstance(stop, str) else [] if stop is None else stop
+    if not isinstance(stops, list) or not all(isinstance(s, str) for s in stops):
+        raise UnsupportedParameterError("stop", "must be a string or a list of strings")
+    return tuple(dict.fromkeys(s for s in stops if s))
 
 
 #: The fields of `response_format.json_schema`: `strict` holds anyway (the CLI checks the answer
@@ -934,3 +993,67 @@ class ChunkMapper:
 
 def _choice(delta: dict[str, Any]) -> dict[str, Any]:
     return {"delta": delta, "finish_reason": None}
+
+
+class StopCutter:
+    """OpenAI's `stop` on stream parts: the answer ends before the first stop sequence in its
+    text, as the API would have stopped there.
+
+    The CLI sends no stop sequences, so the model writes on; the text is cut where the first
+    one begins, what the model wrote after it (text, tool calls, reasoning) is left out, and
+    the finish reason is `stop` (`tool-calls` when a call came before it). Text that may be
+    the start of a stop sequence is held back until the next delta decides. Everything the
+    model wrote is still billed (the usage counts it). Agent frameworks that parse text
+    actions (smolagents, CrewAI) send `stop` on every request.
+    """
+
+    def __init__(self, stops: Sequence[str]) -> None:
+        self.stops = tuple(stops)
+        self.stopped = False
+        self._text: dict[str, str] = {}  # text block id -> its text so far
+        self._sent: dict[str, int] = {}  # text block id -> characters passed on
+        self._calls = False
+
+    def parts(self, part: StreamPart) -> list[StreamPart]:
+        """The parts `part` becomes (none while text is held back or after the stop)."""
+        if not self.stops:
+            return [part]
+        if isinstance(part, FinishPart):
+            if self.stopped:
+                reason: FinishReason = "tool-calls" if self._calls else "stop"
+                return [part.model_copy(update={"finish_reason": reason})]
+            return [part]
+        if self.stopped:
+            return []
+        match part:
+            case TextDeltaPart():
+                text = self._text[part.id] = self._text.get(part.id, "") + part.delta
+                sent = self._sent.get(part.id, 0)
+                # A stop sequence may begin in text already passed on but held back: search
+                # from the first character that could start one ending in the new text.
+                start = max(0, sent - max(len(s) for s in self.stops))
+                found = [i for i in (text.find(s, start) for s in self.stops) if i >= 0]
+                if found:
+                    self.stopped = True
+                    return [*self._pass(part.id, min(found)), TextEndPart(id=part.id)]
+                return self._pass(part.id, len(text) - self._held(text))
+            case TextEndPart():
+                return [*self._pass(part.id, len(self._text.get(part.id, ""))), part]
+            case ToolCallPart() if not part.provider_executed:
+                self._calls = True
+                return [part]
+            case _:
+                return [part]
+
+    def _held(self, text: str) -> int:
+        """How many last characters of `text` could begin a stop sequence."""
+        return max(
+            (n for s in self.stops for n in range(1, len(s)) if text.endswith(s[:n])), default=0
+        )
+
+    def _pass(self, block: str, upto: int) -> list[StreamPart]:
+        sent = self._sent.get(block, 0)
+        if upto <= sent:
+            return []
+        self._sent[block] = upto
+        return [TextDeltaPart(id=block, delta=self._text[block][sent:upto])]

@@ -2,6 +2,9 @@
 
 The request is read by `sf_provider._openai_format.chat_request` (what is honoured, what is
 refused with a 400 naming the parameter); tools come back as `tool_calls` for the client to run.
+`stop` cuts the answer before the first stop sequence (`StopCutter`); a history with tool calls
+in a request without `tools` (OpenAI's API takes it) has the called tools defined again, with
+tool_choice "none".
 With `stream: true` the answer is `chat.completion.chunk` events: the role, content deltas,
 tool-call deltas (index, id and name, then argument fragments), the finish reason, a usage
 chunk when `stream_options.include_usage` is set, and `data: [DONE]`.
@@ -17,9 +20,16 @@ from typing import Any
 from starlette.requests import Request
 from starlette.responses import Response
 
-from .._openai_format import ChatRequest, ChunkMapper, chat_request, completion, completion_id
+from .._openai_format import (
+    ChatRequest,
+    ChunkMapper,
+    StopCutter,
+    chat_request,
+    completion,
+    completion_id,
+)
 from .._openai_format import usage as openai_usage
-from ..provider import ClaudeAgentProvider
+from ..provider import ClaudeAgentProvider, QueryStream
 from ..types import GenerateResult, StreamPart
 from ._http import ErrorInfo, QueryResponse, json_body, openai_error
 
@@ -30,9 +40,11 @@ async def chat_completions(request: Request) -> Response:
     """`POST /v1/chat/completions`. Bad input raises here (answered 400 by the app's handlers),
     before any process starts."""
     body = await json_body(request)
-    chat = chat_request(body)
+    chat = chat_request(body, cut_at_stop=True, history_tools=True)
     provider: ClaudeAgentProvider = request.app.state.provider
     parts = provider.stream(chat.messages, tools=chat.tools, **chat.options)
+    if chat.stop:
+        parts = QueryStream(_cut(parts, StopCutter(chat.stop)))
     model = chat.model or provider.settings.model or "default"
     answer_id, created = completion_id(), int(time.time())
 
@@ -51,6 +63,15 @@ async def chat_completions(request: Request) -> Response:
         sse=sse if chat.stream else None,
         stream_error=_error_event,
     )
+
+
+async def _cut(parts: QueryStream, cutter: StopCutter) -> AsyncGenerator[StreamPart, None]:
+    """The query's parts with the answer cut at the first stop sequence (`StopCutter`); the
+    query runs to its end, so its process stays usable. Closing this closes the query."""
+    async with parts:
+        async for part in parts:
+            for kept in cutter.parts(part):
+                yield kept
 
 
 def _event(data: Any) -> bytes:

@@ -443,6 +443,128 @@ async def test_an_openai_agents_sdk_agent_runs_its_function_tool_through_the_gat
     ]
 
 
+# --------------------------------------------------------------------------- agent frameworks
+
+#: What smolagents' ToolCallingAgent sends on every request (its ReAct-style stop sequences).
+SMOLAGENTS_STOP = ["Observation:", "Calling tools:"]
+#: A reply that goes on past a stop sequence (split across the scripted API's SSE chunks) and
+#: calls a tool after it.
+PAST_THE_STOP = reply(
+    text("Thought: I know it.\nObservation: made up"), tool_use("get_weather", {"city": "Paris"})
+)
+
+
+async def test_stop_ends_the_answer_before_the_first_stop_sequence() -> None:
+    async with (
+        ScriptedMessagesAPI([PAST_THE_STOP]) as api,
+        gateway(api.settings()) as (_, client),
+    ):
+        answer = await client.chat.completions.create(
+            model=MODEL, messages=QUESTION, tools=[WEATHER_TOOL], stop=SMOLAGENTS_STOP
+        )
+    choice = answer.choices[0]
+    assert choice.message.content == "Thought: I know it.\n"
+    assert choice.message.tool_calls is None, "written after the stop: never generated"
+    assert choice.finish_reason == "stop"
+    assert api.requests[0].tool_names == ["mcp__sf__get_weather"]
+
+
+async def test_a_streamed_answer_stops_before_a_stop_sequence_split_across_chunks() -> None:
+    async with (
+        ScriptedMessagesAPI([PAST_THE_STOP]) as api,
+        gateway(api.settings()) as (_, client),
+    ):
+        stream = await client.chat.completions.create(
+            model=MODEL, messages=QUESTION, tools=[WEATHER_TOOL], stop="Observation:", stream=True
+        )
+        chunks = [chunk async for chunk in stream]
+    deltas = [c.choices[0].delta for c in chunks]
+    assert "".join(d.content or "" for d in deltas) == "Thought: I know it.\n"
+    assert not any(d.tool_calls for d in deltas)
+    assert chunks[-1].choices[0].finish_reason == "stop"
+    assert len(api.requests) == 1
+
+
+async def test_an_answer_without_a_stop_sequence_comes_whole_with_its_calls() -> None:
+    # "Calling the" begins like "Calling tools:": held back, then sent when it is not one.
+    script = [reply(text("Calling the weather tool."), tool_use("get_weather", {"city": "Paris"}))]
+    async with ScriptedMessagesAPI(script) as api, gateway(api.settings()) as (_, client):
+        stream = await client.chat.completions.create(
+            model=MODEL,
+            messages=QUESTION,
+            tools=[WEATHER_TOOL],
+            tool_choice="required",
+            stop=SMOLAGENTS_STOP,
+            stream=True,
+        )
+        chunks = [chunk async for chunk in stream]
+    deltas = [c.choices[0].delta for c in chunks]
+    assert "".join(d.content or "" for d in deltas) == "Calling the weather tool."
+    calls = [t for d in deltas for t in d.tool_calls or []]
+    assert [c.function.name for c in calls if c.id and c.function] == ["get_weather"]
+    assert "".join(c.function.arguments or "" for c in calls if c.function) == '{"city": "Paris"}'
+    assert chunks[-1].choices[0].finish_reason == "tool_calls"
+    assert len(api.requests) == 1
+
+
+#: AutoGen's AssistantAgent after running a tool (reflect_on_tool_use, the default with an
+#: output_content_type): the conversation with the call and its result, and no `tools`, as it
+#: sends it (autogen-ext 0.7.5).
+AUTOGEN_REFLECTION = {
+    "model": MODEL,
+    "stream": False,
+    "messages": [
+        {"content": "You are a helpful AI assistant.", "role": "system"},
+        {"role": "user", "name": "user", "content": "Weather in Paris?"},
+        {
+            "role": "assistant",
+            "tool_calls": [
+                {
+                    "id": "toolu_1",
+                    "function": {"arguments": '{"city": "Paris"}', "name": "get_weather"},
+                    "type": "function",
+                }
+            ],
+            "content": "Let me check.",
+        },
+        {"content": "Paris: 18 C", "role": "tool", "tool_call_id": "toolu_1"},
+    ],
+}
+
+
+async def test_a_history_with_tool_calls_needs_no_tools_the_model_answers_in_text() -> None:
+    # OpenAI's API takes it; the Messages API refuses tool calls without tools, so the called
+    # tools are defined again with tool_choice "none" (the model is told to answer in text).
+    async with (
+        ScriptedMessagesAPI([reply(text("Paris: 18 C."))]) as api,
+        gateway(api.settings()) as (base_url, _),
+        httpx.AsyncClient() as http,
+    ):
+        response = await http.post(f"{base_url}/v1/chat/completions", json=AUTOGEN_REFLECTION)
+    assert response.status_code == 200, response.text
+    choice = response.json()["choices"][0]
+    assert (choice["message"]["content"], choice["finish_reason"]) == ("Paris: 18 C.", "stop")
+    [request] = api.requests
+    assert request.tool_names == ["mcp__sf__get_weather"]
+    assert [r.as_dict() for r in request.results()] == [
+        {"tool_use_id": "toolu_1", "is_error": False, "text": "Paris: 18 C"}
+    ]
+    assert "Do not call any tool" in json.dumps(request.body["system"])
+
+
+async def test_a_call_made_anyway_after_a_history_without_tools_is_an_error() -> None:
+    script = [reply(tool_use("get_weather", {"city": "Lyon"}))]
+    async with (
+        ScriptedMessagesAPI(script) as api,
+        gateway(api.settings()) as (base_url, _),
+        httpx.AsyncClient() as http,
+    ):
+        response = await http.post(f"{base_url}/v1/chat/completions", json=AUTOGEN_REFLECTION)
+    assert response.status_code == 502
+    assert "tool_choice='none' forbade tool calls" in response.json()["error"]["message"]
+    assert len(api.requests) == 1
+
+
 # --------------------------------------------------------------------------- errors
 
 
@@ -564,9 +686,21 @@ BAD_REQUESTS: list[tuple[str, dict[str, Any], str, str | None]] = [
         "tool name 'a b'",
         None,
     ),
-    ("temperature", {"messages": QUESTION, "temperature": 0.2}, "temperature", "temperature"),
+    (
+        "temperature, as LlamaIndex sends it by default",
+        {"messages": QUESTION, "temperature": 0.1},
+        "0.1 cannot be honoured: the Claude Code CLI has no temperature setting (LlamaIndex's "
+        "OpenAI and OpenAILike send 0.1 unless given temperature=1.0); leave it out",
+        "temperature",
+    ),
     ("n > 1", {"messages": QUESTION, "n": 2}, "one choice", "n"),
-    ("stop", {"messages": QUESTION, "stop": ["\n"]}, "stop-sequence", "stop"),
+    ("stop not text", {"messages": QUESTION, "stop": [3]}, "list of strings", "stop"),
+    (
+        "stop with response_format",
+        {"messages": QUESTION, "stop": "x", "response_format": {"type": "json_object"}},
+        "cannot be honoured with response_format",
+        "stop",
+    ),
     ("logprobs", {"messages": QUESTION, "logprobs": True}, "log probabilities", "logprobs"),
     (
         "parallel_tool_calls false",
@@ -689,8 +823,9 @@ BAD_REQUESTS: list[tuple[str, dict[str, Any], str, str | None]] = [
         None,
     ),
     (
-        "history calls without tools",
+        "history calls without tools, a call required",
         {
+            "tool_choice": "required",
             "messages": [
                 *QUESTION,
                 {
