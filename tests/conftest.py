@@ -8,8 +8,10 @@ import shutil
 import subprocess
 import tempfile
 import time
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Iterator
+from contextlib import asynccontextmanager
 from pathlib import Path
+from typing import Any
 
 import anyio
 import anyio.abc
@@ -53,6 +55,25 @@ async def no_cli_left(seconds: float = 10.0) -> None:
         if not cli_processes() and not leftover_query_dirs():
             return
         await anyio.sleep(0.1)
+
+
+@asynccontextmanager
+async def serving(app: Any) -> AsyncIterator[str]:
+    """An ASGI app (the gateway) served by uvicorn on a free loopback port, in this event loop:
+    yields its base URL; leaving runs the app's shutdown."""
+    import uvicorn
+
+    config = uvicorn.Config(app, host="127.0.0.1", port=0, log_level="warning", lifespan="on")
+    server = uvicorn.Server(config)
+    async with anyio.create_task_group() as group:
+        group.start_soon(server.serve)
+        while not server.started:  # noqa: ASYNC110 - uvicorn offers no event to wait on
+            await anyio.sleep(0.01)
+        port = server.servers[0].sockets[0].getsockname()[1]
+        try:
+            yield f"http://127.0.0.1:{port}"
+        finally:
+            server.should_exit = True
 
 
 async def gateway_url(gateway: anyio.abc.Process) -> tuple[str, str]:

@@ -10,7 +10,6 @@ from __future__ import annotations
 import base64
 import functools
 import json
-import socket
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any
@@ -19,8 +18,7 @@ import anthropic
 import anyio
 import httpx
 import pytest
-import uvicorn
-from conftest import cli_processes, no_cli_left
+from conftest import cli_processes, no_cli_left, serving
 
 from sf_provider.gateway import GatewaySettings, create_app
 from sf_provider.testing import (
@@ -70,24 +68,11 @@ async def gateway(
     settings); yields an official client for it (no client retries: each scripted answer
     serves the request it was meant for)."""
     app = create_app(GatewaySettings(provider=api.settings(**(provider or {})), **gateway))
-    sock = socket.socket()
-    sock.bind(("127.0.0.1", 0))
-    server = uvicorn.Server(uvicorn.Config(app, log_level="warning"))
-    try:
-        async with anyio.create_task_group() as group:
-            group.start_soon(server.serve, [sock])
-            while not server.started:  # noqa: ASYNC110 (uvicorn has no event to wait on)
-                await anyio.sleep(0.01)
-            url = f"http://127.0.0.1:{sock.getsockname()[1]}"
-            try:
-                async with anthropic.AsyncAnthropic(
-                    base_url=url, api_key=api_key, max_retries=0
-                ) as client:
-                    yield client
-            finally:
-                server.should_exit = True  # the app's shutdown closes the provider
-    finally:
-        sock.close()
+    async with (
+        serving(app) as url,
+        anthropic.AsyncAnthropic(base_url=url, api_key=api_key, max_retries=0) as client,
+    ):
+        yield client
 
 
 def system_text(request: RecordedRequest) -> str:

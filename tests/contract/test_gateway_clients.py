@@ -7,17 +7,15 @@ Messages API saw.
 from __future__ import annotations
 
 import json
-import socket
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any
 
 import anthropic
-import anyio
 import httpx
 import pytest
-import uvicorn
 from anthropic import beta_async_tool
+from conftest import serving
 
 from sf_provider.gateway import GatewaySettings, create_app
 from sf_provider.testing import ScriptedMessagesAPI, reply, text, tool_use
@@ -30,21 +28,8 @@ MODEL = "claude-haiku-4-5"
 @asynccontextmanager
 async def gateway(api: ScriptedMessagesAPI, **provider: Any) -> AsyncIterator[str]:
     """The gateway on a free loopback port, its provider talking to `api`; yields its URL."""
-    app = create_app(GatewaySettings(provider=api.settings(**provider)))
-    sock = socket.socket()
-    sock.bind(("127.0.0.1", 0))
-    server = uvicorn.Server(uvicorn.Config(app, log_level="warning"))
-    try:
-        async with anyio.create_task_group() as group:
-            group.start_soon(server.serve, [sock])
-            while not server.started:  # noqa: ASYNC110 (uvicorn has no event to wait on)
-                await anyio.sleep(0.01)
-            try:
-                yield f"http://127.0.0.1:{sock.getsockname()[1]}"
-            finally:
-                server.should_exit = True  # the app's shutdown closes the provider
-    finally:
-        sock.close()
+    async with serving(create_app(GatewaySettings(provider=api.settings(**provider)))) as url:
+        yield url
 
 
 def anthropic_client(url: str) -> anthropic.AsyncAnthropic:

@@ -15,8 +15,7 @@ import anyio
 import httpx
 import openai
 import pytest
-import uvicorn
-from conftest import cli_processes, no_cli_left
+from conftest import cli_processes, no_cli_left, serving
 from openai import AsyncOpenAI
 
 from sf_provider import CallWarning
@@ -69,20 +68,12 @@ async def gateway(
     client for it (no retries: every answer is seen as it is). Stopping it runs the app's
     shutdown."""
     app = create_app(GatewaySettings(provider=provider, **settings))
-    config = uvicorn.Config(app, host="127.0.0.1", port=0, log_level="warning", lifespan="on")
-    server = uvicorn.Server(config)
-    async with anyio.create_task_group() as group:
-        group.start_soon(server.serve)
-        while not server.started:  # noqa: ASYNC110 - uvicorn offers no event to wait on
-            await anyio.sleep(0.01)
-        port = server.servers[0].sockets[0].getsockname()[1]
-        base_url = f"http://127.0.0.1:{port}"
+    async with serving(app) as base_url:
         client = AsyncOpenAI(base_url=f"{base_url}/v1", api_key="sk-test", max_retries=0)
         try:
             yield base_url, client
         finally:
             await client.close()
-            server.should_exit = True
 
 
 async def health(base_url: str) -> dict[str, Any]:

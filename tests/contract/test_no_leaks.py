@@ -15,8 +15,7 @@ from typing import Any
 import anyio
 import httpx
 import pytest
-import uvicorn
-from conftest import cli_processes, leftover_query_dirs, no_cli_left
+from conftest import cli_processes, leftover_query_dirs, no_cli_left, serving
 
 from sf_provider import ClaudeAgentProvider
 from sf_provider._process import WarmPool
@@ -41,20 +40,11 @@ MODEL = "claude-sonnet-5-5"
 @asynccontextmanager
 async def served(provider: ProviderSettings) -> AsyncIterator[httpx.AsyncClient]:
     """The gateway on a free loopback port, and a client for it."""
-    app = create_app(GatewaySettings(provider=provider))
-    server = uvicorn.Server(
-        uvicorn.Config(app, host="127.0.0.1", port=0, log_level="warning", lifespan="on")
-    )
-    async with anyio.create_task_group() as group:
-        group.start_soon(server.serve)
-        while not server.started:  # noqa: ASYNC110 - uvicorn offers no event to wait on
-            await anyio.sleep(0.01)
-        port = server.servers[0].sockets[0].getsockname()[1]
-        async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{port}", timeout=60) as http:
-            try:
-                yield http
-            finally:
-                server.should_exit = True
+    async with (
+        serving(create_app(GatewaySettings(provider=provider))) as url,
+        httpx.AsyncClient(base_url=url, timeout=60) as http,
+    ):
+        yield http
 
 
 def pipes() -> int:
