@@ -19,8 +19,7 @@ from typing import Any
 import anyio
 import httpx
 import pytest
-import uvicorn
-from conftest import gateway_url
+from conftest import gateway_url, serving
 from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.trace import SpanKind, StatusCode
@@ -508,17 +507,8 @@ async def test_a_structured_answer_is_in_the_output_messages_with_contents(
 @asynccontextmanager
 async def _gateway(api: ScriptedMessagesAPI) -> AsyncIterator[str]:
     app = create_app(GatewaySettings(provider=api.settings(model=MODEL, warm_processes=0)))
-    config = uvicorn.Config(app, host="127.0.0.1", port=0, log_level="warning", lifespan="on")
-    server = uvicorn.Server(config)
-    async with anyio.create_task_group() as group:
-        group.start_soon(server.serve)
-        while not server.started:  # noqa: ASYNC110 - uvicorn offers no event to wait on
-            await anyio.sleep(0.01)
-        port = server.servers[0].sockets[0].getsockname()[1]
-        try:
-            yield f"http://127.0.0.1:{port}"
-        finally:
-            server.should_exit = True
+    async with serving(app) as url:
+        yield url
 
 
 async def test_the_gateway_continues_an_incoming_traceparent(
