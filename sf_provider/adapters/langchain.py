@@ -59,6 +59,7 @@ from functools import partial
 from operator import itemgetter
 from typing import Any, Literal, TypeVar
 
+from langchain_core import exceptions as langchain_errors
 from langchain_core.callbacks import (
     AsyncCallbackManagerForLLMRun,
     CallbackManagerForLLMRun,
@@ -76,6 +77,10 @@ from langchain_core.messages import (
 )
 from langchain_core.messages.ai import InputTokenDetails, UsageMetadata
 from langchain_core.messages.tool import ToolCall, tool_call_chunk
+from langchain_core.output_parsers.openai_tools import (
+    JsonOutputKeyToolsParser,
+    PydanticToolsParser,
+)
 from langchain_core.outputs import ChatGeneration, ChatGenerationChunk, ChatResult
 from langchain_core.runnables import Runnable, RunnableLambda, RunnableMap, RunnablePassthrough
 from langchain_core.tools import BaseTool
@@ -83,10 +88,23 @@ from langchain_core.utils.function_calling import convert_to_json_schema, conver
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from .._anthropic_format import thinking_option
-from .._mapping import warn_user
+from .._mapping import ResultCollector, warn_user
 from .._messages import IMAGE_DETAIL, NO_LOW_DETAIL
 from .._sync import iterate_in_thread, run_sync
-from ..errors import InvalidMessagesError, ProviderError, UnsupportedRequestError
+from ..errors import (
+    APIConnectionError,
+    APIError,
+    AuthenticationError,
+    ContextWindowExceededError,
+    InvalidMessagesError,
+    ProviderError,
+    QueryTimeoutError,
+    RateLimitError,
+    StructuredOutputError,
+    ToolChoiceViolationError,
+    ToolDefinitionError,
+    UnsupportedRequestError,
+)
 from ..provider import CallOptions, ClaudeAgentProvider, NamedToolChoice, ToolChoice
 from ..settings import Effort, ProviderSettings, Thinking
 from ..tools import FunctionTool
@@ -157,6 +175,11 @@ class ChatClaudeAgent(BaseChatModel):
     starts. `invoke(..., stream=True)` streams (token callbacks), as LangChain means it.
     With `cache=`, the LLM cache keys on these settings and the provider's that shape the
     answer (`_identifying_params`).
+
+    A failure is raised as the provider's error that is also LangChain's standard model error
+    (`langchain_core.exceptions`), as ChatAnthropic raises them: `ModelRateLimitError`,
+    `ModelAuthenticationError`, `ContextOverflowError`, `ModelAPIError`, `ModelTimeoutError`,
+    `ModelInvalidRequestError` for input the API would refuse, ... (with their `is_retryable`).
     """
 
     model_config = ConfigDict(arbitrary_types_allowed=True, extra="forbid")
@@ -257,46 +280,61 @@ class ChatClaudeAgent(BaseChatModel):
         after the fact, not constrained). `method="json_schema"` uses the provider's structured
         output (the `output_schema` option: the CLI's `StructuredOutput` tool, whose object is
         checked against the schema, and asked for again when it does not match); `strict=True`
-        is accepted there. `include_raw=True` returns `{"raw", "parsed", "parsing_error"}`.
+        is accepted there. `include_raw=True` returns `{"raw", "parsed", "parsing_error"}`, also
+        when the model answered in text instead (`parsed` None, the provider's error message in
+        an `OutputParserException`); without it that raises `ToolChoiceViolationError`
+        (`function_calling`) or `StructuredOutputError` (`json_schema`).
 
         Example::
 
             answer = await model.with_structured_output(Answer, method="json_schema").ainvoke(q)
         """
-        if method == "function_calling":
-            if strict:
-                raise UnsupportedRequestError(
-                    "with_structured_output(strict=True) needs method='json_schema': with "
-                    "'function_calling' the arguments are checked against the schema after the "
-                    "call (a mismatch comes back as an invalid tool call), not constrained"
-                )
-            return super().with_structured_output(schema, include_raw=include_raw, **kwargs)
-        if method != "json_schema":
+        if method not in ("function_calling", "json_schema"):
             raise UnsupportedRequestError(
                 f"with_structured_output(method={method!r}) is not supported: use "
                 f"'function_calling' (a tool call, the default) or 'json_schema' (the CLI's "
                 f"structured output); the CLI has no JSON mode"
             )
+        if method == "function_calling" and strict:
+            raise UnsupportedRequestError(
+                "with_structured_output(strict=True) needs method='json_schema': with "
+                "'function_calling' the arguments are checked against the schema after the "
+                "call (a mismatch comes back as an invalid tool call), not constrained"
+            )
+        if method == "function_calling" and not include_raw:
+            return super().with_structured_output(schema, **kwargs)
         if kwargs:
             raise UnsupportedRequestError(
                 f"with_structured_output got unsupported arguments {sorted(kwargs)}"
             )
-        llm = self.bind(
-            output_schema=convert_to_json_schema(schema),
+        parser: Runnable[Any, Any]
+        if method == "function_calling":
+            llm = self.bind_tools([schema], tool_choice="any")
+            if isinstance(schema, type) and issubclass(schema, BaseModel):
+                parser = PydanticToolsParser(tools=[schema], first_tool_only=True)
+            else:
+                name = convert_to_openai_tool(schema)["function"]["name"]
+                parser = JsonOutputKeyToolsParser(key_name=name, first_tool_only=True)
+            parser = RunnableLambda(_answered) | parser
+        else:
+            llm = self.bind(output_schema=convert_to_json_schema(schema))
+            parser = RunnableLambda(partial(_structured_output, schema))
+        llm = llm.bind(
             ls_structured_output_format={
-                "kwargs": {"method": "json_schema", "strict": strict},
+                "kwargs": {"method": method, "strict": strict},
                 "schema": schema,
-            },
+            }
         )
-        parser = RunnableLambda(partial(_structured_output, schema))
         if not include_raw:
             return llm | parser
+        # The reply also when it is not what was asked (text instead of the call or object):
+        # LangChain's convention is to hand it back with a `parsing_error`, not to raise.
         parsed = RunnablePassthrough.assign(
             parsed=itemgetter("raw") | parser, parsing_error=lambda _: None
         ).with_fallbacks(
             [RunnablePassthrough.assign(parsed=lambda _: None)], exception_key="parsing_error"
         )
-        return RunnableMap(raw=llm) | parsed
+        return RunnableMap(raw=llm.bind(**{_KEEP_REPLY: True})) | parsed
 
     # -- async: the real path
 
@@ -307,15 +345,40 @@ class ChatClaudeAgent(BaseChatModel):
         run_manager: AsyncCallbackManagerForLLMRun | None = None,
         **kwargs: Any,
     ) -> ChatResult:
-        provider_messages, tools, options, lost = _request(
-            messages, stop, self._call_options(kwargs)
-        )
-        result = await self.provider.generate(provider_messages, tools=tools, **options)
+        keep_reply = bool(kwargs.pop(_KEEP_REPLY, False))
+        failure: ProviderError | None = None
+        try:
+            provider_messages, tools, options, lost = _request(
+                messages, stop, self._call_options(kwargs)
+            )
+            if keep_reply:
+                result, failure = await self._kept_reply(provider_messages, tools, options)
+            else:
+                result = await self.provider.generate(provider_messages, tools=tools, **options)
+        except ProviderError as exc:
+            _as_langchain_error(exc)
+            raise
         _warn(result.warnings)
         if lost:
             result = result.model_copy(update={"warnings": [*lost, *result.warnings]})
         message = ai_message(result, self._requested_model(options))
+        if failure is not None:
+            message.response_metadata[_NOT_ANSWERED] = str(failure)
         return ChatResult(generations=[ChatGeneration(message=message)])
+
+    async def _kept_reply(
+        self, messages: list[dict[str, Any]], tools: list[FunctionTool], options: dict[str, Any]
+    ) -> tuple[GenerateResult, ProviderError | None]:
+        """The reply, also when it is not the call or object asked for (`_KEEP_REPLY`), with
+        the error the provider raised for that."""
+        collector = ResultCollector()
+        try:
+            async with aclosing(self.provider.stream(messages, tools=tools, **options)) as parts:
+                async for part in parts:
+                    collector.add(part)
+        except _NOT_ANSWERING as exc:
+            return collector.result(), exc
+        return collector.result(), None
 
     async def _astream(
         self,
@@ -324,19 +387,33 @@ class ChatClaudeAgent(BaseChatModel):
         run_manager: AsyncCallbackManagerForLLMRun | None = None,
         **kwargs: Any,
     ) -> AsyncIterator[ChatGenerationChunk]:
-        provider_messages, tools, options, lost = _request(
-            messages, stop, self._call_options(kwargs)
-        )
-        chunks = _ChunkMapper(self._requested_model(options), blocks=bool(tools))
-        chunks.warnings.extend(lost)
-        async with aclosing(self.provider.stream(provider_messages, tools=tools, **options)) as s:
-            async for part in s:
-                chunk = chunks.chunk(part)
-                if chunk is None:
-                    continue
-                if run_manager is not None and chunk.text:
-                    await run_manager.on_llm_new_token(chunk.text, chunk=chunk)
-                yield chunk
+        keep_reply = bool(kwargs.pop(_KEEP_REPLY, False))
+        try:
+            provider_messages, tools, options, lost = _request(
+                messages, stop, self._call_options(kwargs)
+            )
+            chunks = _ChunkMapper(self._requested_model(options), blocks=bool(tools))
+            chunks.warnings.extend(lost)
+            stream = self.provider.stream(provider_messages, tools=tools, **options)
+            async with aclosing(stream) as parts:
+                async for part in parts:
+                    chunk = chunks.chunk(part)
+                    if chunk is None:
+                        continue
+                    if run_manager is not None and chunk.text:
+                        await run_manager.on_llm_new_token(chunk.text, chunk=chunk)
+                    yield chunk
+        except _NOT_ANSWERING as exc:
+            if not keep_reply:
+                _as_langchain_error(exc)
+                raise
+            # After the finish chunk: the reply streamed whole, and this says what it lacks.
+            empty: str | list[str | dict[str, Any]] = [] if tools else ""
+            metadata = {_NOT_ANSWERED: str(exc)}
+            yield _chunk(AIMessageChunk(content=empty, response_metadata=metadata))
+        except ProviderError as exc:
+            _as_langchain_error(exc)
+            raise
 
     # -- sync: the async path on an event loop of its own
 
@@ -377,7 +454,8 @@ def tool_definition(tool: ToolLike) -> dict[str, Any]:
     `convert_to_openai_tool` would drop it, and the CLI sends no such tool fields.
     """
     kind = tool.get("type") if isinstance(tool, Mapping) else None
-    if isinstance(tool, Mapping) and kind not in (None, "function", "custom"):
+    # "object": a JSON Schema, which LangChain offers as a function named by its title.
+    if isinstance(tool, Mapping) and kind not in (None, "function", "custom", "object"):
         raise UnsupportedRequestError(
             f"tool {tool.get('name', kind)!r} of type {kind!r} is a server or built-in tool, "
             f"which this adapter cannot offer: the model would only see an empty client tool. "
@@ -529,8 +607,27 @@ def _thinking(value: Any) -> Any:
     return thinking_option(value) if isinstance(value, Mapping) else value
 
 
+#: A private binding of `with_structured_output(include_raw=True)`: the call returns the reply
+#: even when it is not the call or object asked for, marking it with `_NOT_ANSWERED` (the
+#: provider's error message), which the parser turns into the `parsing_error`.
+_KEEP_REPLY = "_sf_keep_reply"
+_NOT_ANSWERED = "structured_output_error"
+
+#: What the provider raises for a reply that is not the call or object asked for.
+_NOT_ANSWERING = (ToolChoiceViolationError, StructuredOutputError)
+
+
+def _answered(message: BaseMessage) -> BaseMessage:
+    """The reply, unless it is not what `with_structured_output` asked for."""
+    failure = message.response_metadata.get(_NOT_ANSWERED)
+    if failure:
+        raise OutputParserException(str(failure), llm_output=message.text)
+    return message
+
+
 def _structured_output(schema: dict[str, Any] | type, message: BaseMessage) -> Any:
     """The object of a `method="json_schema"` reply, as `schema` (a pydantic model) or a dict."""
+    _answered(message)
     value = message.response_metadata.get("structured_output")
     if value is None:
         raise OutputParserException("the reply carries no structured output")
@@ -1217,3 +1314,72 @@ def _chunk(message: AIMessageChunk) -> ChatGenerationChunk:
     # On every chunk, as ChatAnthropic does: `output_version="v1"` translates chunk by chunk.
     message.response_metadata["model_provider"] = "anthropic"
     return ChatGenerationChunk(message=message)
+
+
+# --------------------------------------------------------------------------- errors out
+
+
+def _langchain_error(exc: ProviderError) -> str | None:
+    """The name of LangChain's standard model error for `exc` (`langchain_core.exceptions`),
+    by the HTTP status the Messages API answered (or would answer) with, as ChatAnthropic
+    maps it; None for failures of the CLI itself."""
+    match exc:
+        case ContextWindowExceededError():
+            return "ContextOverflowError"
+        case AuthenticationError():
+            return "ModelPermissionDeniedError" if exc.status == 403 else "ModelAuthenticationError"
+        case RateLimitError():
+            return "ModelRateLimitError"
+        case APIConnectionError():
+            return "ModelConnectionError"
+        case APIError() if exc.status == 404:
+            return "ModelNotFoundError"
+        case APIError() if exc.status is not None and exc.status >= 500:
+            return "ModelAPIError"  # the API's 5xx, overloaded (529) included
+        case APIError() if exc.status is not None and 400 <= exc.status < 500:
+            return "ModelInvalidRequestError"
+        case QueryTimeoutError():
+            return "ModelTimeoutError"
+        case InvalidMessagesError() | UnsupportedRequestError() | ToolDefinitionError():
+            return "ModelInvalidRequestError"  # what the API would refuse with a 400
+    return None
+
+
+#: (provider error class, LangChain error class) -> the class deriving from both.
+_MIXED: dict[tuple[type[ProviderError], type[Exception]], type[ProviderError]] = {}
+
+
+def _as_langchain_error(exc: ProviderError) -> None:
+    """Make `exc` also LangChain's standard model error, as LangChain's own integrations
+    raise theirs (a class deriving from both, the original name kept): agent middleware
+    decides on it (`ModelRetryMiddleware` does not retry what `is_retryable` says will fail
+    again; summarization cuts the history on `ContextOverflowError`), and code catching the
+    provider's error still catches it. Kept as it is with a langchain-core without them."""
+    name = _langchain_error(exc)
+    kind = getattr(langchain_errors, name, None) if name else None
+    if isinstance(kind, type) and issubclass(kind, Exception) and not isinstance(exc, kind):
+        exc.__class__ = _mixed(type(exc), kind)
+
+
+def _mixed(base: type[ProviderError], kind: type[Exception]) -> type[ProviderError]:
+    mixed = _MIXED.get((base, kind))
+    if mixed is None:
+
+        def reduce(self: ProviderError) -> tuple[Any, ...]:
+            # Pickled as the provider's error, made LangChain's again when loaded: the class
+            # has no importable name of its own.
+            return _unpickled_error, (base, self.args, self.__dict__)
+
+        namespace = {"__module__": base.__module__, "__qualname__": base.__qualname__,
+                     "__doc__": base.__doc__, "__reduce__": reduce}  # fmt: skip
+        mixed = _MIXED[(base, kind)] = type(base.__name__, (base, kind), namespace)
+    return mixed
+
+
+def _unpickled_error(
+    base: type[ProviderError], args: tuple[Any, ...], state: dict[str, Any]
+) -> ProviderError:
+    exc = base.__new__(base, *args)
+    exc.__dict__.update(state)
+    _as_langchain_error(exc)
+    return exc

@@ -22,7 +22,10 @@ them and sends `tool` messages), `tool_choice`, `response_format` (json_schema /
 the content is the structured output), `max_tokens`, `reasoning_effort`, `thinking` (the
 Messages API's object, as LiteLLM takes it for Anthropic models), `stream`; a parameter that
 cannot be honoured (`temperature` other than 1, `stop`, `n` > 1, anything in `extra_body` the
-gateway would refuse, ...) raises `litellm.BadRequestError` naming it. LiteLLM's own list of
+gateway would refuse, ...) raises `litellm.BadRequestError` naming it: for the sampling
+parameters LiteLLM passes on (`temperature`, `top_p`, `stop`, `seed`, `n`, penalties, ...) its
+`UnsupportedParamsError`, and under `drop_params` they are dropped with a `parameter-dropped`
+warning instead, as LiteLLM drops what a provider does not support. LiteLLM's own list of
 what a custom provider takes lacks `reasoning_effort` and `thinking`: pass
 `allowed_openai_params=["reasoning_effort"]` (or `"thinking"`) to send one (LiteLLM refuses it
 otherwise). With `drop_params=True` LiteLLM drops them before this provider sees them; they are
@@ -37,7 +40,18 @@ non-streamed ones do.
 
 Errors are LiteLLM's exception types, by the same status mapping as the gateway
 (`RateLimitError`, `ServiceUnavailableError`, `Timeout`, ...), with the provider's error as
-`__cause__`. LiteLLM's `timeout` (600 s unless given) bounds the query, and so does
+`__cause__`; a server error of the Messages API keeps its status, as LiteLLM's Anthropic
+provider raises it (500: `InternalServerError`), and a lost connection is LiteLLM's
+`APIConnectionError`.
+
+Usage carries the CLI's cost of the query as `usage.cost`, which LiteLLM bills
+(`completion_cost`, `_hidden_params["response_cost"]`, its callbacks and spend tracking).
+`register` also gives LiteLLM model info for `claude-agent/<model>` (the CLI's aliases and
+every Anthropic chat model LiteLLM knows, with its context sizes): `supports_function_calling`,
+`supports_response_schema`, `supports_vision`, ... are true, PDFs, audio, web search and
+prefill false, so frameworks that ask before sending tools (CrewAI, DSPy) send them.
+
+LiteLLM's `timeout` (600 s unless given) bounds the query, and so does
 `ProviderSettings.timeout`: the shorter holds. `max_retries` (and `num_retries`, which LiteLLM
 passes as it) are the CLI's HTTP retries. The `anthropic-beta` header (`extra_headers`) adds its
 betas to the call's request, like the gateway's; other headers cannot be sent by the CLI and
@@ -77,13 +91,25 @@ from litellm.utils import custom_llm_setup
 from .._anthropic_format import header_betas
 from .._error_status import error_info
 from .._mapping import ResultCollector, warn_user
-from .._openai_format import ChatRequest, ChunkMapper, chat_request, completion
+from .._openai_format import (
+    ChatRequest,
+    ChunkMapper,
+    UnsupportedParameterError,
+    chat_request,
+    completion,
+)
 from .._openai_format import usage as openai_usage
 from .._sync import iterate_in_thread, run_sync
-from ..errors import ContextWindowExceededError, ProviderError, UnsupportedRequestError
+from ..errors import (
+    APIConnectionError,
+    APIError,
+    ContextWindowExceededError,
+    ProviderError,
+    UnsupportedRequestError,
+)
 from ..provider import ClaudeAgentProvider
 from ..settings import ProviderSettings
-from ..types import CallWarning, StreamStartPart
+from ..types import CallWarning, FinishPart, StreamStartPart, Usage
 
 __all__ = ["PROVIDER_NAME", "ClaudeAgentLLM", "register"]
 
@@ -102,8 +128,51 @@ _RESTORED = frozenset({"reasoning_effort", "thinking"})
 #: `max_completion_tokens` arrives as `max_tokens`.
 _DROPPED_HARMLESSLY = frozenset({"user", "max_completion_tokens"})
 
+#: Parameters LiteLLM's list for custom providers passes on that the provider takes only at
+#: the value that asks for nothing: under `drop_params` another value is dropped with a
+#: `parameter-dropped` warning, as LiteLLM drops what a provider does not support; without it,
+#: it is LiteLLM's `UnsupportedParamsError`. (Not the legacy `functions`, nor
+#: `parallel_tool_calls`: they change which calls come back.)
+_DROPPABLE = frozenset(
+    {"temperature", "top_p", "n", "stop", "seed", "presence_penalty", "frequency_penalty",
+     "logit_bias", "logprobs", "top_logprobs", "store", "service_tier", "modalities", "audio",
+     "prediction", "web_search_options"}
+)  # fmt: skip
+
 #: Delta fields a `GenericStreamingChunk` cannot carry: sent as a `ModelResponseStream`.
 _REASONING_FIELDS = frozenset({"reasoning_content", "thinking_blocks"})
+
+#: LiteLLM's model info for every `<name>/<model>` (`litellm.supports_function_calling`,
+#: `get_model_info`, ...): frameworks read it to decide whether to send tools at all (CrewAI,
+#: DSPy), a response schema or images. What the provider refuses (PDFs, audio, web search,
+#: computer use, a prefilled assistant turn, a system message after the first turn) is said to
+#: be unsupported.
+_CAPABILITIES: dict[str, Any] = {
+    "mode": "chat",
+    "supports_function_calling": True,
+    "supports_parallel_function_calling": True,
+    "supports_tool_choice": True,
+    "supports_response_schema": True,
+    "supports_vision": True,
+    "supports_system_messages": True,
+    "supports_reasoning": True,
+    "supports_native_streaming": True,
+    "supports_pdf_input": False,
+    "supports_audio_input": False,
+    "supports_web_search": False,
+    "supports_computer_use": False,
+    "supports_assistant_prefill": False,
+    "supports_mid_conversation_system": False,
+    "supports_tool_search": False,
+}
+
+#: The CLI's model aliases (and "default", its default model): the model they stand for
+#: changes with the CLI, so they get the capabilities without context sizes.
+_ALIASES = ("default", "opus", "sonnet", "haiku")
+
+#: Context sizes taken from LiteLLM's entry for the same Anthropic model. No prices: the cost
+#: is the CLI's, reported in `usage.cost` (`_usage`).
+_SIZES = ("max_tokens", "max_input_tokens", "max_output_tokens")
 
 
 class ClaudeAgentLLM(CustomLLM):
@@ -137,6 +206,7 @@ class ClaudeAgentLLM(CustomLLM):
             _raise(exc, model, self.name)
         result = collector.result()
         answer = completion(result, model=model, structured=chat.structured)
+        answer["usage"] = _usage(result.usage, result.cost_usd)
         call_warnings = [*lost, *result.warnings]
         if call_warnings:
             warn_user("ClaudeAgentLLM", call_warnings)
@@ -158,6 +228,7 @@ class ClaudeAgentLLM(CustomLLM):
         chat, model, options, lost = self._request(kwargs)
         mapper = ChunkMapper(structured=chat.structured)
         stream_id = f"chatcmpl-{uuid.uuid4().hex}"
+        cost: float | None = None
         try:
             async with self.provider.stream(chat.messages, tools=chat.tools, **options) as parts:
                 async for part in parts:
@@ -170,12 +241,14 @@ class ClaudeAgentLLM(CustomLLM):
                                 call_warnings
                             )
                         yield _stream_chunk(stream_id, model, start)
+                    if isinstance(part, FinishPart):
+                        cost = part.cost_usd
                     for choice in mapper.choices(part):
                         if not _REASONING_FIELDS.isdisjoint(choice["delta"]):
                             yield _stream_chunk(stream_id, model, choice)
                             continue
                         last = choice["finish_reason"] is not None and mapper.usage is not None
-                        usage = openai_usage(mapper.usage) if last and mapper.usage else None
+                        usage = _usage(mapper.usage, cost) if last and mapper.usage else None
                         yield _generic_chunk(choice, usage)
         except ProviderError as exc:
             _raise(exc, model, self.name)
@@ -233,7 +306,7 @@ class ClaudeAgentLLM(CustomLLM):
                         f"(ProviderSettings.env: ANTHROPIC_API_KEY, ANTHROPIC_BASE_URL, or the "
                         f"environment): configure them there and leave {name} out"
                     )
-            chat = chat_request(body)
+            chat = self._chat_request(body, set(optional) - set(extra), lost, kwargs, model)
         except ProviderError as exc:
             _raise(exc, model, self.name)
         options = dict(chat.options)
@@ -252,6 +325,43 @@ class ClaudeAgentLLM(CustomLLM):
             options["timeout"] = float(timeout) if own is None else min(own, float(timeout))
         return chat, model, options, lost
 
+    def _chat_request(
+        self,
+        body: dict[str, Any],
+        from_litellm: set[str],
+        lost: list[CallWarning],
+        kwargs: Mapping[str, Any],
+        model: str,
+    ) -> ChatRequest:
+        """`chat_request` of `body`; a `_DROPPABLE` parameter LiteLLM passed on that the
+        provider cannot honour is dropped under `drop_params` (a warning in `lost`), else
+        refused as LiteLLM refuses unsupported parameters."""
+        drop = (
+            litellm.drop_params is True
+            or (kwargs.get("litellm_params") or {}).get("drop_params") is True
+        )
+        while True:
+            try:
+                return chat_request(body)
+            except UnsupportedParameterError as exc:
+                if exc.param not in _DROPPABLE or exc.param not in from_litellm:
+                    raise
+                if not drop:
+                    raise errors.UnsupportedParamsError(
+                        f"{exc}, or pass drop_params=True to drop it (with a warning)",
+                        llm_provider=self.name,
+                        model=model,
+                    ) from exc
+                body.pop(exc.param)
+                why = str(exc).removeprefix(f"parameter {exc.param!r}: ")
+                lost.append(
+                    CallWarning(
+                        code="parameter-dropped",
+                        message=f"the parameter {exc.param!r} was dropped (drop_params) and did "
+                        f"not reach the model: {why.removesuffix('; leave it out')}",
+                    )
+                )
+
 
 def _dropped_by_litellm(kwargs: Mapping[str, Any], given: Mapping[str, Any]) -> dict[str, Any]:
     """The parameters of the call that LiteLLM did not pass on in `given` (with `drop_params`,
@@ -262,6 +372,17 @@ def _dropped_by_litellm(kwargs: Mapping[str, Any], given: Mapping[str, Any]) -> 
     if not isinstance(asked, Mapping):
         return {}
     return {k: v for k, v in asked.items() if k not in given and v is not None}
+
+
+def _usage(usage: Usage, cost_usd: float | None) -> dict[str, Any]:
+    """OpenAI's usage with the CLI's cost of the query as `cost`: LiteLLM bills a provider's own
+    `usage.cost` (as OpenRouter's) for `completion_cost`, `response_cost` and its callbacks;
+    it has no prices for `claude-agent/...` models, so it would count 0 (or Anthropic's API
+    prices for another model name)."""
+    answer = openai_usage(usage)
+    if cost_usd is not None:
+        answer["cost"] = cost_usd
+    return answer
 
 
 def _plain(messages: Sequence[Any]) -> list[Any]:
@@ -311,14 +432,24 @@ def _generic_chunk(
 
 
 def _raise(exc: ProviderError, model: str, provider: str) -> NoReturn:
-    """The provider's error as the LiteLLM exception of its HTTP status."""
+    """The provider's error as the LiteLLM exception of its HTTP status.
+
+    A failure of the Messages API itself keeps the API's status, as LiteLLM's Anthropic provider
+    raises it (a 500 is an `InternalServerError`, which Router retry policies name), where the
+    gateway answers 502 for any upstream failure; a lost connection is LiteLLM's
+    `APIConnectionError`."""
     info = error_info(exc)
     args: dict[str, Any] = {"message": info.message, "model": model, "llm_provider": provider}
     status = info.status
+    api_status = exc.status if type(exc) is APIError else None
+    if api_status is not None and api_status >= 500:
+        status = api_status
     response = httpx.Response(status, request=httpx.Request("POST", f"{provider}://{model}"))
     error: Exception
     if isinstance(exc, ContextWindowExceededError):  # LiteLLM's own (a BadRequestError)
         error = errors.ContextWindowExceededError(**args)
+    elif isinstance(exc, APIConnectionError):
+        error = errors.APIConnectionError(**args)
     elif status in (400, 413, 422):
         error = errors.BadRequestError(**args)
     elif status == 401:
@@ -337,7 +468,7 @@ def _raise(exc: ProviderError, model: str, provider: str) -> NoReturn:
     elif status == 502:
         error = errors.BadGatewayError(**args)
     else:
-        error = errors.InternalServerError(**args)
+        error = errors.InternalServerError(**args, provider_status_code=api_status)
     raise error from exc
 
 
@@ -358,4 +489,16 @@ def register(
     kept = [item for item in litellm.custom_provider_map if item.get("provider") != name]
     litellm.custom_provider_map = [*kept, {"provider": name, "custom_handler": handler}]
     custom_llm_setup()  # type: ignore[no-untyped-call]
+    litellm.register_model(_model_info(name))
     return handler
+
+
+def _model_info(name: str) -> dict[str, dict[str, Any]]:
+    """LiteLLM model info for `<name>/<model>`: the CLI's aliases, and every Anthropic chat
+    model LiteLLM knows (with its context sizes), each with what this provider can do."""
+    info = {f"{name}/{alias}": {**_CAPABILITIES, "litellm_provider": name} for alias in _ALIASES}
+    for model, entry in litellm.model_cost.items():
+        if entry.get("litellm_provider") == "anthropic" and entry.get("mode") == "chat":
+            sizes = {key: entry[key] for key in _SIZES if entry.get(key)}
+            info[f"{name}/{model}"] = {**sizes, **_CAPABILITIES, "litellm_provider": name}
+    return info

@@ -11,8 +11,10 @@ import warnings
 from typing import Any
 
 import pytest
+from langchain_core import exceptions as langchain_errors
 from langchain_core.caches import InMemoryCache
 from langchain_core.callbacks import BaseCallbackHandler, get_usage_metadata_callback
+from langchain_core.exceptions import OutputParserException
 from langchain_core.messages import (
     AIMessage,
     AIMessageChunk,
@@ -24,10 +26,20 @@ from langchain_core.messages import (
 from langchain_core.tools import tool
 from pydantic import BaseModel, ValidationError
 
-from sf_provider import ClaudeAgentProvider, InvalidMessagesError, UnsupportedRequestError
+from sf_provider import (
+    APIError,
+    AuthenticationError,
+    ClaudeAgentProvider,
+    ContextWindowExceededError,
+    InvalidMessagesError,
+    ProviderError,
+    RateLimitError,
+    UnsupportedRequestError,
+)
 from sf_provider.adapters.langchain import ChatClaudeAgent, provider_messages
 from sf_provider.testing import (
     ScriptedMessagesAPI,
+    http_error,
     redacted_thinking,
     reply,
     text,
@@ -127,6 +139,43 @@ async def test_structured_output_function_calling_stays_a_tool_call_with_include
     assert api.requests[0].tool_names == ["mcp__sf__Answer"]
 
 
+@pytest.mark.anyio
+async def test_structured_output_from_a_json_schema_dict_is_a_tool_call() -> None:
+    # A JSON Schema dict (with a title) is a function tool to LangChain: it was refused as a
+    # server tool of type 'object'.
+    script = [reply(tool_use("Answer", {"answer": "Paris"})), reply(text("ok"))]
+    async with ScriptedMessagesAPI(script) as api:
+        chat = ChatClaudeAgent(settings=api.settings())
+        structured = chat.with_structured_output(Answer.model_json_schema())
+        answer = await structured.ainvoke("Capital of France?")
+        await chat.bind_tools([Weather.model_json_schema()]).ainvoke("Weather in Paris?")
+    assert answer == {"answer": "Paris"}
+    assert [r.tool_names for r in api.requests] == [["mcp__sf__Answer"], ["mcp__sf__Weather"]]
+    assert api.requests[1].tools[0]["input_schema"]["properties"] == {
+        "city": {"title": "City", "type": "string"}
+    }
+
+
+@pytest.mark.parametrize("method", ["function_calling", "json_schema"])
+@pytest.mark.anyio
+async def test_structured_output_answered_in_text_is_a_parsing_error_with_include_raw(
+    method: str,
+) -> None:
+    # LangChain's convention: with include_raw, what the reply could not give is the
+    # `parsing_error`, beside the reply itself. The provider's error was raised instead.
+    async with ScriptedMessagesAPI(lambda request: reply(text("Paris, I think."))) as api:
+        chat = ChatClaudeAgent(settings=api.settings())
+        structured = chat.with_structured_output(Answer, method=method, include_raw=True)
+        result: Any = await structured.ainvoke("Capital of France?")
+        with pytest.raises(ProviderError, match="without"):  # without include_raw: raised
+            await chat.with_structured_output(Answer, method=method).ainvoke("Capital?")
+    assert result["parsed"] is None
+    assert isinstance(result["parsing_error"], OutputParserException)
+    assert "answered without" in str(result["parsing_error"])  # the provider's error message
+    assert result["raw"].text == "Paris, I think."
+    assert result["raw"].usage_metadata["output_tokens"] > 0
+
+
 @pytest.mark.parametrize(
     ("arguments", "problem"),
     [
@@ -141,6 +190,46 @@ def test_structured_output_refuses_what_it_cannot_do(
 ) -> None:
     with pytest.raises(UnsupportedRequestError, match=problem):
         ChatClaudeAgent().with_structured_output(Answer, **arguments)
+
+
+@pytest.mark.parametrize(
+    ("failure", "langchain_error", "provider_error", "retryable"),
+    [
+        (http_error(401), "ModelAuthenticationError", AuthenticationError, False),
+        (http_error(429), "ModelRateLimitError", RateLimitError, True),
+        (http_error(400, "prompt is too long: 250000 tokens > 200000 maximum"),
+         "ContextOverflowError", ContextWindowExceededError, False),
+        (http_error(500), "ModelAPIError", APIError, True),
+    ],
+)  # fmt: skip
+@pytest.mark.parametrize("stream", [False, True], ids=["invoke", "stream"])
+@pytest.mark.anyio
+async def test_api_failures_are_langchains_model_errors_too(
+    failure: Any,
+    langchain_error: str,
+    provider_error: type[Exception],
+    retryable: bool,
+    stream: bool,
+) -> None:
+    # As ChatAnthropic raises them: LangChain's agent middleware goes by these (a retry
+    # middleware retried even a rejected key; summarization waits for ContextOverflowError).
+    async with ScriptedMessagesAPI([failure]) as api:
+        chat = ChatClaudeAgent(settings=api.settings())
+        with pytest.raises(provider_error) as caught:
+            if stream:
+                async for _ in chat.astream("Weather?"):
+                    pass
+            else:
+                await chat.ainvoke("Weather?")
+    assert isinstance(caught.value, getattr(langchain_errors, langchain_error))
+    assert caught.value.is_retryable is retryable  # type: ignore[attr-defined]
+    assert len(api.all_requests) == 1
+
+
+def test_bad_input_is_langchains_invalid_request_error_too() -> None:
+    with pytest.raises(InvalidMessagesError) as caught:
+        ChatClaudeAgent().invoke([AIMessage("Prefilled, with nothing to answer.")])
+    assert isinstance(caught.value, langchain_errors.ModelInvalidRequestError)
 
 
 # -- tools and tool_choice

@@ -121,6 +121,49 @@ async def test_acompletion_answers_with_usage() -> None:
     assert api.requests[0].body["model"] == "claude-sonnet-5-5"
 
 
+@pytest.mark.parametrize("stream", [False, True], ids=["whole", "streamed"])
+async def test_the_clis_cost_is_litellms_response_cost(stream: bool) -> None:
+    # LiteLLM has no prices for claude-agent models (an alias such as `sonnet` least of all):
+    # its callbacks and spend tracking counted 0 (`_hidden_params["response_cost"]` is what it
+    # hands them).
+    model = "claude-agent/sonnet"
+    async with ScriptedMessagesAPI([reply(text("Sunny."))] * 2) as api, registered(api) as handler:
+        own = await handler.provider.generate(QUESTION, model="sonnet")
+        if stream:
+            chunks = await litellm.acompletion(
+                model=model,
+                messages=QUESTION,
+                stream=True,
+                stream_options={"include_usage": True},
+            )
+            response = litellm.stream_chunk_builder([chunk async for chunk in chunks])
+        else:
+            response = await litellm.acompletion(model=model, messages=QUESTION)
+    assert own.cost_usd
+    assert response._hidden_params["response_cost"] == pytest.approx(own.cost_usd)
+    assert litellm.completion_cost(completion_response=response) == pytest.approx(own.cost_usd)
+    assert response.usage.cost == pytest.approx(own.cost_usd)
+
+
+@pytest.mark.parametrize("model", [MODEL, "claude-agent/sonnet", "claude-agent/default"])
+async def test_litellms_model_info_says_what_the_provider_does(model: str) -> None:
+    # Frameworks ask LiteLLM before sending tools (CrewAI and DSPy fall back to prompting for
+    # them when supports_function_calling is False): it was False for every claude-agent model.
+    script = [reply(tool_use("get_weather", {"city": "Paris"}))]
+    async with ScriptedMessagesAPI(script) as api, registered(api):
+        assert litellm.supports_function_calling(model)
+        assert litellm.utils.supports_tool_choice(model)
+        assert litellm.supports_response_schema(model)
+        assert litellm.supports_vision(model)
+        assert not litellm.supports_pdf_input(model)
+        assert not litellm.supports_web_search(model)
+        response = await litellm.acompletion(model=model, messages=QUESTION, tools=[WEATHER_TOOL])
+    assert response.choices[0].message.tool_calls[0].function.name == "get_weather"
+    assert api.requests[0].tool_names == ["mcp__sf__get_weather"]
+    if model == MODEL:  # a model LiteLLM knows: its context size too
+        assert litellm.get_model_info(model)["max_input_tokens"]
+
+
 async def test_a_tool_loop_sends_calls_out_and_takes_results_back_in() -> None:
     async with ScriptedMessagesAPI(weather_model) as api, registered(api):
         messages: list[Any] = list(QUESTION)
@@ -369,6 +412,24 @@ async def test_what_drop_params_drops_is_a_warning(stream: bool) -> None:
     assert len(api.requests) == 1
 
 
+async def test_drop_params_drops_what_the_cli_cannot_honour_with_a_warning() -> None:
+    # LiteLLM's list for custom providers passes temperature and stop on (CrewAI sends both):
+    # under drop_params they failed as if it were not set.
+    unhonoured: dict[str, Any] = {"temperature": 0.2, "stop": ["Observation:"], "seed": 7}
+    async with ScriptedMessagesAPI([reply(text("Sunny."))]) as api, registered(api):
+        with pytest.warns(UserWarning, match=r"'temperature' .*\(parameter-dropped\)"):
+            response = await litellm.acompletion(
+                model=MODEL, messages=QUESTION, drop_params=True, **unhonoured
+            )
+        with pytest.raises(litellm_errors.UnsupportedParamsError, match="drop_params"):
+            await litellm.acompletion(model=MODEL, messages=QUESTION, temperature=0.2)
+    assert response.choices[0].message.content == "Sunny."
+    warned = response.choices[0].message.provider_specific_fields["warnings"]
+    assert [w["code"] for w in warned] == ["parameter-dropped"] * 3
+    assert all(any(f"'{name}'" in w["message"] for w in warned) for name in unhonoured)
+    assert len(api.requests) == 1
+
+
 async def test_api_errors_are_litellm_exceptions_by_status() -> None:
     async with ScriptedMessagesAPI([http_error(429), http_error(529)]) as api, registered(api):
         with pytest.raises(litellm_errors.RateLimitError) as limited:
@@ -380,6 +441,34 @@ async def test_api_errors_are_litellm_exceptions_by_status() -> None:
     assert limited.value.status_code == 429
     assert type(limited.value.__cause__).__name__ == "RateLimitError"
     assert len(api.requests) == 2
+
+
+async def test_a_server_error_of_the_api_is_litellms_internal_server_error() -> None:
+    # As LiteLLM's Anthropic provider raises it: a Router's RetryPolicy retries it by that name
+    # (it was a BadGatewayError, which no RetryPolicy field names).
+    from litellm.types.router import RetryPolicy
+
+    script = [http_error(500), reply(text("Sunny.")), http_error(500)]
+    async with ScriptedMessagesAPI(script) as api, registered(api, warm_processes=0):
+        router = litellm.Router(
+            model_list=[{"model_name": "claude", "litellm_params": {"model": MODEL}}],
+            retry_policy=RetryPolicy(InternalServerErrorRetries=1, DefaultRetries=0),
+            retry_after=0,
+        )
+        response = await router.acompletion(model="claude", messages=QUESTION)
+        with pytest.raises(litellm_errors.InternalServerError) as caught:
+            await litellm.acompletion(model=MODEL, messages=QUESTION)
+    assert response.choices[0].message.content == "Sunny."
+    assert len(api.all_requests) == 3  # the 500, the Router's retry, the call that failed
+    assert type(caught.value.__cause__).__name__ == "APIError"
+
+
+async def test_a_lost_connection_is_litellms_api_connection_error() -> None:
+    async with ScriptedMessagesAPI([fault("drop")]) as api, registered(api, warm_processes=0):
+        with pytest.raises(litellm_errors.APIConnectionError) as caught:
+            await litellm.acompletion(model=MODEL, messages=QUESTION)
+    assert type(caught.value.__cause__).__name__ == "APIConnectionError"
+    assert len(api.all_requests) == 1
 
 
 async def test_the_providers_timeout_holds_under_litellms_default() -> None:
