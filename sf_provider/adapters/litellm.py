@@ -20,10 +20,11 @@ Requests are read like the gateway's `/v1/chat/completions` (`sf_provider._opena
 tools go out with the request and come back as `tool_calls` (single-turn: the application runs
 them and sends `tool` messages), `tool_choice`, `response_format` (json_schema / json_object:
 the content is the structured output), `max_tokens`, `reasoning_effort`, `thinking` (the
-Messages API's object, as LiteLLM takes it for Anthropic models), `stream`; a parameter that
-cannot be honoured (`temperature` other than 1, `stop`, `n` > 1, anything in `extra_body` the
-gateway would refuse, ...) raises `litellm.BadRequestError` naming it: for the sampling
-parameters LiteLLM passes on (`temperature`, `top_p`, `stop`, `seed`, `n`, penalties, ...) its
+Messages API's object, as LiteLLM takes it for Anthropic models), `stream`, `stop` (the answer
+ends before the first stop sequence, as the gateway's); a parameter that cannot be honoured
+(`temperature` other than 1, `n` > 1, anything in `extra_body` the gateway would refuse, ...)
+raises `litellm.BadRequestError` naming it: for the sampling parameters LiteLLM passes on
+(`temperature`, `top_p`, `seed`, `n`, penalties, ...) its
 `UnsupportedParamsError`, and under `drop_params` they are dropped with a `parameter-dropped`
 warning instead, as LiteLLM drops what a provider does not support. LiteLLM's own list of
 what a custom provider takes lacks `reasoning_effort` and `thinking`: pass
@@ -94,6 +95,7 @@ from .._mapping import ResultCollector, warn_user
 from .._openai_format import (
     ChatRequest,
     ChunkMapper,
+    StopCutter,
     UnsupportedParameterError,
     chat_request,
     completion,
@@ -109,7 +111,7 @@ from ..errors import (
 )
 from ..provider import ClaudeAgentProvider
 from ..settings import ProviderSettings
-from ..types import CallWarning, FinishPart, StreamStartPart, Usage
+from ..types import CallWarning, FinishPart, StreamPart, StreamStartPart, Usage
 
 __all__ = ["PROVIDER_NAME", "ClaudeAgentLLM", "register"]
 
@@ -198,10 +200,12 @@ class ClaudeAgentLLM(CustomLLM):
         """`litellm.acompletion(model="claude-agent/...")` without `stream`."""
         chat, model, options, lost = self._request(kwargs)
         collector = ResultCollector()
+        cutter = StopCutter(chat.stop)
         try:
             async with self.provider.stream(chat.messages, tools=chat.tools, **options) as parts:
-                async for part in parts:
-                    collector.add(part)
+                async for raw in parts:
+                    for part in cutter.parts(raw):
+                        collector.add(part)
         except ProviderError as exc:
             _raise(exc, model, self.name)
         result = collector.result()
@@ -229,9 +233,10 @@ class ClaudeAgentLLM(CustomLLM):
         mapper = ChunkMapper(structured=chat.structured)
         stream_id = f"chatcmpl-{uuid.uuid4().hex}"
         cost: float | None = None
+        cutter = StopCutter(chat.stop)
         try:
             async with self.provider.stream(chat.messages, tools=chat.tools, **options) as parts:
-                async for part in parts:
+                async for part in _cut(parts, cutter):
                     if isinstance(part, StreamStartPart):
                         call_warnings = [*lost, *part.warnings]
                         warn_user("ClaudeAgentLLM", call_warnings)
@@ -342,7 +347,7 @@ class ClaudeAgentLLM(CustomLLM):
         )
         while True:
             try:
-                return chat_request(body)
+                return chat_request(body, cut_at_stop=True, history_tools=True)
             except UnsupportedParameterError as exc:
                 if exc.param not in _DROPPABLE or exc.param not in from_litellm:
                     raise
@@ -361,6 +366,13 @@ class ClaudeAgentLLM(CustomLLM):
                         f"not reach the model: {why.removesuffix('; leave it out')}",
                     )
                 )
+
+
+async def _cut(parts: AsyncIterator[StreamPart], cutter: StopCutter) -> AsyncIterator[StreamPart]:
+    """The parts with the answer cut at the request's first stop sequence (`StopCutter`)."""
+    async for part in parts:
+        for kept in cutter.parts(part):
+            yield kept
 
 
 def _dropped_by_litellm(kwargs: Mapping[str, Any], given: Mapping[str, Any]) -> dict[str, Any]:

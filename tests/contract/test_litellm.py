@@ -413,9 +413,9 @@ async def test_what_drop_params_drops_is_a_warning(stream: bool) -> None:
 
 
 async def test_drop_params_drops_what_the_cli_cannot_honour_with_a_warning() -> None:
-    # LiteLLM's list for custom providers passes temperature and stop on (CrewAI sends both):
-    # under drop_params they failed as if it were not set.
-    unhonoured: dict[str, Any] = {"temperature": 0.2, "stop": ["Observation:"], "seed": 7}
+    # LiteLLM's list for custom providers passes temperature and seed on (CrewAI sends
+    # temperature): under drop_params they failed as if it were not set.
+    unhonoured: dict[str, Any] = {"temperature": 0.2, "seed": 7}
     async with ScriptedMessagesAPI([reply(text("Sunny."))]) as api, registered(api):
         with pytest.warns(UserWarning, match=r"'temperature' .*\(parameter-dropped\)"):
             response = await litellm.acompletion(
@@ -425,9 +425,53 @@ async def test_drop_params_drops_what_the_cli_cannot_honour_with_a_warning() -> 
             await litellm.acompletion(model=MODEL, messages=QUESTION, temperature=0.2)
     assert response.choices[0].message.content == "Sunny."
     warned = response.choices[0].message.provider_specific_fields["warnings"]
-    assert [w["code"] for w in warned] == ["parameter-dropped"] * 3
+    assert [w["code"] for w in warned] == ["parameter-dropped"] * 2
     assert all(any(f"'{name}'" in w["message"] for w in warned) for name in unhonoured)
     assert len(api.requests) == 1
+
+
+@pytest.mark.parametrize("stream", [False, True], ids=["whole", "streamed"])
+async def test_stop_ends_the_answer_before_the_first_stop_sequence(stream: bool) -> None:
+    """smolagents' `LiteLLMModel` and CrewAI send `stop` on every request: it was refused (or
+    dropped under drop_params); the answer now ends where the first stop sequence begins."""
+    answer = reply(text("Thought: look it up.\nObservation: made up\nmore"))
+    async with ScriptedMessagesAPI([answer]) as api, registered(api):
+        response = await litellm.acompletion(
+            model=MODEL, messages=QUESTION, stop=["Observation:"], stream=stream
+        )
+        if stream:
+            chunks = [chunk async for chunk in response]
+            content = "".join(c.choices[0].delta.content or "" for c in chunks if c.choices)
+            reason = next(c.choices[0].finish_reason for c in chunks[::-1] if c.choices)
+        else:
+            content = response.choices[0].message.content
+            reason = response.choices[0].finish_reason
+    assert content == "Thought: look it up.\n"
+    assert reason == "stop"
+
+
+async def test_a_history_with_tool_calls_but_no_tools_is_answered_in_text() -> None:
+    """AutoGen's reflection after a tool call sends the calls and results without `tools`: it
+    was refused; the called tools are defined again, uncallable (tool_choice 'none')."""
+    history = [
+        *QUESTION,
+        {
+            "role": "assistant",
+            "content": None,
+            "tool_calls": [
+                {
+                    "id": "call_1",
+                    "type": "function",
+                    "function": {"name": "get_weather", "arguments": '{"city": "Paris"}'},
+                }
+            ],
+        },
+        {"role": "tool", "tool_call_id": "call_1", "content": "21 C"},
+    ]
+    async with ScriptedMessagesAPI([reply(text("Paris: 21 C."))]) as api, registered(api):
+        response = await litellm.acompletion(model=MODEL, messages=history)
+    assert response.choices[0].message.content == "Paris: 21 C."
+    assert api.requests[0].tool_names == ["mcp__sf__get_weather"]
 
 
 async def test_api_errors_are_litellm_exceptions_by_status() -> None:
