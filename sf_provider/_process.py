@@ -95,6 +95,27 @@ class QueryTransport(SubprocessCLITransport):
             await super().write(data)
 
 
+#: The figures of the CLI's per-model usage that add up over a process's queries (the others,
+#: such as `contextWindow` and `maxOutputTokens`, are the model's own).
+_RUNNING_FIGURES = frozenset(
+    {"inputTokens", "outputTokens", "cacheReadInputTokens", "cacheCreationInputTokens",
+     "cacheCreationEphemeral5mInputTokens", "cacheCreationEphemeral1hInputTokens",
+     "webSearchRequests", "costUSD", "thinkingTokens"}
+)  # fmt: skip
+
+
+def _own_usage(total: Any, before: Any) -> Any:
+    """One model's usage in this query: its running figures less what they were before."""
+    if not isinstance(total, dict) or not isinstance(before, dict):
+        return total
+    own = dict(total)
+    for key in _RUNNING_FIGURES & total.keys():
+        now, then = total[key], before.get(key, 0)
+        if isinstance(now, int | float) and isinstance(then, int | float):
+            own[key] = round(max(now - then, 0), 12) if isinstance(now, float) else now - then
+    return own
+
+
 class CLISession:
     """One Claude Code CLI process, serving queries one at a time.
 
@@ -141,6 +162,8 @@ class CLISession:
         self._closed = False
         self._foreign = False  # in a forked child: the parent's process, never stopped here
         self._cost_usd = 0.0
+        #: The CLI's running per-model usage as of the last result (see `own_result`).
+        self._model_usage: dict[str, Any] = {}
         self.queries = 0
         #: Why the application stopped this process while it served a query (the provider
         #: was closed), for that query's error; None otherwise.
@@ -218,7 +241,7 @@ class CLISession:
                 if self._interrupted is not None:
                     break
                 if isinstance(item, sdk.ConversationResetMessage):
-                    self._cost_usd = 0.0  # the CLI's running totals start again
+                    self._cost_usd, self._model_usage = 0.0, {}  # the CLI's totals start again
                 if isinstance(item, sdk.ResultMessage):
                     if before is not None and recorder.complete:
                         turn = {"role": "user", "content": held_prompt(prompt)}
@@ -261,7 +284,14 @@ class CLISession:
             await self.close()
 
     def own_result(self, result: sdk.ResultMessage) -> sdk.ResultMessage:
-        """The result with this query's cost: the CLI reports the process's running total."""
+        """The result with this query's cost and per-model usage: the CLI reports the process's
+        running totals."""
+        totals = result.model_usage or {}
+        usage = {model: _own_usage(figures, self._model_usage.get(model, {}))
+                 for model, figures in totals.items()}  # fmt: skip
+        self._model_usage = totals
+        if result.model_usage is not None:
+            result = replace(result, model_usage=usage)
         total = result.total_cost_usd
         if total is None:
             return result

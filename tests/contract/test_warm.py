@@ -129,6 +129,8 @@ async def test_warm_queries_send_what_a_fresh_process_sends_and_nothing_else() -
     for n, (w, c) in enumerate(zip(warm, cold, strict=True)):
         assert w.text == c.text == f"result lookup:SECRET-{n}"
         assert w.cost_usd == pytest.approx(c.cost_usd)  # its own, not the running total
+        # The same for the per-model usage (it added up over the process's queries).
+        assert w.provider_details["model_usage"] == c.provider_details["model_usage"]
     # Every request of a warm query is the request a fresh process sends for that query.
     warm_groups, cold_groups = list(_per_query(warm_requests)), list(_per_query(cold_requests))
     assert [len(g) for g in warm_groups] == [len(g) for g in cold_groups] == [2, 2, 2, 2]
