@@ -208,10 +208,9 @@ class ProviderSettings(BaseModel):
                 continue
             for name in variables:
                 if name in self.env:
-                    raise ValueError(
-                        f"{field}={getattr(self, field)!r} and env[{name!r}]="
-                        f"{self.env[name]!r} both set the same thing; keep one (the typed "
-                        f"setting, or the variable with {field} left unset)"
+                    raise ValueError(  # names only: `env` values stay out of errors
+                        f"{field} and env[{name!r}] both set the same thing; keep one (the "
+                        f"typed setting, or the variable with {field} left unset)"
                     )
         return self
 
