@@ -25,6 +25,7 @@ from sf_provider import (
     ClaudeAgentProvider,
     FunctionTool,
     GenerateResult,
+    ProviderCompatibilityError,
     ProviderError,
     ProviderSettings,
     QueryTimeoutError,
@@ -538,8 +539,9 @@ async def test_a_warm_process_that_cannot_be_set_up_leaves_nothing(
     async with ScriptedMessagesAPI(_model) as api:
         provider = ClaudeAgentProvider(api.settings(warm_processes=1))
         monkeypatch.setattr(provider, "_sdk_options", broken)
-        with pytest.raises(OSError, match="disk full"):
+        with pytest.raises(ProviderCompatibilityError, match="disk full") as info:
             await provider.generate("SECRET-0")
+        assert isinstance(info.value.__cause__, OSError)
         await provider.aclose()
     assert set(_process._LIVE) <= live_before
     assert not leftover_query_dirs()
