@@ -18,7 +18,7 @@ import time
 from pathlib import Path
 
 import pytest
-from conftest import cli_processes, leftover_query_dirs
+from conftest import cli_processes, leftover_query_dirs, no_cli_left
 
 from sf_provider import (
     ClaudeAgentProvider,
@@ -59,6 +59,7 @@ async def test_a_removed_current_directory_is_refused_before_anything_starts(
     assert "current directory" in problem and "was removed" in problem
     assert "os.chdir()" in problem
     assert api.requests == []
+    await no_cli_left()  # a CLI an earlier test stopped may not be reaped yet
     assert cli_processes() == [] and leftover_query_dirs() == []
 
 
@@ -279,6 +280,7 @@ async def test_temp_files_that_cannot_be_written_are_a_named_error_and_leave_not
             resource.setrlimit(resource.RLIMIT_FSIZE, (soft, hard))
     assert "File too large" in str(caught.value) and "TMPDIR" in str(caught.value)
     assert api.requests == []
+    await no_cli_left()  # a CLI an earlier test stopped may not be reaped yet
     assert cli_processes() == [] and leftover_query_dirs() == []
 
 
@@ -294,4 +296,5 @@ async def test_a_cli_that_never_answers_its_initialize_request_is_a_named_error(
         )
         with pytest.raises(ProcessDiedError, match="never answered the SDK's initialize"):
             await provider.generate("hi")
+    await no_cli_left()
     assert cli_processes() == []
