@@ -36,14 +36,15 @@ tempfile.tempdir = None  # re-read TMPDIR
 
 
 def cli_processes() -> list[str]:
-    """Command lines of running bundled-CLI processes started by this test process."""
+    """Command lines of running bundled-CLI processes started by this test process (not a
+    `<defunct>` one: it has exited, and asyncio's child watcher is about to reap it)."""
     out = subprocess.run(
         ["ps", "-o", "pid=,ppid=,args=", "--ppid", str(os.getpid())],
         capture_output=True,
         text=True,
         check=False,
     ).stdout
-    return [line for line in out.splitlines() if "claude" in line]
+    return [line for line in out.splitlines() if "claude" in line and "<defunct>" not in line]
 
 
 async def no_cli_left(seconds: float = 10.0) -> None:
