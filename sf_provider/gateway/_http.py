@@ -19,13 +19,14 @@ import hmac
 import json
 import logging
 import math
+import uuid
 from collections.abc import AsyncGenerator, AsyncIterator, Callable, Mapping, Sequence
 from contextlib import aclosing
 from typing import TYPE_CHECKING, Any, Literal
 
 import anyio
 from pydantic import BaseModel, ConfigDict, Field
-from starlette.datastructures import Headers
+from starlette.datastructures import Headers, MutableHeaders
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
@@ -179,7 +180,8 @@ def error_response(request: Request, exc: BaseException) -> JSONResponse:
     model routes, of its client)."""
     info = error_info(exc)
     if info.status >= 500 and not isinstance(exc, ProviderError | GatewayError):
-        logger.error("request to %s failed", request.url.path, exc_info=exc)
+        request_id = getattr(request.state, "request_id", None)
+        logger.error("request %s to %s failed", request_id, request.url.path, exc_info=exc)
     style = _style(request.url.path, request.headers)
     return anthropic_error(info) if style == "anthropic" else openai_error(info)
 
@@ -263,6 +265,7 @@ class GatewayGuard:
         if scope["type"] != "http" or scope["path"] == "/healthz":
             await self.app(scope, receive, send)
             return
+        send = _with_request_id(scope, send)
         path: str = scope["path"]
         headers = Headers(scope=scope)
         render = anthropic_error if _style(path, headers) == "anthropic" else openai_error
@@ -338,6 +341,22 @@ class GatewayGuard:
             chunks.append(chunk)
             if not message.get("more_body", False):
                 return b"".join(chunks)
+
+
+def _with_request_id(scope: Scope, send: Send) -> Send:
+    """A new id for the request, in the `request-id` (Anthropic's clients) and `x-request-id`
+    (OpenAI's) response headers, and in `request.state.request_id` for the gateway's log: the
+    id a client reports (`response._request_id`) is the one the gateway logged."""
+    request_id = f"req_{uuid.uuid4().hex}"
+    scope.setdefault("state", {})["request_id"] = request_id
+
+    async def send_with_id(message: Message) -> None:
+        if message["type"] == "http.response.start":
+            headers = MutableHeaders(scope=message)
+            headers["request-id"] = headers["x-request-id"] = request_id
+        await send(message)
+
+    return send_with_id
 
 
 def _replay(body: bytes, receive: Receive) -> Receive:

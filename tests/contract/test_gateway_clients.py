@@ -122,3 +122,31 @@ async def test_a_thread_that_is_not_an_object_of_a_known_type_is_a_plain_400() -
     assert "thread.type" in error["message"]
     assert "details" not in error
     assert api.all_requests == []
+
+
+# -- request ids
+
+
+async def test_each_response_has_a_request_id_the_official_clients_read() -> None:
+    """The clients report a response's request id (`_request_id`, and in their errors); the
+    gateway sent none. Each response, answers and errors alike, now has its own, under both
+    clients' header names."""
+    import openai
+
+    async with (
+        ScriptedMessagesAPI([reply(text("Hi.")), reply(text("Hi."))]) as api,
+        gateway(api) as url,
+        anthropic_client(url) as claude,
+        openai.AsyncOpenAI(base_url=f"{url}/v1", api_key="k", max_retries=0) as gpt,
+    ):
+        message = await claude.messages.create(
+            model=MODEL, max_tokens=100, messages=[{"role": "user", "content": "hi"}]
+        )
+        completion = await gpt.chat.completions.create(
+            model=MODEL, messages=[{"role": "user", "content": "hi"}]
+        )
+        with pytest.raises(openai.BadRequestError) as refused:
+            await gpt.chat.completions.create(model=MODEL, messages=[], temperature=0.5)
+    ids = [message._request_id, completion._request_id, refused.value.request_id]
+    assert all(isinstance(i, str) and i.startswith("req_") for i in ids), ids
+    assert len(set(ids)) == 3
