@@ -1010,13 +1010,24 @@ class StopCutter:
     def __init__(self, stops: Sequence[str]) -> None:
         self.stops = tuple(stops)
         self.stopped = False
+        self._stop_block: str | None = None  # the text block the stop was found in
         self._text: dict[str, str] = {}  # text block id -> its text so far
         self._sent: dict[str, int] = {}  # text block id -> characters passed on
-        self._calls = False
+        self._calls: set[str] = set()  # calls passed on (and not taken back)
 
     def parts(self, part: StreamPart) -> list[StreamPart]:
         """The parts `part` becomes (none while text is held back or after the stop)."""
         if not self.stops:
+            return [part]
+        if isinstance(part, DiscardPart):
+            # A cut attempt taken back: what it held is gone, its stop too (the CLI asks
+            # again, and the answer that follows is read afresh).
+            for part_id in part.ids:
+                self._text.pop(part_id, None)
+                self._sent.pop(part_id, None)
+            self._calls.difference_update(part.ids)
+            if self._stop_block in part.ids:
+                self.stopped, self._stop_block = False, None
             return [part]
         if isinstance(part, FinishPart):
             if self.stopped:
@@ -1034,13 +1045,13 @@ class StopCutter:
                 start = max(0, sent - max(len(s) for s in self.stops))
                 found = [i for i in (text.find(s, start) for s in self.stops) if i >= 0]
                 if found:
-                    self.stopped = True
+                    self.stopped, self._stop_block = True, part.id
                     return [*self._pass(part.id, min(found)), TextEndPart(id=part.id)]
                 return self._pass(part.id, len(text) - self._held(text))
             case TextEndPart():
                 return [*self._pass(part.id, len(self._text.get(part.id, ""))), part]
             case ToolCallPart() if not part.provider_executed:
-                self._calls = True
+                self._calls.add(part.tool_call_id)
                 return [part]
             case _:
                 return [part]

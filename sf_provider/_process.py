@@ -289,8 +289,8 @@ class CLISession:
         totals = result.model_usage or {}
         usage = {model: _own_usage(figures, self._model_usage.get(model, {}))
                  for model, figures in totals.items()}  # fmt: skip
-        self._model_usage = totals
-        if result.model_usage is not None:
+        if result.model_usage is not None:  # else the baseline stays for the next result
+            self._model_usage = totals
             result = replace(result, model_usage=usage)
         total = result.total_cost_usd
         if total is None:

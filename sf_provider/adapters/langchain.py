@@ -1334,6 +1334,10 @@ def _langchain_error(exc: ProviderError) -> str | None:
             return "ModelConnectionError"
         case APIError() if exc.status == 404:
             return "ModelNotFoundError"
+        case APIError() if exc.status == 408:
+            return "ModelTimeoutError"  # retryable, as the provider's error says
+        case APIError() if exc.status == 409:
+            return "ModelAPIError"
         case APIError() if exc.status is not None and exc.status >= 500:
             return "ModelAPIError"  # the API's 5xx, overloaded (529) included
         case APIError() if exc.status is not None and 400 <= exc.status < 500:
@@ -1380,6 +1384,7 @@ def _unpickled_error(
     base: type[ProviderError], args: tuple[Any, ...], state: dict[str, Any]
 ) -> ProviderError:
     exc = base.__new__(base, *args)
+    exc.args = args  # OSError's `__new__` (QueryTimeoutError is a TimeoutError) keeps none
     exc.__dict__.update(state)
     _as_langchain_error(exc)
     return exc

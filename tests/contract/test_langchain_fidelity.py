@@ -33,6 +33,7 @@ from sf_provider import (
     ContextWindowExceededError,
     InvalidMessagesError,
     ProviderError,
+    QueryTimeoutError,
     RateLimitError,
     UnsupportedRequestError,
 )
@@ -224,6 +225,36 @@ async def test_api_failures_are_langchains_model_errors_too(
     assert isinstance(caught.value, getattr(langchain_errors, langchain_error))
     assert caught.value.is_retryable is retryable  # type: ignore[attr-defined]
     assert len(api.all_requests) == 1
+
+
+@pytest.mark.parametrize(
+    ("error", "retryable"),
+    [
+        (APIError("HTTP 408", status=408), True),
+        (APIError("HTTP 409", status=409), True),
+        (APIError("HTTP 422", status=422), False),
+        (QueryTimeoutError("query ran past timeout", kind="timeout", seconds=1.0), True),
+    ],
+    ids=["408", "409", "422", "timeout"],
+)
+def test_a_langchain_error_says_retryable_as_the_provider_does_and_pickles_whole(
+    error: Any, retryable: bool
+) -> None:
+    """408 and 409 were `ModelInvalidRequestError` (not retryable) though the provider says
+    retry; a pickled timeout came back without its message (OSError's `__new__`)."""
+    import pickle
+
+    from sf_provider.adapters.langchain import _as_langchain_error
+
+    _as_langchain_error(error)
+    assert error.is_retryable is retryable is error.retryable
+    back = pickle.loads(pickle.dumps(error))
+    assert (type(back).__name__, str(back), back.args) == (
+        type(error).__name__,
+        str(error),
+        error.args,
+    )
+    assert isinstance(back, langchain_errors.ModelError)
 
 
 def test_bad_input_is_langchains_invalid_request_error_too() -> None:

@@ -431,3 +431,51 @@ def test_history_with_tool_calls_in_a_request_without_tools_is_refused(tool_choi
     assert "send in 'tools' the tools the history calls" in str(info.value)
     with_tools = chat_request({**body, "tools": [_tool()]})
     assert [t.name for t in with_tools.tools] == ["get_weather"]
+
+
+# -- stop on parts (`StopCutter`)
+
+
+def _cut(parts: list[Any]) -> tuple[str, list[str], str]:
+    from sf_provider._mapping import ResultCollector
+    from sf_provider._openai_format import StopCutter
+
+    cutter, collector = StopCutter(["Observation:"]), ResultCollector()
+    for part in parts:
+        for kept in cutter.parts(part):
+            collector.add(kept)
+    result = collector.result()
+    return result.finish_reason, [c.tool_name for c in result.tool_calls], result.text
+
+
+def test_a_stop_in_an_attempt_taken_back_does_not_cut_the_answer_that_follows() -> None:
+    """The stop was found in a stream the CLI then took back and asked again: the cutter
+    swallowed the discard and the retry, so the answer was the discarded text."""
+    from sf_provider import types as T
+
+    parts = [
+        T.TextStartPart(id="t1"),
+        T.TextDeltaPart(id="t1", delta="Old answer Observation: z"),
+        T.DiscardPart(ids=["t1"], reason="cut"),
+        T.TextStartPart(id="t2"),
+        T.TextDeltaPart(id="t2", delta="New answer"),
+        T.TextEndPart(id="t2"),
+        T.FinishPart(finish_reason="stop"),
+    ]
+    assert _cut(parts) == ("stop", [], "New answer")
+
+
+def test_a_call_taken_back_does_not_make_the_stopped_answer_a_tool_call() -> None:
+    from sf_provider import types as T
+
+    parts = [
+        T.ToolInputStartPart(id="c1", tool_name="search"),
+        T.ToolInputEndPart(id="c1"),
+        T.ToolCallPart(tool_call_id="c1", tool_name="search", input={}),
+        T.DiscardPart(ids=["c1"], reason="cut"),
+        T.TextStartPart(id="t2"),
+        T.TextDeltaPart(id="t2", delta="Thought: x\nObservation: y"),
+        T.TextEndPart(id="t2"),
+        T.FinishPart(finish_reason="stop"),
+    ]
+    assert _cut(parts) == ("stop", [], "Thought: x\n")

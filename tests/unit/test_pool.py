@@ -126,3 +126,33 @@ async def test_other_setups_never_share_a_process() -> None:
     await pool.give_back(session(StandIn("k", [])), reusable=True)
     other = StandIn("other", [])
     assert await pool.take("other", [], lambda: session(other)) is session(other)
+
+
+def test_a_result_without_model_usage_keeps_the_baseline_of_the_running_totals() -> None:
+    """Each result's per-model usage is the query's own (the CLI reports the process's running
+    totals); a result without any left the baseline empty, so the next query on that process
+    reported the running totals as its own."""
+    import dataclasses
+    from types import SimpleNamespace
+
+    import claude_agent_sdk as sdk
+
+    def result(usage: dict[str, Any] | None, cost: float) -> sdk.ResultMessage:
+        fields: dict[str, Any] = {f.name: None for f in dataclasses.fields(sdk.ResultMessage)}
+        fields.update(
+            subtype="success", duration_ms=1, duration_api_ms=1, is_error=False, num_turns=1
+        )
+        fields.update(session_id="s", total_cost_usd=cost, model_usage=usage)
+        return sdk.ResultMessage(**fields)
+
+    session = SimpleNamespace(_model_usage={}, _cost_usd=0.0)  # what own_result reads
+
+    def own(message: sdk.ResultMessage) -> sdk.ResultMessage:
+        return CLISession.own_result(cast(CLISession, session), message)
+
+    first = own(result({"m": {"inputTokens": 100, "costUSD": 0.1, "contextWindow": 9}}, 0.1))
+    assert first.model_usage == {"m": {"inputTokens": 100, "costUSD": 0.1, "contextWindow": 9}}
+    assert own(result(None, 0.1)).model_usage is None
+    third = own(result({"m": {"inputTokens": 300, "costUSD": 0.3, "contextWindow": 9}}, 0.3))
+    assert third.model_usage == {"m": {"inputTokens": 200, "costUSD": 0.2, "contextWindow": 9}}
+    assert third.total_cost_usd == pytest.approx(0.2)
