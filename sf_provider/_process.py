@@ -197,9 +197,11 @@ class CLISession:
             await anext(self._keeper)
             try:
                 await self._client.connect()
-            except sdk.ClaudeSDKError:
-                raise
-            except Exception as exc:  # the SDK's initialize timeout (60 s) is a bare Exception
+            except Exception as exc:
+                # The SDK's initialize timeout (60 s) is a bare Exception; anything else is
+                # raised as it is.
+                if type(exc) is not Exception or "initialize" not in str(exc):
+                    raise
                 raise sdk.CLIConnectionError(
                     f"the CLI started but never answered the SDK's initialize request ({exc}): "
                     f"it hung before its first message"
