@@ -37,14 +37,14 @@ from __future__ import annotations
 import json
 import time
 import uuid
-from collections.abc import Mapping, Sequence
+from collections.abc import AsyncGenerator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from ._anthropic_format import thinking_option
 from ._messages import IMAGE_DETAIL, NO_LOW_DETAIL, TOOLS_NEEDED, holds_tool_blocks
 from .errors import InvalidMessagesError, ProviderError, UnsupportedRequestError
-from .provider import NamedToolChoice, ToolChoice
+from .provider import NamedToolChoice, QueryStream, ToolChoice
 from .settings import EFFORT_NAMES
 from .tools import FunctionTool
 from .types import (
@@ -121,6 +121,7 @@ _HONOURED = frozenset(
         "thinking",
         "stream",
         "stream_options",
+        "stop",  # the answer is cut before the first stop sequence (`StopCutter`)
     }
 )
 
@@ -144,7 +145,6 @@ _ONLY_DEFAULT: dict[str, tuple[tuple[Any, ...], str]] = {
     "logit_bias": (({},), "the Messages API has no logit bias"),
     "logprobs": ((False,), "the Messages API returns no log probabilities"),
     "top_logprobs": ((0,), "the Messages API returns no log probabilities"),
-    "stop": (("", ()), "the Claude Code CLI has no stop-sequence option"),
     "seed": ((), "the Messages API has no seeded sampling"),
     "store": ((False,), "nothing is stored for later retrieval here"),
     "service_tier": (("auto", "default"), "the Claude Code CLI has no service tier setting"),
@@ -185,30 +185,21 @@ class ChatRequest:
     include_usage: bool = False
     #: `response_format` asked for JSON: the answer's content is the structured output.
     structured: bool = False
-    #: `stop` (with `chat_request(cut_at_stop=True)`): the answer ends before the first of
-    #: them (`StopCutter`).
+    #: `stop`: the answer ends before the first of them (`StopCutter`).
     stop: tuple[str, ...] = ()
 
 
-def chat_request(
-    body: Mapping[str, Any],
-    *,
-    ignore: frozenset[str] = frozenset(),
-    cut_at_stop: bool = False,
-    history_tools: bool = False,
-) -> ChatRequest:
+def chat_request(body: Mapping[str, Any], *, ignore: frozenset[str] = frozenset()) -> ChatRequest:
     """Read a Chat Completions request body; refuse what cannot be honoured.
 
-    `ignore` names more parameters to let pass (LiteLLM adds some of its own). A caller that
-    honours `stop` by cutting the answer (`StopCutter`) passes `cut_at_stop` (else `stop` is
-    refused); one that lets a history with tool calls go without `tools` (`history_tools`)
-    gets the called tools defined again, uncallable (`_history_tools`).
+    `ignore` names more parameters to let pass (LiteLLM adds some of its own). `stop` is for
+    the caller to honour by cutting the answer (`ChatRequest.stop`, `StopCutter`); a history
+    with tool calls in a request without `tools` gets the called tools defined again,
+    uncallable (`_called_tools`).
     """
     given = {k: v for k, v in body.items() if v is not None}
     for name, value in given.items():
         if name in _HONOURED or name in _IGNORED or name in ignore:
-            continue
-        if name == "stop" and cut_at_stop:
             continue
         if name in _ONLY_DEFAULT:
             allowed, reason = _ONLY_DEFAULT[name]
@@ -302,11 +293,11 @@ def chat_request(
         )
     messages = provider_messages(given["messages"])
     if not tools and holds_tool_blocks(messages):
-        called = _called_tools(messages) if history_tools else []
+        called = _called_tools(messages)
         if not called or options.get("tool_choice", "none") not in ("auto", "none"):
             raise UnsupportedParameterError("tools", TOOLS_NEEDED)
         tools, options["tool_choice"] = called, "none"
-    stop = _stop_sequences(given.get("stop")) if cut_at_stop else ()
+    stop = _stop_sequences(given.get("stop"))
     if stop and structured:
         raise UnsupportedParameterError(
             "stop", "cannot be honoured with response_format: the answer is the whole object; "
@@ -1014,6 +1005,14 @@ class StopCutter:
         self._text: dict[str, str] = {}  # text block id -> its text so far
         self._sent: dict[str, int] = {}  # text block id -> characters passed on
         self._calls: set[str] = set()  # calls passed on (and not taken back)
+
+    async def cut(self, parts: QueryStream) -> AsyncGenerator[StreamPart, None]:
+        """The query's parts as `parts` makes them; the query runs to its end, so its process
+        stays usable. Closing this closes the query."""
+        async with parts:
+            async for part in parts:
+                for kept in self.parts(part):
+                    yield kept
 
     def parts(self, part: StreamPart) -> list[StreamPart]:
         """The parts `part` becomes (none while text is held back or after the stop)."""

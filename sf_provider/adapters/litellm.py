@@ -74,6 +74,7 @@ except ImportError as exc:  # pragma: no cover - exercised only without the extr
 
 import uuid
 from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
+from contextlib import aclosing
 from typing import Any, NoReturn
 
 import httpx
@@ -111,7 +112,7 @@ from ..errors import (
 )
 from ..provider import ClaudeAgentProvider
 from ..settings import ProviderSettings
-from ..types import CallWarning, FinishPart, StreamPart, StreamStartPart, Usage
+from ..types import CallWarning, FinishPart, StreamStartPart, Usage
 
 __all__ = ["PROVIDER_NAME", "ClaudeAgentLLM", "register"]
 
@@ -200,12 +201,10 @@ class ClaudeAgentLLM(CustomLLM):
         """`litellm.acompletion(model="claude-agent/...")` without `stream`."""
         chat, model, options, lost = self._request(kwargs)
         collector = ResultCollector()
-        cutter = StopCutter(chat.stop)
         try:
-            async with self.provider.stream(chat.messages, tools=chat.tools, **options) as parts:
-                async for raw in parts:
-                    for part in cutter.parts(raw):
-                        collector.add(part)
+            parts = self.provider.stream(chat.messages, tools=chat.tools, **options)
+            async for part in StopCutter(chat.stop).cut(parts):
+                collector.add(part)
         except ProviderError as exc:
             _raise(exc, model, self.name)
         result = collector.result()
@@ -233,10 +232,10 @@ class ClaudeAgentLLM(CustomLLM):
         mapper = ChunkMapper(structured=chat.structured)
         stream_id = f"chatcmpl-{uuid.uuid4().hex}"
         cost: float | None = None
-        cutter = StopCutter(chat.stop)
         try:
-            async with self.provider.stream(chat.messages, tools=chat.tools, **options) as parts:
-                async for part in _cut(parts, cutter):
+            parts = self.provider.stream(chat.messages, tools=chat.tools, **options)
+            async with aclosing(StopCutter(chat.stop).cut(parts)) as cut:
+                async for part in cut:
                     if isinstance(part, StreamStartPart):
                         call_warnings = [*lost, *part.warnings]
                         warn_user("ClaudeAgentLLM", call_warnings)
@@ -347,7 +346,7 @@ class ClaudeAgentLLM(CustomLLM):
         )
         while True:
             try:
-                return chat_request(body, cut_at_stop=True, history_tools=True)
+                return chat_request(body)
             except UnsupportedParameterError as exc:
                 if exc.param not in _DROPPABLE or exc.param not in from_litellm:
                     raise
@@ -366,13 +365,6 @@ class ClaudeAgentLLM(CustomLLM):
                         f"not reach the model: {why.removesuffix('; leave it out')}",
                     )
                 )
-
-
-async def _cut(parts: AsyncIterator[StreamPart], cutter: StopCutter) -> AsyncIterator[StreamPart]:
-    """The parts with the answer cut at the request's first stop sequence (`StopCutter`)."""
-    async for part in parts:
-        for kept in cutter.parts(part):
-            yield kept
 
 
 def _dropped_by_litellm(kwargs: Mapping[str, Any], given: Mapping[str, Any]) -> dict[str, Any]:

@@ -40,11 +40,11 @@ async def chat_completions(request: Request) -> Response:
     """`POST /v1/chat/completions`. Bad input raises here (answered 400 by the app's handlers),
     before any process starts."""
     body = await json_body(request)
-    chat = chat_request(body, cut_at_stop=True, history_tools=True)
+    chat = chat_request(body)
     provider: ClaudeAgentProvider = request.app.state.provider
     parts = provider.stream(chat.messages, tools=chat.tools, **chat.options)
     if chat.stop:
-        parts = QueryStream(_cut(parts, StopCutter(chat.stop)))
+        parts = QueryStream(StopCutter(chat.stop).cut(parts))
     model = chat.model or provider.settings.model or "default"
     answer_id, created = completion_id(), int(time.time())
 
@@ -63,15 +63,6 @@ async def chat_completions(request: Request) -> Response:
         sse=sse if chat.stream else None,
         stream_error=_error_event,
     )
-
-
-async def _cut(parts: QueryStream, cutter: StopCutter) -> AsyncGenerator[StreamPart, None]:
-    """The query's parts with the answer cut at the first stop sequence (`StopCutter`); the
-    query runs to its end, so its process stays usable. Closing this closes the query."""
-    async with parts:
-        async for part in parts:
-            for kept in cutter.parts(part):
-                yield kept
 
 
 def _event(data: Any) -> bytes:

@@ -422,15 +422,26 @@ def test_stream_options_without_stream_is_refused_as_openai_refuses_it(stream: A
 
 
 @pytest.mark.parametrize("tool_choice", [None, "none"])
-def test_history_with_tool_calls_in_a_request_without_tools_is_refused(tool_choice: Any) -> None:
-    # The CLI made three requests, each refused upstream: "... must define tools".
+def test_history_with_tool_calls_in_a_request_without_tools_defines_them_uncallable(
+    tool_choice: Any,
+) -> None:
+    # The Messages API refuses tool calls in a request without tools (the CLI made three
+    # requests, each refused upstream: "... must define tools"); OpenAI's API takes them.
     body = {"messages": _weather_loop("sunny"), "tool_choice": tool_choice}
+    chat = chat_request(body)
+    assert [(t.name, t.input_schema) for t in chat.tools] == [("get_weather", {"type": "object"})]
+    assert chat.options["tool_choice"] == "none"
+    with_tools = chat_request({**body, "tools": [_tool()]})
+    assert [t.name for t in with_tools.tools] == ["get_weather"]
+    assert with_tools.tools[0].input_schema != {"type": "object"}, "the request's own tool"
+
+
+def test_history_with_tool_calls_without_tools_is_refused_when_a_call_is_required() -> None:
+    body = {"messages": _weather_loop("sunny"), "tool_choice": "required"}
     with pytest.raises(UnsupportedParameterError) as info:
         chat_request(body)
     assert info.value.param == "tools"
     assert "send in 'tools' the tools the history calls" in str(info.value)
-    with_tools = chat_request({**body, "tools": [_tool()]})
-    assert [t.name for t in with_tools.tools] == ["get_weather"]
 
 
 # -- stop on parts (`StopCutter`)
