@@ -288,11 +288,10 @@ class CLISession:
     def own_result(self, result: sdk.ResultMessage) -> sdk.ResultMessage:
         """The result with this query's cost and per-model usage: the CLI reports the process's
         running totals."""
-        totals = result.model_usage or {}
-        usage = {model: _own_usage(figures, self._model_usage.get(model, {}))
-                 for model, figures in totals.items()}  # fmt: skip
         if result.model_usage is not None:  # else the baseline stays for the next result
-            self._model_usage = totals
+            before, self._model_usage = self._model_usage, result.model_usage
+            usage = {model: _own_usage(figures, before.get(model, {}))
+                     for model, figures in result.model_usage.items()}  # fmt: skip
             result = replace(result, model_usage=usage)
         total = result.total_cost_usd
         if total is None:

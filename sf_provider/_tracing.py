@@ -413,11 +413,11 @@ class _QuerySpan(QueryTrace):
     def finish(self, finish: FinishPart, collector: ResultCollector) -> None:
         self._finished = True
         span = self._span
+        attributes = finish_attributes(finish)
         if self._measure is not None:  # sampled or not
-            self._count_tokens(finish)
+            self._count_tokens(attributes)
         if not span.is_recording():
             return
-        attributes = finish_attributes(finish)
         if self._nested:  # only this package's own: usage and model are the caller's span's
             attributes = {k: v for k, v in attributes.items() if k.startswith("sf_provider.")}
         span.set_attributes(attributes)
@@ -453,12 +453,11 @@ class _QuerySpan(QueryTrace):
         if not self._held:  # else when the last of its tool calls is done (`hold_until_done`)
             span.end()
 
-    def _count_tokens(self, finish: FinishPart) -> None:
+    def _count_tokens(self, usage: Mapping[str, Any]) -> None:
+        """The token metric from the query's finish attributes (`finish_attributes`)."""
         assert self._measure is not None
-        model = response_model(finish.provider_details.get("model_usage"))
-        if model:
-            self._measure[RESPONSE_MODEL] = model
-        usage = finish_attributes(finish)
+        if RESPONSE_MODEL in usage:
+            self._measure[RESPONSE_MODEL] = usage[RESPONSE_MODEL]
         if not usage[INPUT_TOKENS] and not usage[OUTPUT_TOKENS]:
             return  # no answer counted (an API error): nothing was used
         tokens = self._api.metrics().tokens
