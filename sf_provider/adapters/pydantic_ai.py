@@ -864,7 +864,7 @@ class ClaudeStreamedResponse(StreamedResponse):
             case sf.FinishPart():
                 self._finish(part)
                 if part.structured_output is not None:
-                    yield from self._native_output(part.structured_output)
+                    yield from self._object_parts(part.structured_output)
             case (
                 sf.TextStartPart()
                 | sf.TextEndPart()
@@ -879,7 +879,7 @@ class ClaudeStreamedResponse(StreamedResponse):
             case _:
                 assert_never(part)
 
-    def _native_output(self, value: Any) -> Iterator[ModelResponseStreamEvent]:
+    def _object_parts(self, value: Any) -> Iterator[ModelResponseStreamEvent]:
         """`NativeOutput`'s object as pydantic-ai reads a native output: the text after the
         response's last native tool call. The CLI's StructuredOutput call is that call (with its
         result), so the model's words before it stay in the response as commentary, the way

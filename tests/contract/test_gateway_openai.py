@@ -655,6 +655,15 @@ async def test_a_deeply_nested_body_is_a_400_not_a_500() -> None:
     assert api.all_requests == []
 
 
+def _asking_about(image_url: dict[str, Any]) -> list[dict[str, Any]]:
+    """A user message asking about one image (`image_url` as the client sends it)."""
+    content = [
+        {"type": "text", "text": "What is this?"},
+        {"type": "image_url", "image_url": image_url},
+    ]
+    return [{"role": "user", "content": content}]
+
+
 BAD_REQUESTS: list[tuple[str, dict[str, Any], str, str | None]] = [
     (
         "unknown role",
@@ -777,17 +786,7 @@ BAD_REQUESTS: list[tuple[str, dict[str, Any], str, str | None]] = [
     ),
     (
         "image detail low",
-        {
-            "messages": [
-                {
-                    "role": "user",
-                    "content": [
-                        {"type": "text", "text": "What is this?"},
-                        {"type": "image_url", "image_url": {"url": PIXEL_URL, "detail": "low"}},
-                    ],
-                }
-            ]
-        },
+        {"messages": _asking_about({"url": PIXEL_URL, "detail": "low"})},
         "no low-detail mode",
         "messages[0].content[1].image_url.detail",
     ),
@@ -849,39 +848,13 @@ BAD_REQUESTS: list[tuple[str, dict[str, Any], str, str | None]] = [
     ),
     (
         "image data that is not base64",
-        {
-            "messages": [
-                {
-                    "role": "user",
-                    "content": [
-                        {"type": "text", "text": "What is this?"},
-                        {
-                            "type": "image_url",
-                            "image_url": {"url": "data:image/png;base64,@@@not-base64@@@"},
-                        },
-                    ],
-                }
-            ]
-        },
+        {"messages": _asking_about({"url": "data:image/png;base64,@@@not-base64@@@"})},
         "message 0 (user), block 1: the image data is not valid base64",
         None,
     ),
     (
         "a data URL that is no image",
-        {
-            "messages": [
-                {
-                    "role": "user",
-                    "content": [
-                        {"type": "text", "text": "What is this?"},
-                        {
-                            "type": "image_url",
-                            "image_url": {"url": "data:application/pdf;base64,JVBERi0xLjQ="},
-                        },
-                    ],
-                }
-            ]
-        },
+        {"messages": _asking_about({"url": "data:application/pdf;base64,JVBERi0xLjQ="})},
         "image media type 'application/pdf' is not one the Messages API takes",
         None,
     ),
@@ -935,16 +908,13 @@ async def test_messages_sent_back_as_openai_python_dumps_them_reach_the_model() 
 
 @pytest.mark.parametrize("detail", ["auto", "high"])
 async def test_an_image_with_detail_auto_or_high_reaches_the_model(detail: str) -> None:
-    content = [
-        {"type": "text", "text": "What is this?"},
-        {"type": "image_url", "image_url": {"url": PIXEL_URL, "detail": detail}},
-    ]
     async with (
         ScriptedMessagesAPI([reply(text("A pixel."))]) as api,
         gateway(api.settings()) as (_, client),
     ):
         answer = await client.chat.completions.create(
-            model=MODEL, messages=[{"role": "user", "content": content}]
+            model=MODEL,
+            messages=_asking_about({"url": PIXEL_URL, "detail": detail}),  # type: ignore[arg-type]
         )
     assert answer.choices[0].message.content == "A pixel."
     (image,) = api.requests[0].blocks("image")
