@@ -1,48 +1,44 @@
-"""Request messages -> Messages API turns: prior history plus the user turn to answer.
+"""Typed request messages -> Messages API turns: prior history plus the user turn to answer.
 
-Input format (a list of dicts; a plain string is one user turn):
+The messages are `sf_provider._request`'s types (its docstring also gives the dict format that
+`generate` and `stream` take, read by `parse_messages`). Here the rules across messages are
+checked and the turns built:
 
-- `{"role": "system", "content": str}`: joined into the system prompt.
-- `{"role": "user", "content": str | [blocks]}` with blocks `{"type": "text", "text"}` and
-  `{"type": "image", "data": <base64>, "media_type": "image/png"}` or
-  `{"type": "image", "url": "data:image/png;base64,..." | "https://..."}` (one of the two; an
-  optional `"detail"` may be `"auto"` or `"high"`: Claude has no low-detail mode). Base64 image
-  data must decode, its media type must be one the Messages API takes (`IMAGE_MEDIA_TYPES`) and
-  its first bytes must be of that type; otherwise the CLI would send the model a text note in
-  its place, so it is refused.
-- `{"role": "assistant", "content": str | [blocks]}` with blocks `{"type": "text", "text"}`,
-  `{"type": "reasoning", "text", "signature"}`, a redacted thinking block
-  `{"type": "reasoning", "text": "", "redacted": <data>}` (sent back as the API's
-  `redacted_thinking`) and `{"type": "tool-call", "tool_call_id", "tool_name", "input"}`.
-- `{"role": "tool", "content": [{"type": "tool-result", "tool_call_id", "output", "is_error"}]}`:
-  results the application produced; `output` is text, or any JSON value (sent as JSON);
-  `is_error` is a bool (default false); an optional `tool_name` must name the call's tool. A
-  result with images gives `"content": [blocks]` instead of `output`: text and image blocks as
-  in a user turn (sent as the result's content blocks).
-
-Only these keys are read; any other key on a message or a block is refused (it would not reach
-the model), except `cache_control`, a caching hint, which is ignored: the CLI sets its own cache
-breakpoints. The turn to answer must hold something: a last user turn of blank text only is
-refused, as an empty prompt string is.
-
-An assistant turn with no content (`""`, `[]`, blank text blocks only) holds nothing to send
-(the Messages API refuses empty turns): it is left out, and the user turns around it reach the
-model as one turn.
-
-Every tool call in the history needs a result, and every result a call. A reasoning block
-without a signature cannot be replayed natively: it is sent as text in a `<reasoning>` element
-and a `history-flattened` warning says so.
+- System messages go into the system prompt.
+- Image data is checked: base64 data must decode, its media type must be one the Messages API
+  takes (`IMAGE_MEDIA_TYPES`) and its first bytes must be of that type; otherwise the CLI would
+  send the model a text note in its place, so it is refused. `detail: "low"` is refused.
+- An assistant turn with no content (`""`, `[]`, blank text blocks only) holds nothing to send
+  (the Messages API refuses empty turns): it is left out, and the user turns around it reach the
+  model as one turn.
+- Every tool call in the history needs a result, and every result a call (once). A reasoning
+  block without a signature cannot be replayed natively: it is sent as text in a `<reasoning>`
+  element and a `history-flattened` warning says so.
+- The turn to answer must hold something: a last user turn of blank text only is refused, as an
+  empty prompt string is.
 """
 
 from __future__ import annotations
 
 import base64
-import json
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from ._request import (
+    AssistantMessage,
+    Image,
+    Message,
+    MessagesInput,
+    Reasoning,
+    SystemMessage,
+    Text,
+    ToolCall,
+    ToolMessage,
+    UserMessage,
+    parse_messages,
+)
 from .errors import InvalidMessagesError
 from .types import CallWarning
 
@@ -53,24 +49,6 @@ __all__ = [
     "convert_messages",
     "holds_tool_blocks",
 ]
-
-#: A plain string (one user turn) or a list of `{"role": ..., "content": ...}` dicts.
-MessagesInput = str | Sequence[Mapping[str, Any]]
-
-_ROLES = {"system", "user", "assistant", "tool"}
-
-#: The keys each block type is read with (any other is refused, except `_IGNORED_KEYS`).
-_BLOCK_KEYS = {
-    "text": {"type", "text"},
-    "image": {"type", "data", "media_type", "url", "detail"},
-    "reasoning": {"type", "text", "signature", "redacted"},
-    "tool-call": {"type", "tool_call_id", "tool_name", "input"},
-    "tool-result": {"type", "tool_call_id", "tool_name", "output", "content", "is_error"},
-}
-
-#: Caching hints: caching changes cost, never the answer, and the CLI sets its own cache
-#: breakpoints. Accepted on messages and blocks, and ignored.
-_IGNORED_KEYS = frozenset({"cache_control"})
 
 #: Image `detail` values that can be honoured, here and in the OpenAI-format readers (the gateway,
 #: LiteLLM, LangChain's `image_url`): Claude has no low-detail mode.
@@ -145,72 +123,31 @@ def _fail(where: str, problem: str) -> InvalidMessagesError:
     return InvalidMessagesError(f"{where}: {problem}")
 
 
-def _check_keys(item: Mapping[str, Any], where: str, allowed: set[str], what: str) -> None:
-    """Refuse a key of `item` (a message or a block) that would not reach the model."""
-    unknown = sorted(str(k) for k in item if k not in allowed and k not in _IGNORED_KEYS)
-    if not unknown:
-        return
-    named = ", ".join(repr(k) for k in unknown)
-    hint = (
-        " (the Messages API has no participant names: put the speaker in the content)"
-        if "name" in unknown and what.endswith("message")
-        else ""
-    )
-    raise _fail(
-        where,
-        f"{what} has unknown key(s) {named}{hint}; it is read with "
-        f"{', '.join(repr(k) for k in sorted(allowed))} only, so remove them "
-        f"('cache_control' is accepted and ignored)",
-    )
-
-
-def _blocks(content: Any, where: str) -> list[Any]:
-    if isinstance(content, str):
-        return [{"type": "text", "text": content}]
-    if isinstance(content, Sequence) and not isinstance(content, bytes | bytearray):
-        return list(content)
-    raise _fail(
-        where, f"content must be a string or a list of blocks, not {type(content).__name__}"
-    )
-
-
-def _text_block(block: Any, where: str) -> dict[str, Any]:
-    if not isinstance(block, Mapping):
-        raise _fail(where, f"a text block must be a dict, not {type(block).__name__}")
-    _check_keys(block, where, _BLOCK_KEYS["text"], "a text block")
-    text = block.get("text")
-    if not isinstance(text, str):
-        raise _fail(where, "a text block needs a string 'text'")
-    return {"type": "text", "text": text}
-
-
-def _image_block(block: Mapping[str, Any], where: str) -> dict[str, Any]:
-    _check_keys(block, where, _BLOCK_KEYS["image"], "an image block")
-    detail = block.get("detail")
+def _image_block(image: Image, where: str) -> dict[str, Any]:
+    detail = image.detail
     if detail == "low":
         raise _fail(where, f"image detail {NO_LOW_DETAIL}")
     if detail is not None and detail not in IMAGE_DETAIL:
         raise _fail(where, f"image detail {detail!r} is not one of 'auto', 'high'")
-    if "data" in block and "url" in block:
+    if image.data is not None and image.url is not None:
         raise _fail(where, "an image block has 'data' or 'url', not both; keep one")
-    if "url" in block and "media_type" in block:
+    if image.url is not None and image.media_type is not None:
         raise _fail(
             where,
             "'media_type' goes with 'data'; an image 'url' carries its own type (a data: URL "
             "names it), so remove 'media_type'",
         )
-    if isinstance(block.get("data"), str):
-        media = block.get("media_type")
-        if not isinstance(media, str):
+    if image.data is not None:
+        media = image.media_type
+        if media is None:
             raise _fail(where, "a base64 image needs 'media_type' (e.g. 'image/png')")
-        data = str(block["data"])
-    elif isinstance(block.get("url"), str):
-        url = str(block["url"])
-        match = _DATA_URL.match(url)
+        data = image.data
+    elif image.url is not None:
+        match = _DATA_URL.match(image.url)
         if match:
             media, data = match["media"], match["data"]
-        elif url.startswith(("https://", "http://")):
-            return {"type": "image", "source": {"type": "url", "url": url}}
+        elif image.url.startswith(("https://", "http://")):
+            return {"type": "image", "source": {"type": "url", "url": image.url}}
         else:
             raise _fail(where, "an image url must be a data: URL (base64) or http(s)")
     else:
@@ -263,24 +200,14 @@ def _check_image(media: str, data: str, where: str) -> None:
         )
 
 
-def _media_blocks(content: Any, where: str, what: str) -> list[dict[str, Any]]:
-    """Text and image blocks (a user turn's, a tool result's content)."""
-    blocks = []
-    for i, block in enumerate(_blocks(content, where)):
-        here = f"{where}, block {i}"
-        kind = block.get("type") if isinstance(block, Mapping) else None
-        if kind == "text":
-            blocks.append(_text_block(block, here))
-        elif kind == "image":
-            blocks.append(_image_block(block, here))
-        else:
-            raise _fail(here, f"{what} must be 'text' or 'image', not {kind!r}")
-    return blocks
-
-
-def _tool_output(block: Mapping[str, Any]) -> str:
-    output = block.get("output", "")
-    return output if isinstance(output, str) else json.dumps(output, ensure_ascii=False)
+def _media_blocks(parts: Sequence[Text | Image], where: str) -> list[dict[str, Any]]:
+    """Text and image parts (a user turn's, a tool result's content) as API blocks."""
+    return [
+        {"type": "text", "text": part.text}
+        if isinstance(part, Text)
+        else _image_block(part, f"{where}, block {i}")
+        for i, part in enumerate(parts)
+    ]
 
 
 def _tool_result(
@@ -314,94 +241,69 @@ class _Builder:
         else:
             self.turns.append({"role": role, "content": blocks})
 
-    def user(self, content: Any, where: str) -> None:
-        blocks = _media_blocks(content, where, "a user block")
+    def user(self, message: UserMessage, where: str) -> None:
+        blocks = _media_blocks(message.parts, where)
         self._close_calls(where)
         self.add("user", blocks)
 
-    def assistant(self, content: Any, where: str) -> None:
+    def assistant(self, message: AssistantMessage, where: str) -> None:
         self._close_calls(where)
         blocks = []
-        for i, block in enumerate(_blocks(content, where)):
+        for i, part in enumerate(message.parts):
             here = f"{where}, block {i}"
-            kind = block.get("type") if isinstance(block, Mapping) else None
-            if kind == "text":
-                blocks.append(_text_block(block, here))
-            elif kind == "reasoning":
-                blocks.append(self._reasoning(block, here))
-            elif kind == "tool-call":
-                blocks.append(self._tool_call(block, here))
-            else:
-                raise _fail(
-                    here,
-                    f"an assistant block must be 'text', 'reasoning' or 'tool-call', not {kind!r}",
-                )
+            match part:
+                case Text():
+                    blocks.append({"type": "text", "text": part.text})
+                case Reasoning():
+                    blocks.append(self._reasoning(part, here))
+                case ToolCall():
+                    blocks.append(self._tool_call(part, here))
         if all(_blank(block) for block in blocks):
             # No content: nothing to send (the Messages API refuses empty turns). Left out, the
             # user turns around it join into one, as pydantic-ai's Anthropic model sends them.
             return
         self.add("assistant", blocks)
 
-    def _reasoning(self, block: Mapping[str, Any], where: str) -> dict[str, Any]:
-        _check_keys(block, where, _BLOCK_KEYS["reasoning"], "a reasoning block")
-        redacted = block.get("redacted")
-        if redacted is not None:  # a redacted thinking block: its data goes back as it came
-            if not isinstance(redacted, str) or not redacted:
+    def _reasoning(self, part: Reasoning, where: str) -> dict[str, Any]:
+        if part.redacted is not None:  # a redacted thinking block: its data goes back as it came
+            if not part.redacted:
                 raise _fail(where, "a redacted reasoning block needs its data as a string")
-            return {"type": "redacted_thinking", "data": redacted}
-        text = block.get("text")
-        if not isinstance(text, str):
-            raise _fail(where, "a reasoning block needs a string 'text'")
-        signature = block.get("signature")
-        if isinstance(signature, str) and signature:
-            return {"type": "thinking", "thinking": text, "signature": signature}
+            return {"type": "redacted_thinking", "data": part.redacted}
+        if part.signature:
+            return {"type": "thinking", "thinking": part.text, "signature": part.signature}
         self.warnings.append(
             CallWarning(
                 code="history-flattened",
                 message=f"{where}: reasoning without a signature was replayed as text",
             )
         )
-        return {"type": "text", "text": f"<reasoning>{text}</reasoning>"}
+        return {"type": "text", "text": f"<reasoning>{part.text}</reasoning>"}
 
-    def _tool_call(self, block: Mapping[str, Any], where: str) -> dict[str, Any]:
-        _check_keys(block, where, _BLOCK_KEYS["tool-call"], "a tool-call")
-        call_id, name, arguments = (block.get(k) for k in ("tool_call_id", "tool_name", "input"))
-        if not isinstance(call_id, str) or not call_id:
+    def _tool_call(self, call: ToolCall, where: str) -> dict[str, Any]:
+        if not call.id:
             raise _fail(where, "a tool-call needs a string 'tool_call_id'")
-        if not isinstance(name, str) or not name:
+        if not call.name:
             raise _fail(where, "a tool-call needs a string 'tool_name'")
-        if not isinstance(arguments, Mapping):
-            raise _fail(where, "a tool-call needs an object 'input'")
-        if call_id in self.seen_calls:
-            raise _fail(where, f"tool call id {call_id!r} is used twice")
-        self.seen_calls.add(call_id)
-        self.open_calls[call_id] = where
-        self.call_names[call_id] = name
-        return {"type": "tool_use", "id": call_id, "name": name, "input": dict(arguments)}
+        if call.id in self.seen_calls:
+            raise _fail(where, f"tool call id {call.id!r} is used twice")
+        self.seen_calls.add(call.id)
+        self.open_calls[call.id] = where
+        self.call_names[call.id] = call.name
+        return {"type": "tool_use", "id": call.id, "name": call.name, "input": dict(call.input)}
 
-    def tool(self, content: Any, where: str) -> None:
+    def tool(self, message: ToolMessage, where: str) -> None:
         blocks = []
-        for i, block in enumerate(_blocks(content, where)):
+        for i, result in enumerate(message.results):
             here = f"{where}, block {i}"
-            kind = block.get("type") if isinstance(block, Mapping) else None
-            if kind != "tool-result":
-                raise _fail(here, f"a tool message holds 'tool-result' blocks, not {kind!r}")
-            _check_keys(block, here, _BLOCK_KEYS["tool-result"], "a tool-result")
-            call_id = block.get("tool_call_id")
-            if not isinstance(call_id, str) or call_id not in self.open_calls:
+            call_id = result.call_id
+            if call_id not in self.open_calls:
                 raise _fail(
                     here,
                     f"tool result for {call_id!r} has no matching tool call before it "
                     f"(or that call already has a result)",
                 )
             del self.open_calls[call_id]
-            is_error = block.get("is_error", False)
-            if not isinstance(is_error, bool):
-                raise _fail(
-                    here,
-                    f"a tool-result's 'is_error' must be true or false (a bool), not {is_error!r}",
-                )
-            tool_name = block.get("tool_name", self.call_names[call_id])
+            tool_name = result.tool_name or self.call_names[call_id]
             if tool_name != self.call_names[call_id]:
                 raise _fail(
                     here,
@@ -409,15 +311,13 @@ class _Builder:
                     f"is of {self.call_names[call_id]!r}; fix 'tool_name' or leave it out",
                 )
             output: str | list[dict[str, Any]]
-            if "content" in block:
-                if "output" in block:
-                    raise _fail(here, "a tool-result has 'output' or 'content', not both")
-                output = _media_blocks(block["content"], here, "a tool-result content block")
-                if not output:
-                    raise _fail(here, "a tool-result's 'content' is empty; give some blocks")
+            if isinstance(result.output, str):
+                output = result.output
             else:
-                output = _tool_output(block)
-            blocks.append(_tool_result(call_id, output, is_error))
+                if not result.output:
+                    raise _fail(here, "a tool-result's 'content' is empty; give some blocks")
+                output = _media_blocks(result.output, here)
+            blocks.append(_tool_result(call_id, output, result.is_error))
         self.add("user", blocks)
 
     def _close_calls(self, where: str) -> None:
@@ -435,40 +335,29 @@ def _blank(block: Mapping[str, Any]) -> bool:
     return block.get("type") == "text" and not str(block.get("text", "")).strip()
 
 
+_ROLE = {SystemMessage: "system", UserMessage: "user", AssistantMessage: "assistant",
+         ToolMessage: "tool"}  # fmt: skip
+
+
 def convert_messages(messages: MessagesInput) -> Conversation:
-    """Validate `messages` and turn them into Messages API turns (see the module docstring)."""
-    if isinstance(messages, str):
-        if not messages.strip():
-            raise InvalidMessagesError("the prompt is empty; send some text")
-        return Conversation(prompt=[{"type": "text", "text": messages}])
-    if not isinstance(messages, Sequence) or not messages:
-        raise InvalidMessagesError(
-            "messages must be a non-empty string or list of role/content dicts"
-        )
+    """Check the messages (typed, or in the dict format `parse_messages` reads) and turn them
+    into Messages API turns (see the module docstring)."""
+    typed: list[Message] = parse_messages(messages)
     builder = _Builder()
     last_turn: str | None = None  # the role of the last message that is a turn, not system
-    for i, message in enumerate(messages):
-        if not isinstance(message, Mapping):
-            raise InvalidMessagesError(f"message {i} must be a dict, got {type(message).__name__}")
-        role = message.get("role")
-        if not isinstance(role, str) or role not in _ROLES:
-            raise InvalidMessagesError(
-                f"message {i}: unknown role {role!r}; use one of {sorted(_ROLES)}"
-            )
-        if "content" not in message:
-            raise InvalidMessagesError(f"message {i} ({role}) has no 'content'")
+    for i, message in enumerate(typed):
+        role = _ROLE[type(message)]
         where = f"message {i} ({role})"
-        _check_keys(message, where, {"role", "content"}, f"a {role} message")
         last_turn = last_turn if role == "system" else role
-        if role == "system":
-            blocks = [_text_block(b, where) for b in _blocks(message["content"], where)]
-            builder.system.append("\n".join(b["text"] for b in blocks))
-        elif role == "user":
-            builder.user(message["content"], where)
-        elif role == "assistant":
-            builder.assistant(message["content"], where)
-        else:
-            builder.tool(message["content"], where)
+        match message:
+            case SystemMessage():
+                builder.system.append(message.text)
+            case UserMessage():
+                builder.user(message, where)
+            case AssistantMessage():
+                builder.assistant(message, where)
+            case ToolMessage():
+                builder.tool(message, where)
     turns = builder.turns
     if builder.open_calls:
         missing = ", ".join(sorted(builder.open_calls))
@@ -478,7 +367,7 @@ def convert_messages(messages: MessagesInput) -> Conversation:
         )
     if not turns or turns[-1]["role"] != "user" or last_turn == "assistant":
         raise InvalidMessagesError(
-            f"message {len(messages) - 1}: the conversation must end with a user or tool message "
+            f"message {len(typed) - 1}: the conversation must end with a user or tool message "
             f"(the turn to answer)"
         )
     if turns[0]["role"] != "user":
@@ -486,7 +375,7 @@ def convert_messages(messages: MessagesInput) -> Conversation:
     if all(_blank(block) for block in turns[-1]["content"]):
         # The CLI would send "(no content)" in its place; an empty prompt string is refused too.
         raise InvalidMessagesError(
-            f"message {len(messages) - 1}: the last user turn is empty (its text is blank and it "
+            f"message {len(typed) - 1}: the last user turn is empty (its text is blank and it "
             f"holds no image or tool result); send some text"
         )
     return Conversation(

@@ -540,3 +540,73 @@ def test_a_last_assistant_turn_with_no_content_is_still_refused(empty: Any) -> N
         convert_messages(
             [{"role": "user", "content": "a"}, {"role": "assistant", "content": empty}]
         )
+
+
+# -- typed messages (`sf_provider._request`): what every front door builds
+
+
+def test_typed_messages_become_the_same_turns_as_the_dict_format() -> None:
+    from sf_provider._request import (
+        AssistantMessage,
+        Image,
+        Reasoning,
+        SystemMessage,
+        Text,
+        ToolCall,
+        ToolMessage,
+        ToolResult,
+        UserMessage,
+    )
+
+    dicts: list[dict[str, Any]] = [
+        {"role": "system", "content": "Be brief."},
+        {"role": "user", "content": [text("Weather?"), {"type": "image", "data": JPEG,
+                                                         "media_type": "image/jpeg"}]},
+        {"role": "assistant", "content": [
+            {"type": "reasoning", "text": "think", "signature": "sig"},
+            {"type": "reasoning", "text": "", "redacted": "opaque"},
+            call("c1", city="Paris"),
+        ]},
+        {"role": "tool", "content": [result("c1", {"celsius": 21}, is_error=True)]},
+        {"role": "user", "content": "And tomorrow?"},
+    ]  # fmt: skip
+    typed = [
+        SystemMessage("Be brief."),
+        UserMessage((Text("Weather?"), Image(data=JPEG, media_type="image/jpeg"))),
+        AssistantMessage(
+            (
+                Reasoning("think", signature="sig"),
+                Reasoning("", redacted="opaque"),
+                ToolCall("c1", "get_weather", {"city": "Paris"}),
+            )
+        ),
+        ToolMessage((ToolResult("c1", '{"celsius": 21}', is_error=True),)),
+        UserMessage((Text("And tomorrow?"),)),
+    ]
+    assert convert_messages(typed) == convert_messages(dicts)
+    # Mixed lists are read message by message.
+    assert convert_messages([*typed[:3], *dicts[3:]]) == convert_messages(dicts)
+
+
+def test_typed_messages_are_checked_like_dicts() -> None:
+    from sf_provider._request import Image, Text, ToolMessage, ToolResult, UserMessage
+
+    with pytest.raises(InvalidMessagesError, match="not valid base64"):
+        convert_messages([UserMessage((Image(data="@@", media_type="image/png"),))])
+    with pytest.raises(InvalidMessagesError, match="no matching tool call"):
+        convert_messages([UserMessage((Text("hi"),)), ToolMessage((ToolResult("x", "1"),))])
+    with pytest.raises(InvalidMessagesError, match="detail"):
+        convert_messages([UserMessage((Image(url="https://x/y.png", detail="low"),))])
+
+
+def test_holds_tool_blocks_reads_typed_messages() -> None:
+    from sf_provider._request import (
+        AssistantMessage,
+        Text,
+        ToolCall,
+        UserMessage,
+        holds_tool_blocks,
+    )
+
+    assert not holds_tool_blocks([UserMessage((Text("hi"),))])
+    assert holds_tool_blocks([AssistantMessage((ToolCall("c", "t", {}),))])
