@@ -61,7 +61,21 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
-from ._messages import TOOLS_NEEDED, holds_tool_blocks
+from ._messages import TOOLS_NEEDED
+from ._request import (
+    AssistantMessage,
+    AssistantPart,
+    Image,
+    Message,
+    Reasoning,
+    SystemMessage,
+    Text,
+    ToolCall,
+    ToolMessage,
+    ToolResult,
+    UserMessage,
+    holds_tool_blocks,
+)
 from .errors import APIConnectionError, InvalidMessagesError, UnsupportedRequestError
 from .tools import FunctionTool
 from .types import (
@@ -178,7 +192,7 @@ class MessagesCall:
     """
 
     model: str
-    messages: list[JSON]
+    messages: list[Message]
     tools: list[FunctionTool] = field(default_factory=list)
     options: JSON = field(default_factory=dict)
     stream: bool = False
@@ -456,23 +470,18 @@ def _text_of(blocks: Any, where: str) -> str:
         return blocks
     if not isinstance(blocks, list):
         raise InvalidMessagesError(f"{where}: must be a string or a list of text blocks")
-    texts = []
-    for i, block in enumerate(blocks):
-        texts.append(_text_block(block, f"{where}[{i}]")["text"])
-    return "\n".join(texts)
+    return "\n".join(_text_block(block, f"{where}[{i}]").text for i, block in enumerate(blocks))
 
 
-def _system(system: Any) -> list[JSON]:
-    if system is None:
-        return []
-    text = _text_of(system, "system")
-    return [{"role": "system", "content": text}] if text else []
+def _system(system: Any) -> list[Message]:
+    text = "" if system is None else _text_of(system, "system")
+    return [SystemMessage(text)] if text else []
 
 
-def _messages(messages: Any) -> list[JSON]:
+def _messages(messages: Any) -> list[Message]:
     if not isinstance(messages, list) or not messages:
         raise InvalidMessagesError("messages: required: a non-empty list of messages")
-    converted: list[JSON] = []
+    converted: list[Message] = []
     began = False
     for i, message in enumerate(messages):
         where = f"messages[{i}]"
@@ -489,7 +498,7 @@ def _messages(messages: Any) -> list[JSON]:
                     f"{where}: a system message after the conversation began cannot be kept in "
                     f"its place by the CLI; move it into 'system'"
                 )
-            converted.append({"role": "system", "content": _text_of(content, f"{where}.content")})
+            converted.append(SystemMessage(_text_of(content, f"{where}.content")))
         elif role == "user":
             began = True
             converted += _user(content, f"{where}.content")
@@ -522,17 +531,17 @@ def _block_type(block: Any, where: str) -> str:
     return str(block["type"])
 
 
-def _text_block(block: Any, where: str) -> JSON:
+def _text_block(block: Any, where: str) -> Text:
     kind = _block_type(block, where)
     if kind != "text":
         raise InvalidMessagesError(f"{where}: only text blocks are accepted here, not {kind!r}")
     _check_keys(block, where, {"type", "text"}, {"cache_control"})
     if not isinstance(block.get("text"), str):
         raise InvalidMessagesError(f"{where}.text: required: a string")
-    return {"type": "text", "text": block["text"]}
+    return Text(block["text"])
 
 
-def _image_block(block: Mapping[str, Any], where: str) -> JSON:
+def _image_block(block: Mapping[str, Any], where: str) -> Image:
     _check_keys(block, where, {"type", "source"}, {"cache_control"})
     source = block.get("source")
     if not isinstance(source, Mapping):
@@ -545,20 +554,20 @@ def _image_block(block: Mapping[str, Any], where: str) -> JSON:
             raise InvalidMessagesError(
                 f"{where}.source: a base64 image needs string 'data' and 'media_type'"
             )
-        return {"type": "image", "data": data, "media_type": media}
+        return Image(data=data, media_type=media)
     if kind == "url":
         _check_keys(source, f"{where}.source", {"type", "url"}, set())
         url = source.get("url")
         if not isinstance(url, str) or not url.startswith(("https://", "http://")):
             raise InvalidMessagesError(f"{where}.source.url: required: an http(s) URL")
-        return {"type": "image", "url": url}
+        return Image(url=url)
     raise _refuse(
         f"{where}.source.type",
         f"{kind!r} image sources are not supported; send the image as 'base64' or 'url'",
     )
 
 
-def _tool_result(block: Mapping[str, Any], where: str) -> JSON:
+def _tool_result(block: Mapping[str, Any], where: str) -> ToolResult:
     _check_keys(block, where, {"type", "tool_use_id", "content", "is_error"}, {"cache_control"})
     call_id = block.get("tool_use_id")
     if not isinstance(call_id, str) or not call_id:
@@ -567,76 +576,69 @@ def _tool_result(block: Mapping[str, Any], where: str) -> JSON:
     if not isinstance(is_error, bool):  # "false" would be truthy: sent as an error
         raise InvalidMessagesError(f"{where}.is_error: must be true or false, not {is_error!r}")
     content = block.get("content", "")
-    result: JSON = {"type": "tool-result", "tool_call_id": call_id}
-    if isinstance(content, list):
-        blocks = []
-        for i, item in enumerate(content):
-            here = f"{where}.content[{i}]"
-            kind = _block_type(item, here)
-            if kind == "image":
-                blocks.append(_image_block(item, here))
-            elif kind == "text":
-                blocks.append(_text_block(item, here))
-            else:
-                raise _refuse(
-                    here,
-                    f"{kind!r} blocks in a tool result are not supported; send text and images",
-                )
-        if len(blocks) > 1 or any(b["type"] == "image" for b in blocks):
-            result["content"] = blocks  # as sent: each block reaches the model as it came
-        else:
-            result["output"] = blocks[0]["text"] if blocks else ""
-    elif isinstance(content, str):
-        result["output"] = content
-    else:
+    if isinstance(content, str):
+        return ToolResult(call_id, content, is_error)
+    if not isinstance(content, list):
         raise InvalidMessagesError(f"{where}.content: must be a string or a list of blocks")
-    return result | {"is_error": is_error}
-
-
-def _user(content: Any, where: str) -> list[JSON]:
-    """A user message: its tool results as `tool` messages, its text and images as `user`
-    messages, in their order."""
-    out: list[JSON] = []
-
-    def add(role: str, block: JSON) -> None:
-        if out and out[-1]["role"] == role:
-            out[-1]["content"].append(block)
+    parts: list[Text | Image] = []
+    for i, item in enumerate(content):
+        here = f"{where}.content[{i}]"
+        kind = _block_type(item, here)
+        if kind == "image":
+            parts.append(_image_block(item, here))
+        elif kind == "text":
+            parts.append(_text_block(item, here))
         else:
-            out.append({"role": role, "content": [block]})
+            raise _refuse(
+                here, f"{kind!r} blocks in a tool result are not supported; send text and images"
+            )
+    if not parts:
+        return ToolResult(call_id, "", is_error)
+    if len(parts) == 1 and isinstance(parts[0], Text):
+        return ToolResult(call_id, parts[0].text, is_error)
+    return ToolResult(call_id, tuple(parts), is_error)  # each block reaches the model as sent
 
+
+def _user(content: Any, where: str) -> list[Message]:
+    """A user message: its tool results as a `ToolMessage`, its text and images as a
+    `UserMessage`, in their order."""
+    results: list[ToolResult] = []
+    parts: list[Text | Image] = []
     for i, block in enumerate(_blocks(content, where)):
         here = f"{where}[{i}]"
         kind = _block_type(block, here)
         if kind == "text":
-            add("user", _text_block(block, here))
+            parts.append(_text_block(block, here))
         elif kind == "image":
-            add("user", _image_block(block, here))
+            parts.append(_image_block(block, here))
         elif kind == "tool_result":
-            if out and out[-1]["role"] == "user":
+            if parts:
+                before = "text" if isinstance(parts[-1], Text) else "image"
                 raise InvalidMessagesError(
-                    f"{here}: a tool_result block comes after a {out[-1]['content'][-1]['type']} "
-                    f"block; the Messages API requires a user message's tool_result blocks "
-                    f"first, before any text or image: move them to the start of the content"
+                    f"{here}: a tool_result block comes after a {before} block; the Messages "
+                    f"API requires a user message's tool_result blocks first, before any text "
+                    f"or image: move them to the start of the content"
                 )
-            add("tool", _tool_result(block, here))
+            results.append(_tool_result(block, here))
         else:
             raise _refuse(
                 f"{here}.type",
                 f"{kind!r} blocks are not supported in user messages; use text, image or "
                 f"tool_result",
             )
-    if not out:
+    if not results and not parts:
         raise InvalidMessagesError(f"{where}: a user message needs content")
-    return out
+    out: list[Message] = [ToolMessage(tuple(results))] if results else []
+    return out + ([UserMessage(tuple(parts))] if parts else [])
 
 
-def _assistant(content: Any, where: str) -> JSON:
-    blocks: list[JSON] = []
+def _assistant(content: Any, where: str) -> AssistantMessage:
+    parts: list[AssistantPart] = []
     for i, block in enumerate(_blocks(content, where)):
         here = f"{where}[{i}]"
         kind = _block_type(block, here)
         if kind == "text":
-            blocks.append(_text_block(block, here))
+            parts.append(_text_block(block, here))
         elif kind == "thinking":
             _check_keys(block, here, {"type", "thinking", "signature"}, {"cache_control"})
             thought, signature = block.get("thinking"), block.get("signature")
@@ -644,7 +646,7 @@ def _assistant(content: Any, where: str) -> JSON:
                 raise InvalidMessagesError(
                     f"{here}: a thinking block needs 'thinking', 'signature'"
                 )
-            blocks.append({"type": "reasoning", "text": thought, "signature": signature})
+            parts.append(Reasoning(thought, signature=signature))
         elif kind == "tool_use":
             if block.get("caller") not in (None, {"type": "direct"}):
                 raise _refuse(f"{here}.caller", "only direct tool calls are supported")
@@ -654,23 +656,20 @@ def _assistant(content: Any, where: str) -> JSON:
                 raise InvalidMessagesError(f"{here}: a tool_use block needs string 'id' and 'name'")
             if not isinstance(arguments, Mapping):
                 raise InvalidMessagesError(f"{here}.input: required: an object")
-            blocks.append(
-                {"type": "tool-call", "tool_call_id": call_id, "tool_name": name,
-                 "input": dict(arguments)}
-            )  # fmt: skip
+            parts.append(ToolCall(call_id, name, dict(arguments)))
         elif kind == "redacted_thinking":
             _check_keys(block, here, {"type", "data"}, {"cache_control"})
             data = block.get("data")
             if not isinstance(data, str) or not data:
                 raise InvalidMessagesError(f"{here}: a redacted_thinking block needs its 'data'")
-            blocks.append({"type": "reasoning", "text": "", "redacted": data})
+            parts.append(Reasoning("", redacted=data))
         else:
             raise _refuse(
                 f"{here}.type",
                 f"{kind!r} blocks are not supported in assistant messages; use text, thinking "
                 f"or tool_use",
             )
-    return {"role": "assistant", "content": blocks}
+    return AssistantMessage(tuple(parts))
 
 
 # -- the response

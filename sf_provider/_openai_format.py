@@ -42,7 +42,21 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ._anthropic_format import thinking_option
-from ._messages import IMAGE_DETAIL, NO_LOW_DETAIL, TOOLS_NEEDED, holds_tool_blocks
+from ._messages import IMAGE_DETAIL, NO_LOW_DETAIL, TOOLS_NEEDED
+from ._request import (
+    AssistantMessage,
+    AssistantPart,
+    Image,
+    Message,
+    Reasoning,
+    SystemMessage,
+    Text,
+    ToolCall,
+    ToolMessage,
+    ToolResult,
+    UserMessage,
+    holds_tool_blocks,
+)
 from .errors import InvalidMessagesError, ProviderError, UnsupportedRequestError
 from .provider import NamedToolChoice, QueryStream, ToolChoice
 from .settings import EFFORT_NAMES
@@ -175,7 +189,7 @@ class ChatRequest:
 
     #: The request's `model` (None: the provider's default); echoed in the answer.
     model: str | None
-    messages: list[dict[str, Any]]
+    messages: list[Message]
     tools: list[FunctionTool]
     #: Call options for `generate` / `stream` (model, tool_choice, max_tokens, output_schema,
     #: effort, thinking).
@@ -315,18 +329,18 @@ def chat_request(body: Mapping[str, Any], *, ignore: frozenset[str] = frozenset(
     )
 
 
-def _called_tools(messages: Sequence[Mapping[str, Any]]) -> list[FunctionTool]:
+def _called_tools(messages: Sequence[Message]) -> list[FunctionTool]:
     """The tools a history calls, defined again for a request without `tools`: the Messages
     API refuses tool calls in a request that defines no tools, and OpenAI's API takes them
     (AutoGen's reflection after a tool call sends the calls and results without `tools`).
     Called with tool_choice "none", so the provider tells the model to answer in text and
     refuses a call; their schemas are unknown here and admit any arguments."""
     names = dict.fromkeys(
-        str(block.get("tool_name"))
+        part.name
         for message in messages
-        if message.get("role") == "assistant"
-        for block in message.get("content") or ()
-        if isinstance(block, Mapping) and block.get("type") == "tool-call"
+        if isinstance(message, AssistantMessage)
+        for part in message.parts
+        if isinstance(part, ToolCall)
     )
     return [
         FunctionTool(name=name, description=_HISTORY_TOOL, input_schema={"type": "object"})
@@ -589,8 +603,8 @@ def _check_names(messages: Sequence[Any]) -> None:
             )
 
 
-def provider_messages(messages: Any) -> list[dict[str, Any]]:
-    """Chat Completions messages -> the provider's request format (`sf_provider._messages`).
+def provider_messages(messages: Any) -> list[Message]:
+    """Chat Completions messages -> the provider's typed messages (`sf_provider._request`).
 
     `system` and `developer` messages go into the system prompt (text parts on their own lines);
     `user` content is text and `image_url` parts (data: or http(s) URLs); `assistant` messages
@@ -601,7 +615,7 @@ def provider_messages(messages: Any) -> list[dict[str, Any]]:
     """
     if not isinstance(messages, Sequence) or isinstance(messages, str | bytes) or not messages:
         raise InvalidMessagesError("'messages' must be a non-empty list of messages")
-    converted: list[dict[str, Any]] = []
+    converted: list[Message] = []
     for i, message in enumerate(messages):
         if not isinstance(message, Mapping):
             raise InvalidMessagesError(f"messages[{i}] must be an object")
@@ -619,34 +633,30 @@ def provider_messages(messages: Any) -> list[dict[str, Any]]:
         _check_fields(message, role, f"messages[{i}]")
         content = message.get("content")
         if role in ("system", "developer"):
-            if any(m["role"] != "system" for m in converted):
+            if any(not isinstance(m, SystemMessage) for m in converted):
                 raise UnsupportedRequestError(
                     f"{where}: a {role} message after the conversation started cannot be kept "
                     f"in its place by the CLI (it takes one system prompt); put every system "
                     f"and developer message first"
                 )
-            # Its parts as text blocks: the provider joins them with a line break.
-            converted.append({"role": "system", "content": _text_blocks(content, where)})
+            # Its parts on their own lines.
+            lines = [t.text for t in _text_blocks(content, where)]
+            converted.append(SystemMessage("\n".join(lines)))
         elif role == "user":
             content_path = f"messages[{i}].content"
-            converted.append(
-                {"role": "user", "content": _user_content(content, where, content_path)}
-            )
+            converted.append(UserMessage(_user_content(content, where, content_path)))
         elif role == "assistant":
-            blocks = _assistant_content(message, where)
-            if blocks:  # an empty turn says nothing the API would accept
-                converted.append({"role": "assistant", "content": blocks})
+            parts = _assistant_content(message, where)
+            if parts:  # an empty turn says nothing the API would accept
+                converted.append(AssistantMessage(parts))
         else:  # tool
             call_id = message.get("tool_call_id")
             if not isinstance(call_id, str) or not call_id:
                 raise InvalidMessagesError(f"{where}: a tool message needs its 'tool_call_id'")
-            blocks = _text_blocks(content, where)
-            result: dict[str, Any] = {"type": "tool-result", "tool_call_id": call_id}
-            if len(blocks) > 1:
-                result["content"] = blocks  # several parts: each its own block, as sent
-            else:
-                result["output"] = blocks[0]["text"] if blocks else ""
-            converted.append({"role": "tool", "content": [result]})
+            parts = _text_blocks(content, where)
+            # Several parts: each its own block, as sent.
+            output = parts if len(parts) > 1 else parts[0].text if parts else ""
+            converted.append(ToolMessage((ToolResult(call_id, output),)))
     _check_names(messages)
     return converted
 
@@ -661,7 +671,7 @@ def _parts(content: Any, where: str) -> list[Mapping[str, Any]]:
     raise InvalidMessagesError(f"{where}: content must be a string or a list of content parts")
 
 
-def _text_blocks(content: Any, where: str) -> list[dict[str, Any]]:
+def _text_blocks(content: Any, where: str) -> tuple[Text, ...]:
     """The text parts of a message that holds text only, each a text block."""
     blocks = []
     for part in _parts(content, where):
@@ -669,24 +679,24 @@ def _text_blocks(content: Any, where: str) -> list[dict[str, Any]]:
             raise InvalidMessagesError(
                 f"{where}: only text can go here, not a {part.get('type')!r} part"
             )
-        blocks.append({"type": "text", "text": part["text"]})
-    return blocks
+        blocks.append(Text(part["text"]))
+    return tuple(blocks)
 
 
-def _user_content(content: Any, where: str, path: str) -> list[dict[str, Any]]:
-    blocks: list[dict[str, Any]] = []
+def _user_content(content: Any, where: str, path: str) -> tuple[Text | Image, ...]:
+    blocks: list[Text | Image] = []
     for j, part in enumerate(_parts(content, where)):
         kind = part.get("type")
         if kind == "text" and isinstance(part.get("text"), str):
-            blocks.append({"type": "text", "text": part["text"]})
+            blocks.append(Text(part["text"]))
         elif kind == "image_url":
             url = _image_url(part.get("image_url"), where, f"{path}[{j}].image_url")
-            blocks.append({"type": "image", "url": url})
+            blocks.append(Image(url=url))
         else:
             raise InvalidMessagesError(
                 f"{where}: a user content part must be 'text' or 'image_url', not {kind!r}"
             )
-    return blocks
+    return tuple(blocks)
 
 
 def _image_url(image: Any, where: str, path: str) -> str:
@@ -711,18 +721,24 @@ def _image_url(image: Any, where: str, path: str) -> str:
     return str(image["url"])
 
 
-def _assistant_content(message: Mapping[str, Any], where: str) -> list[dict[str, Any]]:
-    blocks: list[dict[str, Any]] = []
+def _assistant_content(message: Mapping[str, Any], where: str) -> tuple[AssistantPart, ...]:
+    blocks: list[AssistantPart] = []
     thinking_blocks = message.get("thinking_blocks") or []
     for i, block in enumerate(thinking_blocks):
         kind = block.get("type") if isinstance(block, Mapping) else None
         if kind == "thinking":
+            signature = block.get("signature")
             blocks.append(
-                {"type": "reasoning", "text": str(block.get("thinking", "")),
-                 "signature": block.get("signature")}
+                Reasoning(str(block.get("thinking", "")),
+                          signature if isinstance(signature, str) and signature else None)
             )  # fmt: skip
         elif kind == "redacted_thinking":
-            blocks.append({"type": "reasoning", "text": "", "redacted": block.get("data")})
+            data = block.get("data")
+            if not isinstance(data, str) or not data:
+                raise InvalidMessagesError(
+                    f"{where}.thinking_blocks[{i}]: a redacted_thinking block needs its 'data'"
+                )
+            blocks.append(Reasoning("", redacted=data))
         else:
             raise InvalidMessagesError(
                 f"{where}.thinking_blocks[{i}]: a thinking block must be of type 'thinking' or "
@@ -735,7 +751,7 @@ def _assistant_content(message: Mapping[str, Any], where: str) -> list[dict[str,
         # Reasoning without its signed blocks cannot go back as thinking: the provider replays
         # it as text and says so (a `history-flattened` warning). With `thinking_blocks` it is
         # their text, as `message` writes it.
-        blocks.append({"type": "reasoning", "text": reasoning})
+        blocks.append(Reasoning(reasoning))
     texts = []
     for part in _parts(message.get("content"), where):
         kind = part.get("type")
@@ -746,12 +762,12 @@ def _assistant_content(message: Mapping[str, Any], where: str) -> list[dict[str,
             )
         if text:
             texts.append(text)
-            blocks.append({"type": "text", "text": text})
+            blocks.append(Text(text))
     refusal = message.get("refusal")
     if refusal is not None and not isinstance(refusal, str):
         raise InvalidMessagesError(f"{where}: 'refusal' must be a string")
     if refusal and refusal not in texts:
-        blocks.append({"type": "text", "text": refusal})  # what the model said: its refusal
+        blocks.append(Text(refusal))  # what the model said: its refusal
     calls = message.get("tool_calls") or []
     if not isinstance(calls, Sequence):
         raise InvalidMessagesError(f"{where}: 'tool_calls' must be a list")
@@ -762,11 +778,11 @@ def _assistant_content(message: Mapping[str, Any], where: str) -> list[dict[str,
             raise InvalidMessagesError(
                 f"{here}: a tool call needs an 'id' and a 'function' with 'name' and 'arguments'"
             )
-        blocks.append(
-            {"type": "tool-call", "tool_call_id": call["id"],
-             "tool_name": function.get("name"), "input": _arguments(function, here)}
-        )  # fmt: skip
-    return blocks
+        name = function.get("name")
+        if not isinstance(name, str) or not name:
+            raise InvalidMessagesError(f"{here}: a tool call's function needs a 'name'")
+        blocks.append(ToolCall(call["id"], name, _arguments(function, here)))
+    return tuple(blocks)
 
 
 def _arguments(function: Mapping[str, Any], where: str) -> dict[str, Any]:

@@ -41,6 +41,17 @@ from sf_provider._anthropic_format import (
 )
 from sf_provider._mapping import ResultCollector
 from sf_provider._messages import convert_messages
+from sf_provider._request import (
+    AssistantMessage,
+    Image,
+    Reasoning,
+    SystemMessage,
+    Text,
+    ToolCall,
+    ToolMessage,
+    ToolResult,
+    UserMessage,
+)
 
 WEATHER = {
     "name": "get_weather",
@@ -67,7 +78,7 @@ def request(**overrides: Any) -> dict[str, Any]:
 
 def test_a_plain_request_is_a_provider_call_with_model_and_max_tokens() -> None:
     call = parse_request(request())
-    assert call.messages == [{"role": "user", "content": [{"type": "text", "text": "hi"}]}]
+    assert call.messages == [UserMessage((Text("hi"),))]
     assert call.options == {"model": "claude-haiku-4-5", "max_tokens": 100}
     assert call.tools == [] and not call.stream and not call.structured
 
@@ -82,8 +93,8 @@ def test_system_as_a_string_or_text_blocks_leads_the_messages() -> None:
             ]
         )
     )
-    assert as_string.messages[0] == {"role": "system", "content": "Be terse."}
-    assert as_blocks.messages[0] == {"role": "system", "content": "Be terse.\nUse metric."}
+    assert as_string.messages[0] == SystemMessage("Be terse.")
+    assert as_blocks.messages[0] == SystemMessage("Be terse.\nUse metric.")
 
 
 def test_custom_tools_become_function_tools_without_executors() -> None:
@@ -131,32 +142,16 @@ def test_a_tool_loop_becomes_native_history() -> None:
         )
     )
     assert call.messages[1:] == [
-        {
-            "role": "assistant",
-            "content": [
-                {"type": "reasoning", "text": "Look it up.", "signature": "sig"},
-                {"type": "text", "text": "Checking."},
-                {
-                    "type": "tool-call",
-                    "tool_call_id": "toolu_1",
-                    "tool_name": "get_weather",
-                    "input": {"city": "Paris"},
-                },
-            ],
-        },
-        {
-            "role": "tool",
-            "content": [
-                {
-                    "type": "tool-result",
-                    "tool_call_id": "toolu_1",
-                    # Its text blocks as sent: not glued into one text (with a "\n" between).
-                    "content": [{"type": "text", "text": "18"}, {"type": "text", "text": "C"}],
-                    "is_error": False,
-                }
-            ],
-        },
-        {"role": "user", "content": [{"type": "text", "text": "And tomorrow?"}]},
+        AssistantMessage(
+            (
+                Reasoning("Look it up.", signature="sig"),
+                Text("Checking."),
+                ToolCall("toolu_1", "get_weather", {"city": "Paris"}),
+            )
+        ),
+        # Its text blocks as sent: not glued into one text (with a "\n" between).
+        ToolMessage((ToolResult("toolu_1", (Text("18"), Text("C"))),)),
+        UserMessage((Text("And tomorrow?"),)),
     ]
     conversation = convert_messages(call.messages)  # what the provider makes of them
     assert [t["role"] for t in conversation.history] == ["user", "assistant"]
@@ -182,9 +177,7 @@ def test_a_tool_error_result_keeps_is_error() -> None:
             ]
         )
     )  # fmt: skip
-    assert call.messages[-1]["content"][0] == {
-        "type": "tool-result", "tool_call_id": "t1", "output": "boom", "is_error": True
-    }  # fmt: skip
+    assert call.messages[-1] == ToolMessage((ToolResult("t1", "boom", is_error=True),))
 
 
 @pytest.mark.parametrize("value", ["false", 0, None])
@@ -217,10 +210,9 @@ def test_images_from_base64_and_url_sources() -> None:
             ]
         )
     )  # fmt: skip
-    assert call.messages[0]["content"] == [
-        {"type": "image", "data": PNG, "media_type": "image/png"},
-        {"type": "image", "url": "https://example.com/a.png"},
-    ]
+    assert call.messages[0] == UserMessage(
+        (Image(data=PNG, media_type="image/png"), Image(url="https://example.com/a.png"))
+    )
 
 
 @pytest.mark.parametrize(
@@ -720,7 +712,7 @@ def test_a_redacted_block_is_in_the_non_streaming_message_and_parses_back() -> N
                 {"type": "tool_result", "tool_use_id": "toolu_1", "content": "sunny"}]},
         ])
     )  # fmt: skip
-    assert call.messages[1]["content"][0] == {"type": "reasoning", "text": "", "redacted": "opaque"}
+    assert call.messages[1].parts[0] == Reasoning("", redacted="opaque")  # type: ignore[union-attr]
     history = convert_messages(call.messages).history
     assert history[1]["content"][0] == {"type": "redacted_thinking", "data": "opaque"}
 

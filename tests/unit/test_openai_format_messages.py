@@ -16,6 +16,17 @@ from sf_provider._openai_format import (
     chat_request,
     provider_messages,
 )
+from sf_provider._request import (
+    AssistantMessage,
+    Image,
+    Reasoning,
+    SystemMessage,
+    Text,
+    ToolCall,
+    ToolMessage,
+    ToolResult,
+    UserMessage,
+)
 
 QUESTION = {"role": "user", "content": "Weather in Paris?"}
 CALL = {"id": "c1", "type": "function", "function": {"name": "get_weather", "arguments": "{}"}}
@@ -43,11 +54,7 @@ def test_an_openai_python_message_dumped_whole_is_accepted() -> None:
         "tool_calls": [CALL],
     }
     converted = provider_messages([QUESTION, dumped, {"role": "tool", "tool_call_id": "c1"}])
-    assert converted[1] == {
-        "role": "assistant",
-        "content": [{"type": "tool-call", "tool_call_id": "c1", "tool_name": "get_weather",
-                     "input": {}}],
-    }  # fmt: skip
+    assert converted[1] == AssistantMessage((ToolCall("c1", "get_weather", {}),))
 
 
 def test_empty_values_of_known_fields_are_accepted() -> None:
@@ -61,8 +68,13 @@ def test_empty_values_of_known_fields_are_accepted() -> None:
             {"role": "user", "content": "more", "tool_calls": []},
         ]
     )  # fmt: skip
-    assert [m["role"] for m in converted] == ["system", "user", "assistant", "user"]
-    assert converted[2]["content"] == [{"type": "text", "text": "Hello."}]
+    assert [type(m) for m in converted] == [
+        SystemMessage,
+        UserMessage,
+        AssistantMessage,
+        UserMessage,
+    ]
+    assert converted[2] == AssistantMessage((Text("Hello."),))
 
 
 def test_a_tool_messages_name_repeats_its_call_id_and_is_accepted() -> None:
@@ -73,16 +85,12 @@ def test_a_tool_messages_name_repeats_its_call_id_and_is_accepted() -> None:
             {"role": "tool", "tool_call_id": "c1", "name": "get_weather", "content": "sunny"},
         ]
     )
-    assert converted[2]["content"] == [
-        {"type": "tool-result", "tool_call_id": "c1", "output": "sunny"}
-    ]
+    assert converted[2] == ToolMessage((ToolResult("c1", "sunny"),))
 
 
 def test_cache_control_on_a_message_is_a_caching_hint_and_ignored() -> None:
     converted = provider_messages([{**QUESTION, "cache_control": {"type": "ephemeral"}}])
-    assert converted == [
-        {"role": "user", "content": [{"type": "text", "text": QUESTION["content"]}]}
-    ]
+    assert converted == [UserMessage((Text(QUESTION["content"]),))]
 
 
 # -- what cannot reach the model is refused, naming the field
@@ -94,7 +102,9 @@ def test_one_name_per_role_is_accepted_as_it_loses_nothing_the_role_does_not_say
 ) -> None:
     named = {"role": role, "content": "hello", "name": "Alice"}
     converted = provider_messages([named, QUESTION] if role != "user" else [named])
-    assert all("name" not in m for m in converted)
+    assert converted == provider_messages(
+        [{"role": role, "content": "hello"}, QUESTION][: 1 if role == "user" else 2]
+    )
 
 
 @pytest.mark.parametrize("role", ["user", "assistant"])
@@ -176,17 +186,14 @@ def test_a_refusal_next_to_content_reaches_the_model_too() -> None:
     converted = provider_messages(
         [QUESTION, {"role": "assistant", "content": "Sorry.", "refusal": "I can't do that."}]
     )
-    assert converted[1]["content"] == [
-        {"type": "text", "text": "Sorry."},
-        {"type": "text", "text": "I can't do that."},
-    ]
+    assert converted[1] == AssistantMessage((Text("Sorry."), Text("I can't do that.")))
 
 
 def test_a_refusal_that_is_the_content_is_not_doubled() -> None:
     converted = provider_messages(
         [QUESTION, {"role": "assistant", "content": "No.", "refusal": "No."}]
     )
-    assert converted[1]["content"] == [{"type": "text", "text": "No."}]
+    assert converted[1] == AssistantMessage((Text("No."),))
 
 
 def test_reasoning_content_without_thinking_blocks_is_replayed_with_a_warning() -> None:
@@ -194,7 +201,7 @@ def test_reasoning_content_without_thinking_blocks_is_replayed_with_a_warning() 
         [QUESTION, {"role": "assistant", "content": "Sunny.", "reasoning_content": "Hm."},
          {"role": "user", "content": "thanks"}]
     )  # fmt: skip
-    assert converted[1]["content"][0] == {"type": "reasoning", "text": "Hm."}
+    assert converted[1] == AssistantMessage((Reasoning("Hm."), Text("Sunny.")))
     conversation = convert_messages(converted)
     assert [w.code for w in conversation.warnings] == ["history-flattened"]
     replayed = conversation.history[1]["content"][0]
@@ -207,10 +214,7 @@ def test_reasoning_content_next_to_thinking_blocks_is_their_text() -> None:
         [QUESTION, {"role": "assistant", "content": "Sunny.", "reasoning_content": "Hm.",
                     "thinking_blocks": [signed]}]
     )  # fmt: skip
-    assert converted[1]["content"] == [
-        {"type": "reasoning", "text": "Hm.", "signature": "sig"},
-        {"type": "text", "text": "Sunny."},
-    ]
+    assert converted[1] == AssistantMessage((Reasoning("Hm.", signature="sig"), Text("Sunny.")))
 
 
 # -- image detail
@@ -221,7 +225,7 @@ def test_an_image_with_detail_auto_or_high_is_sent(detail: str | None) -> None:
     image: dict[str, Any] = {"url": PIXEL, "detail": detail}
     content = [{"type": "text", "text": "What is it?"}, {"type": "image_url", "image_url": image}]
     converted = provider_messages([{"role": "user", "content": content}])
-    assert converted[0]["content"][1] == {"type": "image", "url": PIXEL}
+    assert converted[0] == UserMessage((Text("What is it?"), Image(url=PIXEL)))
 
 
 def test_detail_low_is_refused_since_claude_has_no_low_detail_mode() -> None:
@@ -333,9 +337,9 @@ def test_a_tool_messages_text_parts_reach_the_model_as_separate_blocks() -> None
         {"type": "text", "text": "Humidity: 40%"},
     ]
     converted = provider_messages(_weather_loop(parts))
-    assert converted[2]["content"] == [
-        {"type": "tool-result", "tool_call_id": "c1", "content": parts}
-    ]
+    assert converted[2] == ToolMessage(
+        (ToolResult("c1", (Text("Temperature: 21C"), Text("Humidity: 40%"))),)
+    )
     assert convert_messages(converted).prompt == [
         {"type": "tool_result", "tool_use_id": "c1", "content": parts}
     ]
@@ -348,9 +352,7 @@ def test_a_tool_messages_text_parts_reach_the_model_as_separate_blocks() -> None
 )
 def test_a_tool_message_with_one_text_or_none_is_its_output(content: Any, output: str) -> None:
     converted = provider_messages(_weather_loop(content))
-    assert converted[2]["content"] == [
-        {"type": "tool-result", "tool_call_id": "c1", "output": output}
-    ]
+    assert converted[2] == ToolMessage((ToolResult("c1", output),))
 
 
 def test_a_system_messages_text_parts_are_joined_with_a_line_break() -> None:
