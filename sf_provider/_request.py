@@ -68,6 +68,7 @@ __all__ = [
     "UserMessage",
     "UserPart",
     "holds_tool_blocks",
+    "media_parts",
     "parse_messages",
 ]
 
@@ -270,8 +271,11 @@ def _image(block: Mapping[str, Any], where: str) -> Image:
     return Image(**values)
 
 
-def _media(content: Any, where: str, what: str) -> tuple[Text | Image, ...]:
-    """Text and image blocks (a user turn's, a tool result's content)."""
+def media_parts(
+    content: Any, where: str, what: str = "a content block"
+) -> tuple[Text | Image, ...]:
+    """Text and image blocks in the dict format (a user turn's, a tool result's content) as
+    parts."""
     parts: list[Text | Image] = []
     for i, block in enumerate(_blocks(content, where)):
         here = f"{where}, block {i}"
@@ -353,7 +357,7 @@ def _tool_result(block: Any, where: str) -> ToolResult:
     if "content" in block:
         if "output" in block:
             raise _fail(where, "a tool-result has 'output' or 'content', not both")
-        output = _media(block["content"], where, "a tool-result content block")
+        output = media_parts(block["content"], where, "a tool-result content block")
         if not output:
             raise _fail(where, "a tool-result's 'content' is empty; give some blocks")
     else:
@@ -378,7 +382,7 @@ def _message(message: Any, i: int) -> Message:
     if role == "system":
         return SystemMessage("\n".join(_text(b, where).text for b in _blocks(content, where)))
     if role == "user":
-        return UserMessage(_media(content, where, "a user block"))
+        return UserMessage(media_parts(content, where, "a user block"))
     if role == "assistant":
         return _assistant(content, where)
     blocks = _blocks(content, where)

@@ -141,6 +141,20 @@ from pydantic_ai.usage import RequestUsage, UsageLimits
 from .. import errors
 from .. import types as sf
 from .._mapping import STRUCTURED_OUTPUT_TOOL, warn_user
+from .._request import (
+    AssistantMessage,
+    AssistantPart,
+    Image,
+    Message,
+    Reasoning,
+    SystemMessage,
+    Text,
+    ToolCall,
+    ToolMessage,
+    ToolResult,
+    UserMessage,
+    media_parts,
+)
 from ..provider import ClaudeAgentProvider, NamedToolChoice, ToolChoice
 from ..settings import EFFORT_NAMES, ProviderSettings
 from ..tools import FunctionTool
@@ -557,16 +571,14 @@ async def to_provider_messages(
     messages: Iterable[ModelMessage],
     instructions: str | None = None,
     flattened: list[sf.CallWarning] | None = None,
-) -> list[dict[str, Any]]:
-    """pydantic-ai history -> the provider's role/content messages (see `sf_provider._messages`).
+) -> list[Message]:
+    """pydantic-ai history -> the provider's typed messages (`sf_provider._request`).
 
     Async because an `ImageUrl(force_download=...)` is downloaded here. A part replayed as text
     (another provider's native tool call or result) adds a `history-flattened` warning to
     `flattened`.
     """
-    out: list[dict[str, Any]] = []
-    if instructions:
-        out.append({"role": "system", "content": instructions})
+    out: list[Message] = [SystemMessage(instructions)] if instructions else []
     for message in messages:
         if isinstance(message, ModelRequest):
             out += await _request_messages(message)
@@ -575,143 +587,127 @@ async def to_provider_messages(
     return out
 
 
-async def _request_messages(message: ModelRequest) -> list[dict[str, Any]]:
+async def _request_messages(message: ModelRequest) -> list[Message]:
     # Tool results answer the previous turn and must come first in the user turn.
-    results: list[dict[str, Any]] = []
-    others: list[dict[str, Any]] = []
+    results: list[ToolResult] = []
+    others: list[Message] = []
     for part in message.parts:
         if isinstance(part, ToolReturnPart):
             is_error = part.outcome in ERROR_OUTCOMES
             if not part.files:
                 output = part.model_response_str(wrap_if_error=False)
-                results.append(_tool_result(part.tool_call_id, output, is_error))
+                results.append(ToolResult(part.tool_call_id, output, is_error))
                 continue
             # Images inside the result, as pydantic-ai's Anthropic model sends them.
             where = f"tool {part.tool_name!r} returned"
             items = part.content_items(mode="str", wrap_if_error=False)
-            content = [await _content_block(item, where) for item in items]
-            results.append(
-                {
-                    "type": "tool-result",
-                    "tool_call_id": part.tool_call_id,
-                    "content": content,
-                    "is_error": is_error,
-                }
-            )
+            content = tuple([await _content_part(item, where) for item in items])
+            results.append(ToolResult(part.tool_call_id, content, is_error))
         elif isinstance(part, RetryPromptPart):
             if part.tool_name is not None:
-                results.append(_tool_result(part.tool_call_id, part.model_response(), True))
+                results.append(ToolResult(part.tool_call_id, part.model_response(), True))
             else:
-                others.append({"role": "user", "content": part.model_response()})
+                others.append(UserMessage((Text(part.model_response()),)))
         elif isinstance(part, RetryFeedbackPart):
-            others.append({"role": "user", "content": part.model_response()})
+            others.append(UserMessage((Text(part.model_response()),)))
         elif isinstance(part, SystemPromptPart):
-            others.append({"role": "system", "content": part.content})
+            others.append(SystemMessage(part.content))
         elif isinstance(part, UserPromptPart):
-            others.append({"role": "user", "content": await _user_blocks(part)})
+            others.append(UserMessage(await _user_parts(part)))
         elif isinstance(part, CompactionPart):  # the application's summary, as pydantic-ai sends it
-            others.append({"role": "user", "content": SUMMARY_FRAME.format(part.content or "")})
+            others.append(UserMessage((Text(SUMMARY_FRAME.format(part.content or "")),)))
         else:
             raise UserError(
                 f"ClaudeAgentModel cannot send a {type(part).__name__} (run it through an Agent, "
                 f"which prepares the history, or leave it out)"
             )
-    tool = [{"role": "tool", "content": results}] if results else []
+    tool: list[Message] = [ToolMessage(tuple(results))] if results else []
     return tool + others
 
 
-def _tool_result(call_id: str, output: str, is_error: bool) -> dict[str, Any]:
-    return {"type": "tool-result", "tool_call_id": call_id, "output": output, "is_error": is_error}
-
-
-async def _user_blocks(part: UserPromptPart) -> list[dict[str, Any]]:
+async def _user_parts(part: UserPromptPart) -> tuple[Text | Image, ...]:
     if isinstance(part.content, str):
-        return [{"type": "text", "text": part.content}]
+        return (Text(part.content),)
     # CachePoints are filtered out, as pydantic-ai's models without cache points do; the CLI
     # places its own cache breakpoints.
     items = [item for item in part.content if not isinstance(item, CachePoint)]
-    return [await _content_block(item, "a user prompt holds") for item in items]
+    return tuple([await _content_part(item, "a user prompt holds") for item in items])
 
 
-async def _content_block(item: object, where: str) -> dict[str, Any]:
-    """A user prompt's or a tool return's item as a provider block: text or an image."""
+async def _content_part(item: object, where: str) -> Text | Image:
+    """A user prompt's or a tool return's item as a provider part: text or an image."""
     if isinstance(item, str):
-        return {"type": "text", "text": item}
+        return Text(item)
     if isinstance(item, TextContent):
-        return {"type": "text", "text": item.content}
+        return Text(item.content)
     if isinstance(item, BinaryContent) and item.is_image:
-        return {"type": "image", "data": item.base64, "media_type": item.media_type}
+        return Image(data=item.base64, media_type=item.media_type)
     if isinstance(item, ImageUrl) and item.force_download:
         image = await download_item(item, data_format="base64")  # pydantic-ai's contract
-        return {"type": "image", "data": image["data"], "media_type": image["data_type"]}
+        return Image(data=image["data"], media_type=image["data_type"])
     if isinstance(item, ImageUrl):
-        return {"type": "image", "url": item.url}
+        return Image(url=item.url)
     what = type(item).__name__
     if isinstance(item, BinaryContent):
         what += f" of media type {item.media_type!r}"
     raise UserError(f"ClaudeAgentModel sends text and images only: {where} a {what}")
 
 
-def _response_messages(
-    message: ModelResponse, flattened: list[sf.CallWarning]
-) -> list[dict[str, Any]]:
-    out: list[dict[str, Any]] = []
-    blocks: list[dict[str, Any]] = []
+def _response_messages(message: ModelResponse, flattened: list[sf.CallWarning]) -> list[Message]:
+    out: list[Message] = []
+    parts: list[AssistantPart] = []
+    results: list[ToolResult] = []  # results of provider-executed calls, after their calls
+
+    def close() -> None:
+        nonlocal parts, results
+        if parts:
+            out.append(AssistantMessage(tuple(parts)))
+        if results:
+            out.append(ToolMessage(tuple(results)))  # parallel calls: their results in one
+        parts, results = [], []
+
     for part in message.parts:
         if isinstance(part, NativeToolCallPart | NativeToolReturnPart) and (
             part.provider_name == SYSTEM and part.tool_call_id.startswith(STRUCTURED_OUTPUT_ID)
         ):
             continue  # the CLI's own StructuredOutput call: its object is the text that follows
+        if results and not isinstance(part, NativeToolReturnPart):
+            close()  # what follows a provider-executed result is the next model turn
         if isinstance(part, NativeToolCallPart | NativeToolReturnPart) and (
             part.provider_name != SYSTEM
         ):
             # Another provider's built-in tool (e.g. Anthropic's web_search): Claude here has no
             # such tool, so the call and its result are told as text, the way foreign reasoning is.
             text, warning = _flattened(part)
-            blocks.append({"type": "text", "text": text})
+            parts.append(Text(text))
             flattened.append(warning)
         elif isinstance(part, TextPart):
-            blocks.append({"type": "text", "text": part.content})
+            parts.append(Text(part.content))
         elif isinstance(part, CompactionPart | FilePart):
             told, warning = _foreign_artifact(part, message.provider_name)
             if told:
-                blocks.append({"type": "text", "text": told})
+                parts.append(Text(told))
             flattened.append(warning)
         elif isinstance(part, ThinkingPart):
             signed = part.signature and part.provider_name in _SIGNATURE_PROVIDERS
             if signed and part.id == REDACTED_THINKING_ID:  # pydantic-ai's redacted thinking
-                blocks.append({"type": "reasoning", "text": "", "redacted": part.signature})
+                parts.append(Reasoning("", redacted=part.signature))
                 continue
-            signature = part.signature if signed else None
-            blocks.append({"type": "reasoning", "text": part.content, "signature": signature})
+            parts.append(Reasoning(part.content, signature=part.signature if signed else None))
         elif isinstance(part, ToolCallPart | NativeToolCallPart):
             # A provider-executed call is replayed as a call with its result right after it.
-            blocks.append(
-                {
-                    "type": "tool-call",
-                    "tool_call_id": part.tool_call_id,
-                    "tool_name": part.tool_name,
-                    "input": part.args_as_dict(),
-                }
-            )
+            parts.append(ToolCall(part.tool_call_id, part.tool_name, part.args_as_dict()))
         elif isinstance(part, NativeToolReturnPart):
             failed = part.outcome in ERROR_OUTCOMES
+            output: str | tuple[Text | Image, ...]
             if isinstance(part.content, list):  # a result with an image: its content blocks
-                result = {"type": "tool-result", "tool_call_id": part.tool_call_id,
-                          "content": part.content, "is_error": failed}  # fmt: skip
+                output = media_parts(part.content, f"the result of {part.tool_call_id}")
             else:
                 output = part.model_response_str(wrap_if_error=False)
-                result = _tool_result(part.tool_call_id, output, failed)
-            if blocks:
-                out += [{"role": "assistant", "content": blocks}, {"role": "tool", "content": []}]
-                blocks = []
-            elif not out or out[-1]["role"] != "tool":
-                out.append({"role": "tool", "content": []})
-            out[-1]["content"].append(result)  # parallel calls: their results in one message
+            results.append(ToolResult(part.tool_call_id, output, failed))
         else:
             raise UserError(f"ClaudeAgentModel cannot replay a {type(part).__name__}")
-    if blocks:
-        out.append({"role": "assistant", "content": blocks})
+    close()
     return out
 
 

@@ -518,13 +518,14 @@ async def test_a_lost_connection_is_litellms_api_connection_error() -> None:
 async def test_the_providers_timeout_holds_under_litellms_default() -> None:
     # LiteLLM passes its default timeout (600 s) on every call: it must not replace a shorter
     # ProviderSettings.timeout.
-    script = [fault("hang", seconds=30)]
-    async with ScriptedMessagesAPI(script) as api, registered(api, warm_processes=0, timeout=2):
+    # 20 s leaves a loaded machine room to start the CLI; the scripted API holds the wait.
+    script = [fault("hang", seconds=120)]
+    async with ScriptedMessagesAPI(script) as api, registered(api, warm_processes=0, timeout=20):
         with pytest.raises(litellm_errors.Timeout) as caught:
             await litellm.acompletion(model=MODEL, messages=QUESTION)
     cause = caught.value.__cause__
     assert isinstance(cause, QueryTimeoutError)
-    assert (cause.kind, cause.seconds) == ("timeout", 2.0)
+    assert (cause.kind, cause.seconds) == ("timeout", 20.0)
     assert len(api.all_requests) == 1, "it expired while the model was answering"
 
 

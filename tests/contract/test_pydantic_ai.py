@@ -322,6 +322,15 @@ async def test_history_converts_faithfully_to_provider_messages() -> None:
         UserPromptPart,
     )
 
+    from sf_provider._request import (
+        AssistantMessage,
+        Reasoning,
+        SystemMessage,
+        Text,
+        ToolCall,
+        ToolMessage,
+        UserMessage,
+    )
     from sf_provider.adapters.pydantic_ai import SYSTEM, to_provider_messages
 
     history = [
@@ -345,25 +354,22 @@ async def test_history_converts_faithfully_to_provider_messages() -> None:
         ),
     ]
     messages = await to_provider_messages(history, instructions="Use tools.")
-    assert messages[:3] == [
-        {"role": "system", "content": "Use tools."},
-        {"role": "system", "content": "Be brief."},
-        {"role": "user", "content": [{"type": "text", "text": "Weather?"}]},
+    assert messages[:4] == [
+        SystemMessage("Use tools."),
+        SystemMessage("Be brief."),
+        UserMessage((Text("Weather?"),)),
+        AssistantMessage(
+            (
+                Reasoning("hmm", signature="sig"),
+                Text("Checking."),
+                ToolCall("c1", "get_celsius", {"city": "Paris"}),
+                ToolCall("c2", "to_fahrenheit", {"celsius": "x"}),
+            )
+        ),
     ]
-    assert messages[3]["content"] == [
-        {"type": "reasoning", "text": "hmm", "signature": "sig"},
-        {"type": "text", "text": "Checking."},
-        {"type": "tool-call", "tool_call_id": "c1", "tool_name": "get_celsius",
-         "input": {"city": "Paris"}},
-        {"type": "tool-call", "tool_call_id": "c2", "tool_name": "to_fahrenheit",
-         "input": {"celsius": "x"}},
-    ]  # fmt: skip
     tool, retry = messages[4], messages[5]
-    assert tool["role"] == "tool"
-    assert [(r["tool_call_id"], r["is_error"]) for r in tool["content"]] == [
-        ("c1", False),
-        ("c2", True),
-    ]
-    assert tool["content"][0]["output"] == "20.0"
-    assert "celsius must be a number" in tool["content"][1]["output"]
-    assert retry["role"] == "user" and "Please answer in one line." in retry["content"]
+    assert isinstance(tool, ToolMessage) and isinstance(retry, UserMessage)
+    assert [(r.call_id, r.is_error) for r in tool.results] == [("c1", False), ("c2", True)]
+    assert tool.results[0].output == "20.0"
+    assert "celsius must be a number" in str(tool.results[1].output)
+    assert "Please answer in one line." in str(retry.parts[0])
