@@ -87,9 +87,9 @@ from langchain_core.tools import BaseTool
 from langchain_core.utils.function_calling import convert_to_json_schema, convert_to_openai_tool
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from .. import _request as req
 from .._anthropic_format import thinking_option
 from .._mapping import ResultCollector, warn_user
-from .._messages import IMAGE_DETAIL, NO_LOW_DETAIL
 from .._sync import iterate_in_thread, run_sync
 from ..errors import (
     APIConnectionError,
@@ -367,7 +367,7 @@ class ChatClaudeAgent(BaseChatModel):
         return ChatResult(generations=[ChatGeneration(message=message)])
 
     async def _kept_reply(
-        self, messages: list[dict[str, Any]], tools: list[FunctionTool], options: dict[str, Any]
+        self, messages: list[req.Message], tools: list[FunctionTool], options: dict[str, Any]
     ) -> tuple[GenerateResult, ProviderError | None]:
         """The reply, also when it is not the call or object asked for (`_KEEP_REPLY`), with
         the error the provider raised for that."""
@@ -641,7 +641,7 @@ def _structured_output(schema: dict[str, Any] | type, message: BaseMessage) -> A
 
 def _request(
     messages: list[BaseMessage], stop: list[str] | None, kwargs: dict[str, Any]
-) -> tuple[list[dict[str, Any]], list[FunctionTool], dict[str, Any], list[CallWarning]]:
+) -> tuple[list[req.Message], list[FunctionTool], dict[str, Any], list[CallWarning]]:
     """The provider's messages, tools and call options, and what the messages lost (warned of
     here, and reported with the reply's `response_metadata["warnings"]`)."""
     if stop:
@@ -665,8 +665,8 @@ def _warn(call_warnings: Sequence[CallWarning]) -> None:
     warn_user("ChatClaudeAgent", call_warnings, stacklevel=2)
 
 
-def provider_messages(messages: Sequence[BaseMessage]) -> list[dict[str, Any]]:
-    """LangChain messages in the provider's request format (see `sf_provider._messages`).
+def provider_messages(messages: Sequence[BaseMessage]) -> list[req.Message]:
+    """LangChain messages as the provider's typed messages (`sf_provider._request`).
 
     What the request cannot carry as given is sent as `ChatAnthropic` sends it with a Python
     `UserWarning` (an empty assistant turn left out, different speaker `name`s, citations,
@@ -677,7 +677,7 @@ def provider_messages(messages: Sequence[BaseMessage]) -> list[dict[str, Any]]:
     return converted
 
 
-#: Message types (and ChatMessage roles) of speakers, by the role the request gives them.
+#: req.Message types (and ChatMessage roles) of speakers, by the role the request gives them.
 _SPEAKERS = dict.fromkeys(("human", "HumanMessageChunk", "user"), "user") | dict.fromkeys(
     ("ai", "AIMessageChunk", "assistant"), "assistant"
 )
@@ -685,8 +685,8 @@ _SPEAKERS = dict.fromkeys(("human", "HumanMessageChunk", "user"), "user") | dict
 
 def _converted(
     messages: Sequence[BaseMessage],
-) -> tuple[list[dict[str, Any]], list[CallWarning]]:
-    converted: list[dict[str, Any]] = []
+) -> tuple[list[req.Message], list[CallWarning]]:
+    converted: list[req.Message] = []
     lost: list[CallWarning] = []
     answered: dict[str, int] = {}  # tool call id -> the last message answering it
     for i, message in enumerate(messages):
@@ -700,22 +700,22 @@ def _converted(
         if speaker and message.name:
             speakers.setdefault(speaker, set()).add(message.name)
         if isinstance(message, SystemMessage) or role == "system":
-            if converted and converted[-1]["role"] != "system":
+            if converted and not isinstance(converted[-1], req.SystemMessage):
                 raise InvalidMessagesError(
                     f"{where}: system messages must come first (consecutive, at the start): "
                     f"the request has one system prompt, so this one would move; put it at "
                     f"the start or send it as a HumanMessage"
                 )
-            # Its text blocks as blocks: the provider joins them with a line break.
-            converted.append({"role": "system", "content": _text_blocks(message.content, where)})
+            # Its text blocks on their own lines.
+            lines = [t.text for t in _text_blocks(message.content, where)]
+            converted.append(req.SystemMessage("\n".join(lines)))
         elif isinstance(message, HumanMessage) or role == "user":
-            content = _user_content(message.content, where, lost)
-            converted.append({"role": "user", "content": content})
+            converted.append(req.UserMessage(_user_content(message.content, where, lost)))
         elif isinstance(message, AIMessage) or role == "assistant":
             answers = {call_id for call_id, j in answered.items() if j > i}
             content = _assistant_content(message, where, answers, lost)
             if content:
-                converted.append({"role": "assistant", "content": content})
+                converted.append(req.AssistantMessage(content))
             elif i < len(messages) - 1:
                 # The API refuses an empty assistant turn but a last one (an empty prefill,
                 # which asks for nothing: left out silently there, as the request is the same).
@@ -728,7 +728,7 @@ def _converted(
                     )
                 )
         elif isinstance(message, ToolMessage):
-            converted.append({"role": "tool", "content": _tool_results(message, where, lost)})
+            converted.append(req.ToolMessage(_tool_results(message, where, lost)))
         else:
             raise InvalidMessagesError(
                 f"{where}: role {role!r} cannot be sent; use system, human, ai or tool messages"
@@ -753,27 +753,27 @@ def _content_blocks(content: str | list[str | dict[str, Any]]) -> list[dict[str,
     return [{"type": "text", "text": b} if isinstance(b, str) else b for b in content]
 
 
-def _text_blocks(content: str | list[str | dict[str, Any]], where: str) -> list[dict[str, Any]]:
+def _text_blocks(content: str | list[str | dict[str, Any]], where: str) -> tuple[req.Text, ...]:
     """The text blocks of a message that holds text only (each its own block, never glued)."""
     blocks = []
     for block in _content_blocks(content):
         if block.get("type") != "text":
             raise InvalidMessagesError(f"{where}: only text can go here, not {block.get('type')!r}")
-        blocks.append({"type": "text", "text": str(block.get("text", ""))})
-    return blocks
+        blocks.append(req.Text(str(block.get("text", ""))))
+    return tuple(blocks)
 
 
 def _user_content(
     content: str | list[str | dict[str, Any]], where: str, lost: list[CallWarning]
-) -> list[dict[str, Any]]:
-    blocks: list[dict[str, Any]] = []
+) -> tuple[req.Text | req.Image, ...]:
+    blocks: list[req.Text | req.Image] = []
     for block in _content_blocks(content):
         kind = block.get("type")
         if kind == "text":
-            blocks.append({"type": "text", "text": str(block.get("text", ""))})
+            blocks.append(req.Text(str(block.get("text", ""))))
             _note_citations(block, where, lost)
         elif kind == "image_url":  # OpenAI style: {"image_url": {"url": ...}} or a plain url
-            blocks.append({"type": "image", "url": _image_url(block.get("image_url"), where)})
+            blocks.append(_image_url(block.get("image_url"), where))
         elif kind == "image" and (block.get("file_id") or _source(block).get("type") == "file"):
             raise InvalidMessagesError(
                 f"{where}: images by file id (the Files API) are not supported: the CLI "
@@ -781,17 +781,18 @@ def _user_content(
             )
         elif kind == "image" and isinstance(block.get("base64"), str):  # LangChain v1 block
             media = block.get("mime_type")
-            blocks.append({"type": "image", "data": block["base64"], "media_type": media})
+            blocks.append(req.Image(data=block["base64"], media_type=_string(media, where)))
         elif kind == "image" and isinstance(block.get("url"), str):
-            blocks.append({"type": "image", "url": block["url"]})
+            blocks.append(req.Image(url=block["url"]))
         elif kind == "image" and _source(block):  # Anthropic style
             source = _source(block)
             if source.get("type") == "base64":
+                data, media = source.get("data"), source.get("media_type")
                 blocks.append(
-                    {"type": "image", "data": source["data"], "media_type": source["media_type"]}
+                    req.Image(data=_string(data, where), media_type=_string(media, where))
                 )
             else:
-                blocks.append({"type": "image", "url": source.get("url")})
+                blocks.append(req.Image(url=_string(source.get("url"), where)))
         elif kind == "image":
             raise InvalidMessagesError(
                 f"{where}: an image block needs base64 + mime_type, a url, or an Anthropic "
@@ -802,14 +803,20 @@ def _user_content(
                 f"{where}: a user block must be text or an image (image_url, or an image with "
                 f"base64 + mime_type or url), not {kind!r}"
             )
-    return blocks
+    return tuple(blocks)
 
 
-def _image_url(image: Any, where: str) -> str:
-    """An OpenAI `image_url`'s URL, read as the gateway's OpenAI format reads it: `detail`
-    `auto` or `high` (or none) only, as Claude has no low-detail mode; other fields refused."""
+def _string(value: Any, where: str) -> str | None:
+    if value is not None and not isinstance(value, str):
+        raise InvalidMessagesError(f"{where}: an image's data, media type and url are strings")
+    return value
+
+
+def _image_url(image: Any, where: str) -> req.Image:
+    """An OpenAI `image_url` as an image, read as the gateway's OpenAI format reads it (its
+    `detail` is checked with every image's); other fields refused."""
     if isinstance(image, str):
-        return image
+        return req.Image(url=image)
     if not isinstance(image, Mapping) or not isinstance(image.get("url"), str):
         raise InvalidMessagesError(f"{where}: an image_url block needs {{'url': ...}}")
     unknown = [
@@ -820,14 +827,7 @@ def _image_url(image: Any, where: str) -> str:
             f"{where}: image_url field(s) {', '.join(map(repr, unknown))} cannot be sent: an "
             f"image goes to the model by its url only; send 'url' (and 'detail') only"
         )
-    detail = image.get("detail")
-    if detail == "low":
-        raise InvalidMessagesError(f"{where}: image_url detail {NO_LOW_DETAIL}")
-    if detail is not None and detail not in IMAGE_DETAIL:
-        raise InvalidMessagesError(
-            f"{where}: image_url detail {detail!r} is not one of 'auto', 'high', 'low'"
-        )
-    return str(image["url"])
+    return req.Image(url=str(image["url"]), detail=_string(image.get("detail"), where))
 
 
 def _note_citations(block: Mapping[str, Any], where: str, lost: list[CallWarning]) -> None:
@@ -849,9 +849,9 @@ def _source(block: Mapping[str, Any]) -> Mapping[str, Any]:
 
 def _assistant_content(
     message: BaseMessage, where: str, answered: set[str], lost: list[CallWarning]
-) -> list[dict[str, Any]]:
-    """An AI message's blocks; `answered` holds the call ids later tool messages answer."""
-    blocks: list[dict[str, Any]] = []
+) -> tuple[req.AssistantPart, ...]:
+    """An AI message's parts; `answered` holds the call ids later tool messages answer."""
+    blocks: list[req.AssistantPart] = []
     ai = message if isinstance(message, AIMessage) else None
     if message.additional_kwargs.get("function_call"):
         raise InvalidMessagesError(
@@ -867,27 +867,24 @@ def _assistant_content(
         if kind == "text":
             text = str(block.get("text", ""))
             if text.strip():  # the API refuses blank text blocks (ChatAnthropic leaves them out)
-                blocks.append({"type": "text", "text": text})
+                blocks.append(req.Text(text))
             _note_citations(block, where, lost)
         elif kind == "refusal":  # what the model said (ChatOpenAI); the API has no such block
             if str(block.get("refusal", "")).strip():
-                blocks.append({"type": "text", "text": str(block["refusal"])})
+                blocks.append(req.Text(str(block["refusal"])))
         elif kind == "thinking":  # Anthropic style, signed
-            blocks.append(
-                {"type": "reasoning", "text": block.get("thinking", ""),
-                 "signature": block.get("signature")}
-            )  # fmt: skip
+            blocks.append(_reasoning(block.get("thinking"), block.get("signature"), where))
         elif kind == "redacted_thinking" or (
             kind == "non_standard" and (block.get("value") or {}).get("type") == "redacted_thinking"
         ):  # Anthropic style (v1 output wraps it as non_standard): the data goes back as is
             data = (block if kind == "redacted_thinking" else block["value"]).get("data")
-            blocks.append({"type": "reasoning", "text": "", "redacted": data})
+            if not isinstance(data, str) or not data:
+                raise InvalidMessagesError(f"{where}: a redacted_thinking block needs its 'data'")
+            blocks.append(req.Reasoning("", redacted=data))
         elif kind == "reasoning":  # LangChain v1 standard block
             extras = block.get("extras") or {}
-            blocks.append(
-                {"type": "reasoning", "text": block.get("reasoning", ""),
-                 "signature": block.get("signature") or extras.get("signature")}
-            )  # fmt: skip
+            signature = block.get("signature") or extras.get("signature")
+            blocks.append(_reasoning(block.get("reasoning"), signature, where))
         elif kind in ("tool_use", "tool_call"):
             # `tool_calls` carries the calls; a call only in the content (an Anthropic-style
             # message built by hand) is taken from there. An invalid call is sent below.
@@ -909,35 +906,44 @@ def _assistant_content(
     if (
         isinstance(reasoning, str)
         and reasoning.strip()
-        and not any(b["type"] == "reasoning" for b in blocks)  # else it repeats the content
+        and not any(isinstance(b, req.Reasoning) for b in blocks)  # else it repeats the content
     ):  # unsigned: replayed as text with a `history-flattened` warning, as reasoning blocks are
-        blocks.insert(0, {"type": "reasoning", "text": reasoning, "signature": None})
+        blocks.insert(0, req.Reasoning(reasoning))
     refusal = message.additional_kwargs.get("refusal")  # ChatOpenAI's, with empty content
     if (
         isinstance(refusal, str)
         and refusal.strip()
-        and not any(b["type"] == "text" for b in blocks)
+        and not any(isinstance(b, req.Text) for b in blocks)
     ):
-        blocks.append({"type": "text", "text": refusal})
+        blocks.append(req.Text(refusal))
     for call in calls:
         if not call.get("id"):
             raise InvalidMessagesError(
                 f"{where}: tool call {call['name']!r} has no id; the tool message answering it "
                 f"needs the same id"
             )
-        blocks.append(
-            {"type": "tool-call", "tool_call_id": call["id"], "tool_name": call["name"],
-             "input": call["args"]}
-        )  # fmt: skip
+        name, arguments = call.get("name"), call.get("args")
+        if not isinstance(name, str) or not name or not isinstance(arguments, Mapping):
+            raise InvalidMessagesError(
+                f"{where}: tool call {call['id']!r} needs a 'name' and 'args' (an object)"
+            )
+        blocks.append(req.ToolCall(call["id"], name, dict(arguments)))
     for call in invalid:
         if call.get("id") not in known:  # a call in `tool_calls` too is sent from there
             blocks.append(_invalid_call(call, where, answered, lost))
-    return blocks
+    return tuple(blocks)
+
+
+def _reasoning(text: Any, signature: Any, where: str) -> req.Reasoning:
+    if text is not None and not isinstance(text, str):
+        raise InvalidMessagesError(f"{where}: a thinking block's text must be a string")
+    signed = signature if isinstance(signature, str) and signature else None
+    return req.Reasoning(text or "", signature=signed)
 
 
 def _invalid_call(
     call: Mapping[str, Any], where: str, answered: set[str], lost: list[CallWarning]
-) -> dict[str, Any]:
+) -> req.ToolCall:
     """An invalid tool call (unparsable arguments) as a call, as ChatAnthropic sends it: its
     arguments when they are a JSON object, else none (`{}`) and a warning."""
     call_id, name, args = call.get("id"), call.get("name"), call.get("args")
@@ -971,8 +977,7 @@ def _invalid_call(
             )
         )
         arguments = {}
-    return {"type": "tool-call", "tool_call_id": call_id, "tool_name": name,
-            "input": dict(arguments)}  # fmt: skip
+    return req.ToolCall(str(call_id), str(name), dict(arguments))
 
 
 #: Tool message blocks the provider's tool results cannot carry (they hold text or JSON).
@@ -1000,12 +1005,12 @@ def _result_blocks(message: ToolMessage) -> list[dict[str, Any]]:
 
 def _tool_results(
     message: ToolMessage, where: str, lost: list[CallWarning]
-) -> list[dict[str, Any]]:
+) -> tuple[req.ToolResult, ...]:
     blocks = _result_blocks(message)
     is_error = message.status == "error"
     if not blocks:
-        return [_tool_result(message.tool_call_id, message.content, is_error, where, lost)]
-    return [
+        return (_tool_result(message.tool_call_id, message.content, is_error, where, lost),)
+    return tuple(
         _tool_result(
             str(block.get("tool_use_id")),
             block.get("content") or "",
@@ -1014,7 +1019,7 @@ def _tool_results(
             lost,
         )
         for block in blocks
-    ]
+    )
 
 
 #: Tool message blocks sent as the result's content blocks (as ChatAnthropic sends them).
@@ -1027,9 +1032,8 @@ def _tool_result(
     is_error: bool,
     where: str,
     lost: list[CallWarning],
-) -> dict[str, Any]:
-    """A tool message's result: text or JSON as `output`; with images, content blocks."""
-    result: dict[str, Any] = {"type": "tool-result", "tool_call_id": call_id}
+) -> req.ToolResult:
+    """A tool message's result: text or JSON; with images, content parts."""
     blocks = [] if isinstance(content, str) else _content_blocks(content)
     if any(b.get("type") in _IMAGES for b in blocks):
         others = sorted({str(b.get("type")) for b in blocks} - _IMAGES - {"text"})
@@ -1038,10 +1042,8 @@ def _tool_result(
                 f"{where}: a tool result with images holds text and images only, not "
                 f"{', '.join(others)} blocks"
             )
-        result["content"] = _user_content(content, where, lost)
-    else:
-        result.update(_tool_output(content, where, lost))
-    return result | {"is_error": is_error}
+        return req.ToolResult(call_id, _user_content(content, where, lost), is_error)
+    return req.ToolResult(call_id, _tool_output(content, where, lost), is_error)
 
 
 #: Tool message blocks sent as their text: `text`, and LangChain v1 `text-plain` holding text.
@@ -1050,14 +1052,14 @@ _TEXTS = {"text", "text-plain"}
 
 def _tool_output(
     content: str | list[str | dict[str, Any]], where: str, lost: list[CallWarning]
-) -> dict[str, Any]:
-    """A tool result's `output` (a string; a list of plain data, sent as JSON) or, for several
+) -> str | tuple[req.Text, ...]:
+    """A tool result's output (a string; a list of plain data, sent as JSON) or, for several
     text blocks (a tool that returned a list of strings, say), its `content`: each its own text
     block, as the model would get them from ChatAnthropic. Content blocks of a kind the
     provider's tool results cannot carry are refused, as blocks of unknown kinds are in other
     messages, rather than sent as JSON markup."""
     if isinstance(content, str):
-        return {"output": content}
+        return content
     blocks = _content_blocks(content)
     kinds = {str(b["type"]) for b in blocks if isinstance(b, Mapping) and b.get("type")}
     media = sorted(kinds & _MEDIA)
@@ -1072,8 +1074,8 @@ def _tool_output(
             _note_citations(block, where, lost)
         texts = [_text_block(block, where) for block in blocks]
         if len(texts) <= 1:
-            return {"output": "".join(texts)}
-        return {"content": [{"type": "text", "text": text} for text in texts]}
+            return "".join(texts)
+        return tuple(req.Text(text) for text in texts)
     unknown = sorted(kinds - _TEXTS)
     if unknown:
         raise InvalidMessagesError(
@@ -1082,7 +1084,7 @@ def _tool_output(
             f"content blocks as JSON would show the model markup instead. Return text (or a "
             f"JSON string) from the tool"
         )
-    return {"output": blocks}  # plain data, not content blocks: sent as JSON
+    return json.dumps(blocks, ensure_ascii=False)  # plain data, not content blocks: as JSON
 
 
 def _text_block(block: Mapping[str, Any], where: str) -> str:

@@ -24,6 +24,7 @@ from langchain_core.messages import (
 from langchain_core.tools import BaseTool, tool
 
 from sf_provider import UnsupportedRequestError
+from sf_provider import _request as req
 from sf_provider.adapters.langchain import (
     ChatClaudeAgent,
     StreamRetractionError,
@@ -293,16 +294,11 @@ def test_messages_convert_faithfully() -> None:
         ToolMessage("boom", tool_call_id="c1", status="error"),
     ]
     assert provider_messages(messages) == [
-        {"role": "system", "content": [{"type": "text", "text": "Be brief."}]},
-        {"role": "user", "content": [
-            {"type": "text", "text": "Look:"},
-            {"type": "image", "url": f"data:image/png;base64,{pixel}"}]},
-        {"role": "assistant", "content": [
-            {"type": "text", "text": "Adding."},
-            {"type": "tool-call", "tool_call_id": "c1", "tool_name": "add", "input": {"a": 1}}]},
-        {"role": "tool", "content": [
-            {"type": "tool-result", "tool_call_id": "c1", "output": "boom", "is_error": True}]},
-    ]  # fmt: skip
+        req.SystemMessage("Be brief."),
+        req.UserMessage((req.Text("Look:"), req.Image(url=f"data:image/png;base64,{pixel}"))),
+        req.AssistantMessage((req.Text("Adding."), req.ToolCall("c1", "add", {"a": 1}))),
+        req.ToolMessage((req.ToolResult("c1", "boom", is_error=True),)),
+    ]
 
 
 @pytest.mark.anyio

@@ -37,6 +37,7 @@ from sf_provider import (
     RateLimitError,
     UnsupportedRequestError,
 )
+from sf_provider import _request as req
 from sf_provider.adapters.langchain import ChatClaudeAgent, provider_messages
 from sf_provider.testing import (
     ScriptedMessagesAPI,
@@ -380,8 +381,8 @@ def test_a_provider_and_settings_together_are_refused() -> None:
 
 def test_a_system_message_after_the_start_is_refused() -> None:
     assert provider_messages([SystemMessage("A"), SystemMessage("B"), HumanMessage("q")])[:2] == [
-        {"role": "system", "content": [{"type": "text", "text": "A"}]},
-        {"role": "system", "content": [{"type": "text", "text": "B"}]},
+        req.SystemMessage("A"),
+        req.SystemMessage("B"),
     ]
     history = [SystemMessage("A"), HumanMessage("q1"), AIMessage("a1"), SystemMessage("French")]
     with pytest.raises(InvalidMessagesError, match=r"message 3 .*system messages must come first"):
