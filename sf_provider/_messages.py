@@ -47,7 +47,6 @@ __all__ = [
     "Conversation",
     "MessagesInput",
     "convert_messages",
-    "holds_tool_blocks",
 ]
 
 #: Image `detail` values that can be honoured, here and in the OpenAI-format readers (the gateway,
@@ -59,8 +58,9 @@ NO_LOW_DETAIL = (
     "resolution it is sent; send 'auto' or 'high' or leave it out (to spend fewer tokens, send a "
     "smaller image)"
 )
-#: Why a request whose messages hold tool calls or results needs tools (`holds_tool_blocks`,
-#: `Conversation.has_tool_blocks`): said by the provider and both gateway endpoints.
+#: Why a request whose messages hold tool calls or results needs tools
+#: (`_request.holds_tool_blocks`, `Conversation.has_tool_blocks`): said by the provider and both
+#: gateway endpoints.
 TOOLS_NEEDED = (
     "the messages hold tool calls or results, and the Messages API refuses those in a request "
     "that defines no tools: send in 'tools' the tools the history calls (with tool_choice "
@@ -100,23 +100,6 @@ class Conversation:
         if len(self.prompt) == 1 and self.prompt[0].get("type") == "text":
             return str(self.prompt[0]["text"])
         return None
-
-
-def holds_tool_blocks(messages: Sequence[Mapping[str, Any]]) -> bool:
-    """Whether request messages (this module's input format) hold a tool call or a tool result:
-    the Messages API refuses them in a request that defines no tools (`Conversation`'s
-    `has_tool_blocks` says the same of converted turns)."""
-    return any(
-        message.get("role") == "tool"
-        or (
-            isinstance(message.get("content"), list)
-            and any(
-                isinstance(block, Mapping) and block.get("type") == "tool-call"
-                for block in message["content"]
-            )
-        )
-        for message in messages
-    )
 
 
 def _fail(where: str, problem: str) -> InvalidMessagesError:
