@@ -8,7 +8,6 @@ from typing import Any
 import pytest
 
 from sf_provider import (
-    APIConnectionError,
     DiscardPart,
     ErrorPart,
     FinishPart,
@@ -20,6 +19,7 @@ from sf_provider import (
     ReasoningEndPart,
     ReasoningStartPart,
     StreamPart,
+    StreamRetractionError,
     StreamStartPart,
     TextDeltaPart,
     TextEndPart,
@@ -637,7 +637,7 @@ def test_a_discarded_attempt_is_not_in_the_message() -> None:
 
 
 def test_a_discard_of_blocks_already_streamed_is_an_error_not_a_doubled_answer() -> None:
-    with pytest.raises(APIConnectionError, match="cannot be taken back"):
+    with pytest.raises(StreamRetractionError, match="cannot be taken back"):
         events_for(CUT)
 
 
