@@ -529,6 +529,19 @@ async def test_an_api_failure_is_pydantic_ais_error_of_its_category(
     assert isinstance(caught.value.__cause__, sf_errors.APIError)
 
 
+async def test_a_prompt_the_cli_itself_refuses_as_too_long_is_the_context_window_error() -> None:
+    """The CLI measures the prompt and never sends it, so the error has no HTTP status: that
+    was a `ModelConnectionError` ("retry"), where LangChain users got the context overflow."""
+    async with ScriptedMessagesAPI(lambda _request: reply(text("ok"))) as api:
+        model = ClaudeAgentModel(ClaudeAgentProvider(api.settings(warm_processes=0)))
+        with pytest.raises(ModelContextWindowExceededError) as caught:
+            await Agent(model).run("word " * 1_500_000)
+    assert api.all_requests == [], "refused by the CLI, before the API"
+    assert not isinstance(caught.value, ModelConnectionError | ModelHTTPError)
+    cause = caught.value.__cause__
+    assert isinstance(cause, sf_errors.ContextWindowExceededError) and cause.status is None
+
+
 async def test_a_lost_connection_is_a_model_connection_error() -> None:
     async with ScriptedMessagesAPI([fault("drop")]) as api:
         with pytest.raises(ModelConnectionError) as caught:
