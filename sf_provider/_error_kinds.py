@@ -102,10 +102,6 @@ class ErrorFacts:
     details: Mapping[str, Any] | None = None
 
 
-def _status(exc: BaseException, value: int | None) -> bool:
-    return getattr(exc, "status", None) == value
-
-
 #: (exception class, condition or None, kind), first match wins: the order is the decision
 #: (a context-window error is an `APIError` with status 400, or none when the CLI refused it).
 _RULES: tuple[
@@ -115,15 +111,15 @@ _RULES: tuple[
     (StreamRetractionError, None, ErrorKind.STREAM_RETRACTED),
     ((InvalidMessagesError, UnsupportedRequestError, ToolDefinitionError), None,
      ErrorKind.INVALID_REQUEST),
-    (AuthenticationError, lambda e: _status(e, 403), ErrorKind.PERMISSION),
+    (AuthenticationError, lambda e: e.status == 403, ErrorKind.PERMISSION),
     (AuthenticationError, None, ErrorKind.AUTHENTICATION),
     (RateLimitError, None, ErrorKind.RATE_LIMIT),
     (OverloadedError, None, ErrorKind.OVERLOADED),
     (ContextWindowExceededError, None, ErrorKind.CONTEXT_WINDOW),
     (APIConnectionError, None, ErrorKind.CONNECTION),
     (QueryTimeoutError, None, ErrorKind.TIMEOUT),
-    (APIError, lambda e: _status(e, 404), ErrorKind.NOT_FOUND),
-    (APIError, lambda e: _status(e, 413), ErrorKind.TOO_LARGE),
+    (APIError, lambda e: e.status == 404, ErrorKind.NOT_FOUND),
+    (APIError, lambda e: e.status == 413, ErrorKind.TOO_LARGE),
     (APIError, lambda e: not e.retryable and 400 <= (e.status or 0) < 500,
      ErrorKind.REQUEST_REJECTED),
     (APIError, lambda e: e.status is not None, ErrorKind.UPSTREAM),  # 5xx, 408, 409
