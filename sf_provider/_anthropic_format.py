@@ -61,6 +61,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
+from ._error_kinds import SentParts
 from ._messages import TOOLS_NEEDED
 from ._request import (
     AssistantMessage,
@@ -76,7 +77,7 @@ from ._request import (
     UserMessage,
     holds_tool_blocks,
 )
-from .errors import APIConnectionError, InvalidMessagesError, UnsupportedRequestError
+from .errors import InvalidMessagesError, UnsupportedRequestError
 from .tools import FunctionTool
 from .types import (
     DiscardPart,
@@ -775,7 +776,7 @@ class EventMapper:
     structured output, sent when the query finishes.
 
     A `discard` part (the CLI's API stream was cut and the turn asked again) would take back
-    blocks already sent, which SSE cannot: it raises `APIConnectionError` (sent as an `error`
+    blocks already sent, which SSE cannot: it raises `StreamRetractionError` (sent as an `error`
     event) rather than let the answer arrive twice.
     """
 
@@ -785,6 +786,7 @@ class EventMapper:
         self._structured = structured
         self._index: dict[str, int] = {}  # part id (text, reasoning, tool call) -> block index
         self._calls = False  # a tool_use block was sent
+        self._sent = SentParts()  # part ids whose block was sent
         self._failed = False
 
     def start(self) -> JSON:
@@ -798,6 +800,7 @@ class EventMapper:
         """A new content block, sent empty (its content follows as deltas)."""
         index = len(self._index)
         self._index[part_id] = index
+        self._sent.add(part_id)
         self._calls = self._calls or block["type"] == "tool_use"
         empty = {**block, **_EMPTY[block["type"]]}
         return [{"type": "content_block_start", "index": index, "content_block": empty}]
@@ -845,12 +848,9 @@ class EventMapper:
             case ToolCallPart():
                 return self._call(part)
             case DiscardPart():
-                if any(i in self._index for i in part.ids):
-                    raise APIConnectionError(
-                        "the Messages API stream was cut after part of this answer was sent, "
-                        "and the model was asked again; what was sent cannot be taken back. "
-                        "Retry the request"
-                    )
+                self._sent.discard(
+                    part, "send the request again (without stream, the redo is folded in correctly)"
+                )
                 return []
             case ErrorPart():
                 self._failed = True  # the error is raised next; its finish part is no answer

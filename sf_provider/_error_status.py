@@ -1,5 +1,5 @@
-"""`ProviderError` -> HTTP status and error type: the one mapping behind the gateway's two API
-styles and the LiteLLM provider's exceptions.
+"""The gateway's door for errors: an error's kind (`_error_kinds.classify`) -> HTTP status and
+error type, for both API styles.
 
 The error types are the Anthropic API's vocabulary (`invalid_request_error`,
 `authentication_error`, `rate_limit_error`, `overloaded_error`, ...); the gateway also writes
@@ -9,23 +9,10 @@ them into OpenAI-shaped bodies, where clients go by the status and the `code`
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Any
 
-from .errors import (
-    APIConnectionError,
-    APIError,
-    AuthenticationError,
-    ContextWindowExceededError,
-    InvalidMessagesError,
-    OverloadedError,
-    ProviderError,
-    QueryTimeoutError,
-    RateLimitError,
-    StructuredOutputError,
-    ToolDefinitionError,
-    UnsupportedRequestError,
-)
+from ._error_kinds import ErrorKind, classify
 
 __all__ = ["ErrorInfo", "GatewayError", "error_info", "invalid_request"]
 
@@ -58,49 +45,45 @@ def invalid_request(message: str, param: str | None = None, code: str | None = N
     return ErrorInfo(400, "invalid_request_error", message, param=param, code=code)
 
 
+#: The Anthropic error type of each kind (the status is the kind's, from `classify`).
+_TYPES: dict[ErrorKind, str] = {
+    ErrorKind.INVALID_REQUEST: "invalid_request_error",
+    ErrorKind.REQUEST_REJECTED: "invalid_request_error",
+    ErrorKind.AUTHENTICATION: "authentication_error",
+    ErrorKind.PERMISSION: "permission_error",
+    ErrorKind.RATE_LIMIT: "rate_limit_error",
+    ErrorKind.OVERLOADED: "overloaded_error",
+    ErrorKind.TIMEOUT: "timeout_error",
+    ErrorKind.CONNECTION: "api_error",
+    ErrorKind.CONTEXT_WINDOW: "invalid_request_error",
+    ErrorKind.NOT_FOUND: "not_found_error",
+    ErrorKind.TOO_LARGE: "request_too_large",
+    ErrorKind.UPSTREAM: "api_error",
+    # The reply could not be read as what was asked (no call where one was required, no
+    # object, a stream taken back after it was sent): a 502, worth another try.
+    ErrorKind.BAD_OUTPUT: "api_error",
+    ErrorKind.STREAM_RETRACTED: "api_error",
+    ErrorKind.PROVIDER: "api_error",
+    ErrorKind.INTERNAL: "api_error",
+}
+
+
 def error_info(exc: BaseException) -> ErrorInfo:
     """The HTTP status and error type for an error of a request."""
-    message = str(exc)
-    match exc:
-        case GatewayError():
-            return exc.info
-        case UnsupportedRequestError() | InvalidMessagesError() | ToolDefinitionError():
-            param = getattr(exc, "param", None)
-            code = "unsupported_parameter" if param else None
-            info = invalid_request(message, param=param, code=code)
-            details = getattr(exc, "details", None)  # `ThreadUnsupportedError`'s error_code
-            return replace(info, details=dict(details)) if details else info
-        case AuthenticationError():
-            # The provider's own Claude credentials, not the client's key: the message says so.
-            status = 403 if exc.status == 403 else 401
-            kind = "permission_error" if status == 403 else "authentication_error"
-            return ErrorInfo(status, kind, f"the Claude credentials of sf-provider's CLI were "
-                             f"rejected (not your key for this server): {message}")  # fmt: skip
-        case RateLimitError():
-            return ErrorInfo(429, "rate_limit_error", message, retry_after=exc.retry_after)
-        case OverloadedError():
-            return ErrorInfo(529, "overloaded_error", message, retry_after=exc.retry_after)
-        case QueryTimeoutError():
-            return ErrorInfo(504, "timeout_error", message)
-        case APIConnectionError():
-            return ErrorInfo(502, "api_error", message)
-        case ContextWindowExceededError():
-            # OpenAI's code for it, which clients (LangChain, LiteLLM) read as context overflow.
-            return invalid_request(message, param="messages", code="context_length_exceeded")
-        case APIError() if exc.status in (400, 404, 413, 422):
-            kinds = {404: "not_found_error", 413: "request_too_large"}
-            status = exc.status or 400
-            return ErrorInfo(status, kinds.get(status, "invalid_request_error"), message)
-        case APIError():
-            return ErrorInfo(502, "api_error", message, retry_after=exc.retry_after)
-        case StructuredOutputError():
-            # The model's reply was not the object asked for: worth another try.
-            return ErrorInfo(502, "api_error", message)
-        case ProviderError() if exc.retryable:
-            # The reply could not be read as what was asked (no call where one was required,
-            # nothing at all, a stream cut after it was sent): worth another try.
-            return ErrorInfo(502, "api_error", message)
-        case ProviderError():
-            return ErrorInfo(500, "api_error", message)
-        case _:
-            return ErrorInfo(500, "api_error", f"internal error: {type(exc).__name__}: {exc}")
+    if isinstance(exc, GatewayError):  # the gateway's own, already answered
+        return exc.info
+    facts = classify(exc)
+    message = facts.message
+    if facts.kind in (ErrorKind.AUTHENTICATION, ErrorKind.PERMISSION):
+        # The provider's own Claude credentials, not the client's key: the message says so.
+        message = (f"the Claude credentials of sf-provider's CLI were rejected (not your key "
+                   f"for this server): {message}")  # fmt: skip
+    return ErrorInfo(
+        facts.status,
+        _TYPES[facts.kind],
+        message,
+        param=facts.param,
+        code=facts.code,
+        retry_after=facts.retry_after,
+        details=dict(facts.details) if facts.details else None,
+    )

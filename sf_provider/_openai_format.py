@@ -42,6 +42,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ._anthropic_format import thinking_option
+from ._error_kinds import SentParts
 from ._messages import IMAGE_DETAIL, NO_LOW_DETAIL, TOOLS_NEEDED
 from ._request import (
     AssistantMessage,
@@ -57,7 +58,7 @@ from ._request import (
     UserMessage,
     holds_tool_blocks,
 )
-from .errors import InvalidMessagesError, ProviderError, UnsupportedRequestError
+from .errors import InvalidMessagesError, UnsupportedRequestError
 from .provider import NamedToolChoice, QueryStream, ToolChoice
 from .settings import EFFORT_NAMES
 from .tools import FunctionTool
@@ -87,7 +88,6 @@ __all__ = [
     "ChatRequest",
     "ChunkMapper",
     "StopCutter",
-    "StreamRetractionError",
     "UnsupportedParameterError",
     "chat_request",
     "completion",
@@ -106,16 +106,6 @@ class UnsupportedParameterError(UnsupportedRequestError):
     def __init__(self, param: str, message: str) -> None:
         super().__init__(f"parameter {param!r}: {message}")
         self.param = param
-
-
-class StreamRetractionError(ProviderError):
-    """The API stream was cut and the turn redone after some of it had been sent to the client.
-
-    Chunks already sent cannot be taken back; the request can be sent again (or without
-    `stream`, which folds the redo correctly).
-    """
-
-    retryable = True
 
 
 # --------------------------------------------------------------------------- parameters
@@ -920,7 +910,7 @@ class ChunkMapper:
         self._index: dict[str, int] = {}  # call id -> index in tool_calls
         self._arguments: dict[str, str] = {}  # call id -> arguments sent so far
         self._reasoning: dict[str, list[str]] = {}
-        self._sent: set[str] = set()  # part and call ids something was sent for
+        self._sent = SentParts()  # part and call ids something was sent for
 
     @staticmethod
     def start() -> dict[str, Any]:
@@ -958,13 +948,9 @@ class ChunkMapper:
                     return [self._call_delta(part.tool_call_id, {"arguments": arguments})]
                 return []
             case DiscardPart():
-                taken_back = self._sent.intersection(part.ids)
-                if taken_back:
-                    raise StreamRetractionError(
-                        f"{part.reason}, after {len(taken_back)} streamed part(s) of the cut "
-                        f"attempt were sent; chunks cannot be taken back: send the request "
-                        f"again (without stream, the redo is folded in correctly)"
-                    )
+                self._sent.discard(
+                    part, "send the request again (without stream, the redo is folded in correctly)"
+                )
                 return []
             case FinishPart():
                 self.usage = part.usage

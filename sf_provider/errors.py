@@ -33,6 +33,7 @@ __all__ = [
     "ProviderError",
     "QueryTimeoutError",
     "RateLimitError",
+    "StreamRetractionError",
     "StructuredOutputError",
     "ToolChoiceViolationError",
     "ToolDefinitionError",
@@ -225,6 +226,19 @@ class ContextWindowExceededError(APIError):
     @property
     def retryable(self) -> bool:  # type: ignore[override]
         return False
+
+
+class StreamRetractionError(ProviderError):
+    """A streamed answer was taken back after part of it had been sent to the client.
+
+    The CLI's API stream was cut and the model asked again (a `discard` part takes back the cut
+    attempt), but what a stream already handed out (chunks, SSE events) cannot be taken back, so
+    the stream ends with this error rather than send the answer twice. Retryable: send the request
+    again; the non-streaming call (`generate`, `invoke`, `stream=false`) folds the redo in
+    correctly.
+    """
+
+    retryable = True
 
 
 class PartialResultError(ProviderError):

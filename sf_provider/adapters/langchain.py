@@ -89,20 +89,15 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 
 from .. import _request as req
 from .._anthropic_format import thinking_option
+from .._error_kinds import ErrorKind, SentParts, classify
 from .._mapping import ResultCollector, warn_user
 from .._sync import iterate_in_thread, run_sync
 from ..errors import (
-    APIConnectionError,
-    APIError,
-    AuthenticationError,
-    ContextWindowExceededError,
     InvalidMessagesError,
     ProviderError,
-    QueryTimeoutError,
-    RateLimitError,
+    StreamRetractionError,
     StructuredOutputError,
     ToolChoiceViolationError,
-    ToolDefinitionError,
     UnsupportedRequestError,
 )
 from ..provider import CallOptions, ClaudeAgentProvider, NamedToolChoice, ToolChoice
@@ -130,22 +125,12 @@ from ..types import (
     Usage,
 )
 
-__all__ = ["ChatClaudeAgent", "StreamRetractionError"]
+__all__ = ["ChatClaudeAgent", "StreamRetractionError"]  # (the error is `sf_provider`'s, kept here)
 
 _T = TypeVar("_T")
 
 #: What `bind_tools` accepts, like every LangChain chat model.
 ToolLike = Mapping[str, Any] | type | Callable[..., Any] | BaseTool
-
-
-class StreamRetractionError(ProviderError):
-    """The API stream was cut and the turn redone after some of it had been streamed.
-
-    The provider takes back the parts of the cut attempt (a `discard` part), but LangChain
-    chunks already handed out cannot be taken back; `ainvoke`/`invoke` fold the redo correctly.
-    """
-
-    retryable = True
 
 
 #: The model's own settings, applied to every call over the provider's (`_call_options`).
@@ -1223,7 +1208,7 @@ class _ChunkMapper:
         self.blocks = blocks
         self.warnings: list[CallWarning] = []
         self.invalid: dict[str, str] = {}
-        self.streamed: set[str] = set()  # part and call ids already handed to LangChain
+        self.streamed = SentParts()  # part and call ids already handed to LangChain
         self.index: dict[str, int | None] = {}  # part id -> its content block (None: a string)
 
     def _index(self, part_id: str, *, block: bool) -> int | None:
@@ -1277,13 +1262,9 @@ class _ChunkMapper:
             case ToolResultPart():
                 _app_call(part.provider_executed, part.tool_name)
             case DiscardPart():
-                taken_back = self.streamed.intersection(part.ids)
-                if taken_back:
-                    raise StreamRetractionError(
-                        f"{part.reason}, after {len(taken_back)} streamed part(s) of the cut "
-                        f"attempt; LangChain chunks cannot be taken back: retry, or use "
-                        f"invoke/ainvoke, which fold the redo correctly"
-                    )
+                self.streamed.discard(
+                    part, "retry, or use invoke/ainvoke, which fold the redo correctly"
+                )
             case FinishPart():
                 metadata = _response_metadata(
                     part, self.warnings, self.invalid, self.requested_model
@@ -1321,34 +1302,33 @@ def _chunk(message: AIMessageChunk) -> ChatGenerationChunk:
 # --------------------------------------------------------------------------- errors out
 
 
+#: The name of LangChain's standard model error (`langchain_core.exceptions`) for each kind of
+#: error (`_error_kinds.classify`), as ChatAnthropic maps the Messages API's; None for failures of
+#: the CLI itself and replies that were not what was asked.
+_LANGCHAIN_ERRORS: dict[ErrorKind, str | None] = {
+    ErrorKind.INVALID_REQUEST: "ModelInvalidRequestError",  # what the API would refuse (400)
+    ErrorKind.REQUEST_REJECTED: "ModelInvalidRequestError",
+    ErrorKind.AUTHENTICATION: "ModelAuthenticationError",
+    ErrorKind.PERMISSION: "ModelPermissionDeniedError",
+    ErrorKind.RATE_LIMIT: "ModelRateLimitError",
+    ErrorKind.OVERLOADED: "ModelAPIError",  # the API's 529, as its other 5xx
+    ErrorKind.TIMEOUT: "ModelTimeoutError",
+    ErrorKind.CONNECTION: "ModelConnectionError",
+    ErrorKind.CONTEXT_WINDOW: "ContextOverflowError",
+    ErrorKind.NOT_FOUND: "ModelNotFoundError",
+    ErrorKind.TOO_LARGE: "ModelInvalidRequestError",
+    ErrorKind.UPSTREAM: "ModelAPIError",  # 5xx, 408, 409: retryable, as the provider's error says
+    ErrorKind.BAD_OUTPUT: None,
+    # A stream cut off for the client (what LangChain's retry middleware retries).
+    ErrorKind.STREAM_RETRACTED: "ModelConnectionError",
+    ErrorKind.PROVIDER: None,
+    ErrorKind.INTERNAL: None,
+}
+
+
 def _langchain_error(exc: ProviderError) -> str | None:
-    """The name of LangChain's standard model error for `exc` (`langchain_core.exceptions`),
-    by the HTTP status the Messages API answered (or would answer) with, as ChatAnthropic
-    maps it; None for failures of the CLI itself."""
-    match exc:
-        case ContextWindowExceededError():
-            return "ContextOverflowError"
-        case AuthenticationError():
-            return "ModelPermissionDeniedError" if exc.status == 403 else "ModelAuthenticationError"
-        case RateLimitError():
-            return "ModelRateLimitError"
-        case APIConnectionError():
-            return "ModelConnectionError"
-        case APIError() if exc.status == 404:
-            return "ModelNotFoundError"
-        case APIError() if exc.status == 408:
-            return "ModelTimeoutError"  # retryable, as the provider's error says
-        case APIError() if exc.status == 409:
-            return "ModelAPIError"
-        case APIError() if exc.status is not None and exc.status >= 500:
-            return "ModelAPIError"  # the API's 5xx, overloaded (529) included
-        case APIError() if exc.status is not None and 400 <= exc.status < 500:
-            return "ModelInvalidRequestError"
-        case QueryTimeoutError():
-            return "ModelTimeoutError"
-        case InvalidMessagesError() | UnsupportedRequestError() | ToolDefinitionError():
-            return "ModelInvalidRequestError"  # what the API would refuse with a 400
-    return None
+    """The name of LangChain's standard model error for `exc`, by its kind."""
+    return _LANGCHAIN_ERRORS[classify(exc).kind]
 
 
 #: (provider error class, LangChain error class) -> the class deriving from both.

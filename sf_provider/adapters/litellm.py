@@ -39,7 +39,7 @@ The query's warnings (`CallWarning`: something not honoured exactly as asked, e.
 answers carry reasoning (`reasoning_content` deltas, then the signed `thinking_blocks`) as the
 non-streamed ones do.
 
-Errors are LiteLLM's exception types, by the same status mapping as the gateway
+Errors are LiteLLM's exception types, by the same kinds of error as the gateway's statuses
 (`RateLimitError`, `ServiceUnavailableError`, `Timeout`, ...), with the provider's error as
 `__cause__`; a server error of the Messages API keeps its status, as LiteLLM's Anthropic
 provider raises it (500: `InternalServerError`), and a lost connection is LiteLLM's
@@ -91,7 +91,7 @@ from litellm.types.utils import (
 from litellm.utils import custom_llm_setup
 
 from .._anthropic_format import header_betas
-from .._error_status import error_info
+from .._error_kinds import ErrorKind, classify
 from .._mapping import ResultCollector, warn_user
 from .._openai_format import (
     ChatRequest,
@@ -103,13 +103,7 @@ from .._openai_format import (
 )
 from .._openai_format import usage as openai_usage
 from .._sync import iterate_in_thread, run_sync
-from ..errors import (
-    APIConnectionError,
-    APIError,
-    ContextWindowExceededError,
-    ProviderError,
-    UnsupportedRequestError,
-)
+from ..errors import ProviderError, UnsupportedRequestError
 from ..provider import ClaudeAgentProvider
 from ..settings import ProviderSettings
 from ..types import CallWarning, FinishPart, StreamStartPart, Usage
@@ -435,45 +429,53 @@ def _generic_chunk(
     )
 
 
-def _raise(exc: ProviderError, model: str, provider: str) -> NoReturn:
-    """The provider's error as the LiteLLM exception of its HTTP status.
+#: LiteLLM's exception for each kind of error (`_error_kinds.classify`), as its Anthropic
+#: provider raises them.
+_LITELLM_ERRORS: dict[ErrorKind, type[Exception]] = {
+    ErrorKind.INVALID_REQUEST: errors.BadRequestError,
+    ErrorKind.REQUEST_REJECTED: errors.BadRequestError,
+    ErrorKind.AUTHENTICATION: errors.AuthenticationError,
+    ErrorKind.PERMISSION: errors.PermissionDeniedError,
+    ErrorKind.RATE_LIMIT: errors.RateLimitError,
+    ErrorKind.OVERLOADED: errors.ServiceUnavailableError,
+    ErrorKind.TIMEOUT: errors.Timeout,
+    ErrorKind.CONNECTION: errors.APIConnectionError,
+    ErrorKind.CONTEXT_WINDOW: errors.ContextWindowExceededError,  # LiteLLM's (a BadRequestError)
+    ErrorKind.NOT_FOUND: errors.NotFoundError,
+    ErrorKind.TOO_LARGE: errors.BadRequestError,
+    ErrorKind.UPSTREAM: errors.BadGatewayError,  # but a 5xx of the API's own: `_UPSTREAM`
+    ErrorKind.BAD_OUTPUT: errors.BadGatewayError,
+    ErrorKind.STREAM_RETRACTED: errors.BadGatewayError,
+    ErrorKind.PROVIDER: errors.InternalServerError,
+    ErrorKind.INTERNAL: errors.InternalServerError,
+}
 
-    A failure of the Messages API itself keeps the API's status, as LiteLLM's Anthropic provider
-    raises it (a 500 is an `InternalServerError`, which Router retry policies name), where the
-    gateway answers 502 for any upstream failure; a lost connection is LiteLLM's
-    `APIConnectionError`."""
-    info = error_info(exc)
-    args: dict[str, Any] = {"message": info.message, "model": model, "llm_provider": provider}
-    status = info.status
-    api_status = exc.status if type(exc) is APIError else None
-    if api_status is not None and api_status >= 500:
-        status = api_status
-    response = httpx.Response(status, request=httpx.Request("POST", f"{provider}://{model}"))
-    error: Exception
-    if isinstance(exc, ContextWindowExceededError):  # LiteLLM's own (a BadRequestError)
-        error = errors.ContextWindowExceededError(**args)
-    elif isinstance(exc, APIConnectionError):
-        error = errors.APIConnectionError(**args)
-    elif status in (400, 413, 422):
-        error = errors.BadRequestError(**args)
-    elif status == 401:
-        error = errors.AuthenticationError(**args)
-    elif status == 403:
-        error = errors.PermissionDeniedError(**args, response=response)
-    elif status == 404:
-        error = errors.NotFoundError(**args)
-    elif status == 429:
-        headers = {"retry-after": str(info.retry_after)} if info.retry_after else None
-        error = errors.RateLimitError(**args, headers=headers)
-    elif status in (503, 529):
-        error = errors.ServiceUnavailableError(**args)
-    elif status == 504:
-        error = errors.Timeout(**args)
-    elif status == 502:
-        error = errors.BadGatewayError(**args)
-    else:
-        error = errors.InternalServerError(**args, provider_status_code=api_status)
-    raise error from exc
+#: A server error of the Messages API keeps its status, as LiteLLM's Anthropic provider raises
+#: it (a 500 is an `InternalServerError`, which Router retry policies name).
+_UPSTREAM: dict[int, type[Exception]] = {
+    502: errors.BadGatewayError,
+    503: errors.ServiceUnavailableError,
+    504: errors.Timeout,
+}
+
+
+def _raise(exc: ProviderError, model: str, provider: str) -> NoReturn:
+    """The provider's error as LiteLLM's exception of its kind, with the provider's error as
+    `__cause__`."""
+    facts = classify(exc)
+    args: dict[str, Any] = {"message": facts.message, "model": model, "llm_provider": provider}
+    kind = _LITELLM_ERRORS[facts.kind]
+    upstream = facts.upstream_status
+    if facts.kind is ErrorKind.UPSTREAM and upstream is not None and upstream >= 500:
+        kind = _UPSTREAM.get(upstream, errors.InternalServerError)
+    if kind is errors.PermissionDeniedError:
+        url = f"{provider}://{model}"
+        args["response"] = httpx.Response(facts.status, request=httpx.Request("POST", url))
+    elif kind is errors.RateLimitError and facts.retry_after:
+        args["headers"] = {"retry-after": str(facts.retry_after)}
+    elif kind is errors.InternalServerError:
+        args["provider_status_code"] = upstream
+    raise kind(**args) from exc
 
 
 def register(

@@ -140,6 +140,7 @@ from pydantic_ai.usage import RequestUsage, UsageLimits
 
 from .. import errors
 from .. import types as sf
+from .._error_kinds import ErrorKind, classify
 from .._mapping import STRUCTURED_OUTPUT_TOOL, warn_user
 from .._request import (
     AssistantMessage,
@@ -977,43 +978,57 @@ class ClaudeStreamedResponse(StreamedResponse):
         return self._timestamp
 
 
+#: pydantic-ai's error category for each kind of error (`_error_kinds.classify`), as its own
+#: models raise them; None keeps the provider's error (bad input, a reply that was not what was
+#: asked, a dead CLI). A category with the API's status is also a `ModelHTTPError`.
+_PYDANTIC_AI_ERRORS: dict[ErrorKind, type[ModelAPIError] | None] = {
+    ErrorKind.INVALID_REQUEST: None,
+    ErrorKind.REQUEST_REJECTED: ModelRequestRejectedError,
+    ErrorKind.AUTHENTICATION: ModelAuthenticationError,
+    ErrorKind.PERMISSION: ModelAuthenticationError,
+    ErrorKind.RATE_LIMIT: ModelRateLimitError,
+    ErrorKind.OVERLOADED: ModelOverloadedError,
+    ErrorKind.TIMEOUT: ModelTimeoutError,  # pydantic-ai's `timeout` setting's error
+    ErrorKind.CONNECTION: ModelConnectionError,
+    ErrorKind.CONTEXT_WINDOW: ModelContextWindowExceededError,
+    ErrorKind.NOT_FOUND: ModelNotFoundError,
+    ErrorKind.TOO_LARGE: ModelRequestRejectedError,
+    ErrorKind.UPSTREAM: ModelServerError,
+    ErrorKind.BAD_OUTPUT: None,
+    ErrorKind.STREAM_RETRACTED: ModelConnectionError,  # "a dropped stream"
+    ErrorKind.PROVIDER: None,
+    ErrorKind.INTERNAL: None,
+}
+
+
 def _model_error(
     exc: errors.ProviderError, model_name: str, *, in_stream: bool
 ) -> ModelAPIError | None:
     """A failure of the Messages API (or the query's timeout) as pydantic-ai's models raise it, so
     `FallbackModel` falls back and `except ModelRateLimitError` works; the provider's error is
     its `__cause__`. Other errors (bad input, a dead CLI) stay the provider's."""
-    if isinstance(exc, errors.QueryTimeoutError):
-        return ModelTimeoutError(model_name, str(exc))  # pydantic-ai's `timeout` setting's error
-    if isinstance(exc, errors.APIConnectionError) or (
-        isinstance(exc, errors.APIError) and exc.status is None
-    ):
-        return ModelConnectionError(model_name, str(exc), in_stream=in_stream)
-    if not isinstance(exc, errors.APIError):
+    facts = classify(exc)
+    category = _PYDANTIC_AI_ERRORS[facts.kind]
+    if category is None:
         return None
-    assert exc.status is not None
-    category: type[ModelAPIError] | None = None
-    if isinstance(exc, errors.RateLimitError):
-        category = ModelRateLimitError
-    elif isinstance(exc, errors.OverloadedError):
-        category = ModelOverloadedError
-    elif isinstance(exc, errors.AuthenticationError):
-        category = ModelAuthenticationError
-    elif isinstance(exc, errors.ContextWindowExceededError):
-        category = ModelContextWindowExceededError
-    elif exc.status == 404:
-        category = ModelNotFoundError
-    elif exc.status >= 500:
-        category = ModelServerError
-    elif exc.status in (400, 413, 422):
-        category = ModelRequestRejectedError
-    return ModelHTTPError.for_category(
-        category,  # type: ignore[arg-type]
-        status_code=exc.status,
-        model_name=model_name,
-        body=str(exc),
-        provider_error_type=exc.error_kind,
-        retry_after=exc.retry_after,
+    status = facts.upstream_status
+    if status is not None and not issubclass(category, ModelConnectionError):
+        return ModelHTTPError.for_category(
+            category,  # type: ignore[arg-type]
+            status_code=status,
+            model_name=model_name,
+            body=facts.message,
+            provider_error_type=facts.error_type,
+            retry_after=facts.retry_after,
+            in_stream=in_stream,
+        )
+    # No status from the API (the CLI refused the request itself, or no answer came): the
+    # category alone, as pydantic-ai's models raise an error that came without one.
+    return category(
+        model_name,
+        facts.message,
+        provider_error_type=facts.error_type,
+        retry_after=facts.retry_after,
         in_stream=in_stream,
     )
 

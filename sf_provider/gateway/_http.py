@@ -1,8 +1,8 @@
 """What both API styles of the gateway share: settings, the guard in front of the routes
 (keys, concurrency, body size), errors, and `QueryResponse`, which runs a query as a response.
 
-Errors: `error_info` (from `sf_provider._error_status`, shared with the LiteLLM provider) maps
-a `ProviderError` to an HTTP status and error type; each style renders its own body: OpenAI's
+Errors: `error_info` (from `sf_provider._error_status`, by the error's kind, as every door maps
+it) gives an error's HTTP status and error type; each style renders its own body: OpenAI's
 `{"error": {"message", "type", "param", "code"}}` (`openai_error`) and Anthropic's
 `{"type": "error", "error": {"type", "message"}}` (`anthropic_error`). The guard and
 `error_response` pick by path (`/v1/messages` is Anthropic's, `/v1/chat/completions` OpenAI's)

@@ -23,13 +23,9 @@ from langchain_core.messages import (
 )
 from langchain_core.tools import BaseTool, tool
 
-from sf_provider import UnsupportedRequestError
+from sf_provider import StreamRetractionError, UnsupportedRequestError
 from sf_provider import _request as req
-from sf_provider.adapters.langchain import (
-    ChatClaudeAgent,
-    StreamRetractionError,
-    provider_messages,
-)
+from sf_provider.adapters.langchain import ChatClaudeAgent, provider_messages
 from sf_provider.testing import (
     RecordedRequest,
     Reply,

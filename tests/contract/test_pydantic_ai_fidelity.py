@@ -19,14 +19,10 @@ from pydantic import BaseModel
 from pydantic_ai import Agent, ToolOutput
 from pydantic_ai.direct import model_request
 from pydantic_ai.exceptions import (
-    ModelAuthenticationError,
     ModelConnectionError,
     ModelContextWindowExceededError,
     ModelHTTPError,
-    ModelOverloadedError,
     ModelRateLimitError,
-    ModelRequestRejectedError,
-    ModelServerError,
     UnsupportedSettingWarning,
     UserError,
 )
@@ -507,16 +503,12 @@ async def test_anthropic_models_redacted_thinking_in_history_is_replayed_as_reda
 @pytest.mark.parametrize(
     ("script", "category", "status"),
     [
+        # (Each kind through each door: tests/unit/test_error_kinds.py.)
         ([http_error(429, "slow down")], ModelRateLimitError, 429),
-        ([http_error(529)], ModelOverloadedError, 529),
-        ([http_error(401)], ModelAuthenticationError, 401),
-        ([http_error(500)], ModelServerError, 500),
         ([http_error(400, "prompt is too long: 9 tokens > 1 maximum")],
          ModelContextWindowExceededError, 400),
-        # (The CLI sends a request the API refused again, with fewer betas.)
-        ([http_error(400, "bad request")] * 5, ModelRequestRejectedError, 400),
     ],
-    ids=["429", "529", "401", "500", "too-long", "400"],
+    ids=["429", "too-long"],
 )  # fmt: skip
 async def test_an_api_failure_is_pydantic_ais_error_of_its_category(
     script: list[Any], category: type[Exception], status: int
@@ -527,6 +519,19 @@ async def test_an_api_failure_is_pydantic_ais_error_of_its_category(
     assert isinstance(caught.value, category)
     assert caught.value.status_code == status
     assert isinstance(caught.value.__cause__, sf_errors.APIError)
+
+
+async def test_a_prompt_the_cli_itself_refuses_as_too_long_is_the_context_window_error() -> None:
+    """The CLI measures the prompt and never sends it, so the error has no HTTP status: that
+    was a `ModelConnectionError` ("retry"), where LangChain users got the context overflow."""
+    async with ScriptedMessagesAPI(lambda _request: reply(text("ok"))) as api:
+        model = ClaudeAgentModel(ClaudeAgentProvider(api.settings(warm_processes=0)))
+        with pytest.raises(ModelContextWindowExceededError) as caught:
+            await Agent(model).run("word " * 1_500_000)
+    assert api.all_requests == [], "refused by the CLI, before the API"
+    assert not isinstance(caught.value, ModelConnectionError | ModelHTTPError)
+    cause = caught.value.__cause__
+    assert isinstance(cause, sf_errors.ContextWindowExceededError) and cause.status is None
 
 
 async def test_a_lost_connection_is_a_model_connection_error() -> None:

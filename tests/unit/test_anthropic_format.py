@@ -8,7 +8,6 @@ from typing import Any
 import pytest
 
 from sf_provider import (
-    APIConnectionError,
     DiscardPart,
     ErrorPart,
     FinishPart,
@@ -626,11 +625,6 @@ def test_a_discarded_attempt_is_not_in_the_message() -> None:
     answer = message(folded(CUT), message_id="m", model="x", structured=False)
     assert answer["content"] == [{"type": "text", "text": "Five."}]
     assert answer["stop_reason"] == "end_turn"
-
-
-def test_a_discard_of_blocks_already_streamed_is_an_error_not_a_doubled_answer() -> None:
-    with pytest.raises(APIConnectionError, match="cannot be taken back"):
-        events_for(CUT)
 
 
 def test_an_error_part_means_no_message_delta() -> None:
