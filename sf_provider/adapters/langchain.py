@@ -65,7 +65,7 @@ from langchain_core.callbacks import (
     CallbackManagerForLLMRun,
 )
 from langchain_core.exceptions import OutputParserException
-from langchain_core.language_models import BaseChatModel, LanguageModelInput
+from langchain_core.language_models import BaseChatModel, LangSmithParams, LanguageModelInput
 from langchain_core.messages import (
     AIMessage,
     AIMessageChunk,
@@ -86,6 +86,7 @@ from langchain_core.runnables import Runnable, RunnableLambda, RunnableMap, Runn
 from langchain_core.tools import BaseTool
 from langchain_core.utils.function_calling import convert_to_json_schema, convert_to_openai_tool
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic.v1 import BaseModel as BaseModelV1
 
 from .. import _request as req
 from .._anthropic_format import thinking_option
@@ -157,7 +158,8 @@ class ChatClaudeAgent(BaseChatModel):
     not `tools`/`tool_choice` are passed on as the provider's call options (`model`,
     `system_prompt`, `max_tokens`, ...); one the CLI cannot honour (`temperature`,
     `extra_headers`, ...) or an unknown one raises `UnsupportedRequestError` before anything
-    starts. `invoke(..., stream=True)` streams (token callbacks), as LangChain means it.
+    starts. `invoke(..., stream=True)`, or `streaming=True` for every call, streams (token
+    callbacks), as LangChain means it (`stream=False` or `disable_streaming` win over it).
     With `cache=`, the LLM cache keys on these settings and the provider's that shape the
     answer (`_identifying_params`).
 
@@ -179,6 +181,10 @@ class ChatClaudeAgent(BaseChatModel):
     max_retries: int | None = Field(default=None, ge=0, description="HTTP retries of the CLI.")
     thinking: Thinking | None = Field(default=None, description="Extended thinking (`Thinking`).")
     effort: Effort | None = Field(default=None, description="Effort level (`Effort`).")
+    streaming: bool = Field(
+        default=False,
+        description="LangChain's flag: `invoke` streams, so callbacks get each token.",
+    )
 
     @field_validator("thinking", mode="before")
     @classmethod
@@ -210,6 +216,22 @@ class ChatClaudeAgent(BaseChatModel):
         settings = self.provider.settings.model_dump(mode="json", include=set(_ANSWER_SETTINGS))
         own = {name: getattr(self, name) for name in _OWN_FIELDS}
         return settings | {name: value for name, value in own.items() if value is not None}
+
+    def _get_ls_params(self, stop: list[str] | None = None, **kwargs: Any) -> LangSmithParams:
+        """What LangSmith records of a call, as ChatAnthropic reports it: provider `anthropic`
+        (so a run is priced as Claude, as `response_metadata["model_provider"]` says), and the
+        model and output limit the call asks for: its keyword arguments over the model's own
+        settings over the provider's (`settings=` or `provider=`), as the call applies them.
+        """
+        options = self._call_options(kwargs)
+        params = LangSmithParams(ls_provider="anthropic", ls_model_type="chat")
+        if model := self._requested_model(options):
+            params["ls_model_name"] = model
+        if max_tokens := options.get("max_tokens") or self.provider.settings.max_tokens:
+            params["ls_max_tokens"] = max_tokens
+        if stop:
+            params["ls_stop"] = stop
+        return params
 
     def _requested_model(self, options: Mapping[str, Any]) -> str | None:
         model = options.get("model") or self.provider.settings.model
@@ -295,7 +317,7 @@ class ChatClaudeAgent(BaseChatModel):
         parser: Runnable[Any, Any]
         if method == "function_calling":
             llm = self.bind_tools([schema], tool_choice="any")
-            if isinstance(schema, type) and issubclass(schema, BaseModel):
+            if isinstance(schema, type) and issubclass(schema, (BaseModel, BaseModelV1)):
                 parser = PydanticToolsParser(tools=[schema], first_tool_only=True)
             else:
                 name = convert_to_openai_tool(schema)["function"]["name"]
@@ -611,13 +633,17 @@ def _answered(message: BaseMessage) -> BaseMessage:
 
 
 def _structured_output(schema: dict[str, Any] | type, message: BaseMessage) -> Any:
-    """The object of a `method="json_schema"` reply, as `schema` (a pydantic model) or a dict."""
+    """The object of a `method="json_schema"` reply, as `schema` (a pydantic model, v2 or
+    `pydantic.v1`, as ChatAnthropic gives it) or a dict. A model that refuses the object raises
+    its `ValidationError` (with `include_raw=True`: the `parsing_error`)."""
     _answered(message)
     value = message.response_metadata.get("structured_output")
     if value is None:
         raise OutputParserException("the reply carries no structured output")
     if isinstance(schema, type) and issubclass(schema, BaseModel):
         return schema.model_validate(value)
+    if isinstance(schema, type) and issubclass(schema, BaseModelV1):
+        return schema.parse_obj(value)
     return value
 
 

@@ -24,7 +24,8 @@ from langchain_core.messages import (
     ToolMessage,
 )
 from langchain_core.tools import tool
-from pydantic import BaseModel, ValidationError
+from pydantic import BaseModel, ValidationError, field_validator
+from pydantic import v1 as pydantic_v1
 
 from sf_provider import (
     APIError,
@@ -175,6 +176,82 @@ async def test_structured_output_answered_in_text_is_a_parsing_error_with_includ
     assert "answered without" in str(result["parsing_error"])  # the provider's error message
     assert result["raw"].text == "Paris, I think."
     assert result["raw"].usage_metadata["output_tokens"] > 0
+
+
+class AnswerV1(pydantic_v1.BaseModel):
+    """An answer."""
+
+    answer: str
+
+
+@pytest.mark.parametrize(
+    ("method", "include_raw", "answered_by"),
+    [
+        ("json_schema", False, "StructuredOutput"),
+        ("json_schema", True, "StructuredOutput"),
+        ("function_calling", True, "AnswerV1"),
+    ],
+)
+@pytest.mark.anyio
+async def test_structured_output_of_a_pydantic_v1_model_is_that_model(
+    method: str, include_raw: bool, answered_by: str
+) -> None:
+    # As ChatAnthropic gives it (LangChain's standard test_structured_output_pydantic_2_v1):
+    # these came back as plain dicts, only pydantic v2 models being recognised.
+    async with ScriptedMessagesAPI([reply(tool_use(answered_by, {"answer": "Paris"}))]) as api:
+        chat = ChatClaudeAgent(settings=api.settings())
+        structured = chat.with_structured_output(AnswerV1, method=method, include_raw=include_raw)
+        result: Any = await structured.ainvoke("Capital of France?")
+    answer = result["parsed"] if include_raw else result
+    assert isinstance(answer, AnswerV1) and answer.answer == "Paris"
+    assert api.requests[0].tools[0]["input_schema"]["properties"]["answer"]["type"] == "string"
+
+
+class CapitalV2(BaseModel):
+    """A capital."""
+
+    answer: str
+
+    @field_validator("answer")
+    @classmethod
+    def _capital(cls, value: str) -> str:
+        if value != "Paris":
+            raise ValueError("not the capital")
+        return value
+
+
+class CapitalV1(pydantic_v1.BaseModel):
+    """A capital."""
+
+    answer: str
+
+    @pydantic_v1.validator("answer")
+    def _capital(cls, value: str) -> str:
+        if value != "Paris":
+            raise ValueError("not the capital")
+        return value
+
+
+@pytest.mark.parametrize("schema", [CapitalV2, CapitalV1], ids=["v2", "v1"])
+@pytest.mark.parametrize("method", ["function_calling", "json_schema"])
+@pytest.mark.anyio
+async def test_an_object_the_model_refuses_fails_alike_for_pydantic_v1_and_v2(
+    schema: type, method: str
+) -> None:
+    # The schema lets any string through (so the CLI takes "Lyon"); the model's validator does
+    # not: raised without include_raw, the parsing_error with it, for either pydantic.
+    called = "StructuredOutput" if method == "json_schema" else schema.__name__
+    answer = reply(tool_use(called, {"answer": "Lyon"}))
+    async with ScriptedMessagesAPI(lambda request: answer) as api:
+        chat = ChatClaudeAgent(settings=api.settings())
+        with pytest.raises(ValueError, match="not the capital"):
+            await chat.with_structured_output(schema, method=method).ainvoke("Capital?")
+        structured = chat.with_structured_output(schema, method=method, include_raw=True)
+        result: Any = await structured.ainvoke("Capital?")
+    assert len(api.requests) == 2
+    assert result["parsed"] is None and isinstance(result["raw"], AIMessage)
+    assert isinstance(result["parsing_error"], ValueError)
+    assert "not the capital" in str(result["parsing_error"])
 
 
 @pytest.mark.parametrize(
@@ -1003,3 +1080,72 @@ def test_invoke_with_stream_picks_streaming_as_langchain_means_it(stream: bool) 
     assert answer.content == "A fairly long streamed answer."
     assert len(api.requests) == 1
     assert (len(counter.tokens) > 1) is stream, "streamed token by token only with stream=True"
+
+
+@pytest.mark.parametrize(
+    ("call", "streamed"),
+    [({}, True), ({"stream": False}, False)],
+    ids=["streaming", "stream-false-wins"],
+)
+def test_streaming_true_makes_invoke_stream_as_langchain_means_it(
+    call: dict[str, Any], streamed: bool
+) -> None:
+    # LangChain's conventional constructor flag: it was refused (extra="forbid").
+    with ScriptedMessagesAPI([reply(text("A fairly long streamed answer."))]) as api:
+        counter = TokenCounter()
+        chat = ChatClaudeAgent(settings=api.settings(warm_processes=0), streaming=True)
+        answer = chat.invoke("Say something.", config={"callbacks": [counter]}, **call)
+    assert answer.content == "A fairly long streamed answer."
+    assert len(api.requests) == 1
+    assert (len(counter.tokens) > 1) is streamed
+    if streamed:
+        assert "".join(counter.tokens) == answer.content
+
+
+@pytest.mark.anyio
+async def test_streaming_true_makes_ainvoke_stream_too() -> None:
+    async with ScriptedMessagesAPI([reply(text("A fairly long streamed answer."))]) as api:
+        counter = TokenCounter()
+        chat = ChatClaudeAgent(settings=api.settings(), streaming=True)
+        answer = await chat.ainvoke("Say something.", config={"callbacks": [counter]})
+    assert len(api.requests) == 1
+    assert len(counter.tokens) > 1 and "".join(counter.tokens) == answer.content
+
+
+# -- what LangSmith records of a call
+
+
+class RunMetadata(BaseCallbackHandler):
+    def __init__(self) -> None:
+        self.metadata: list[dict[str, Any]] = []
+
+    def on_chat_model_start(self, *args: Any, metadata: Any = None, **kwargs: Any) -> None:
+        self.metadata.append(dict(metadata or {}))
+
+
+@pytest.mark.parametrize(
+    ("settings", "model", "call"),
+    [
+        ({"model": "claude-haiku-4-5", "max_tokens": 300}, {}, {}),
+        ({"model": "claude-haiku-4-5"}, {"model": "claude-sonnet-4-5", "max_tokens": 300}, {}),
+        ({"model": "claude-haiku-4-5"}, {"model": "claude-sonnet-4-5"}, {"max_tokens": 300}),
+    ],
+    ids=["settings", "constructor-over-settings", "call-over-both"],
+)
+@pytest.mark.anyio
+async def test_traces_name_provider_anthropic_and_the_model_the_request_asks_for(
+    settings: dict[str, Any], model: dict[str, Any], call: dict[str, Any]
+) -> None:
+    # LangSmith prices a run by ls_provider and ls_model_name, as ChatAnthropic reports them.
+    # With the model in `settings=` there was no ls_model_name, and the provider was the
+    # class name's "claudeagent".
+    async with ScriptedMessagesAPI([reply(text("ok"))]) as api:
+        runs = RunMetadata()
+        chat = ChatClaudeAgent(settings=api.settings(warm_processes=0, **settings), **model)
+        call_model = {"model": "claude-opus-4-5"} if call else {}
+        await chat.ainvoke("hi", config={"callbacks": [runs]}, **call, **call_model)
+    (metadata,) = runs.metadata
+    (request,) = api.requests
+    assert metadata["ls_provider"] == "anthropic"
+    assert metadata["ls_model_name"] == request.body["model"]
+    assert metadata["ls_max_tokens"] == request.body["max_tokens"] == 300

@@ -79,6 +79,11 @@ PRIVATE = [
     # A custom chat model's interface, as LangChain documents it: BaseChatModel's hooks.
     ("langchain_core.language_models", "BaseChatModel._llm_type", "overridden: tracing"),
     ("langchain_core.language_models", "BaseChatModel._identifying_params", "overridden: tracing"),
+    (
+        "langchain_core.language_models",
+        "BaseChatModel._get_ls_params",
+        "overridden: LangSmith's provider and model (LangChain says subclasses should)",
+    ),
     ("langchain_core.language_models", "BaseChatModel._generate", "overridden: sync generation"),
     ("langchain_core.language_models", "BaseChatModel._agenerate", "overridden: async generation"),
     ("langchain_core.language_models", "BaseChatModel._stream", "overridden: sync streaming"),
