@@ -140,7 +140,8 @@ from pydantic_ai.usage import RequestUsage, UsageLimits
 
 from .. import errors
 from .. import types as sf
-from .._mapping import STRUCTURED_OUTPUT_TOOL, warn_user
+from .._mapping import STRUCTURED_OUTPUT_TOOL
+from .._warnings import warn_user
 from ..provider import ClaudeAgentProvider, NamedToolChoice, ToolChoice
 from ..settings import EFFORT_NAMES, ProviderSettings
 from ..tools import FunctionTool
