@@ -1311,19 +1311,20 @@ def tracing_idle_cost(rounds: int) -> dict[str, float]:
     (this process configures none): start, finish and end; per CLI message; per tool call."""
     from sf_provider._tracing import NO_QUERY, start_query, tool_span
     from sf_provider.gates import CallContext
+    from sf_provider.provider import _traced
     from sf_provider.types import FinishPart
 
     tool = overhead.make_function_tool(overhead.Counter())
     settings = ProviderSettings(env=offline_env("http://127.0.0.1:9"))  # never started
     plan = ClaudeAgentProvider(settings)._prepare("x", [tool], {})
     finish, collector, context = FinishPart(finish_reason="stop"), ResultCollector(), CallContext()
-    query = start_query(plan)
+    query = start_query(_traced(plan))
     if query is not NO_QUERY:
         raise BenchError("tracing bench: this process has a tracer provider configured")
     figures: dict[str, float] = {}
     started = time.perf_counter()
     for _ in range(rounds):
-        query = start_query(plan)
+        query = start_query(_traced(plan))
         query.served_by("warm")
         query.finish(finish, collector)
         query.end()

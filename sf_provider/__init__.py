@@ -7,6 +7,8 @@ Start with `ClaudeAgentProvider` and `FunctionTool`; test offline with `sf_provi
 import logging as _logging
 from typing import TYPE_CHECKING, Any
 
+from ._version import __version__
+
 if TYPE_CHECKING:
     from .capabilities import (
         AuthStatus,
@@ -184,8 +186,6 @@ def __getattr__(name: str) -> Any:
 def __dir__() -> list[str]:
     return sorted(__all__)
 
-
-__version__ = "0.1.0"
 
 __all__ = [
     "GUIDANCE_TOOL_NAME",

@@ -686,12 +686,10 @@ def message_id() -> str:
     return f"msg_{uuid.uuid4().hex[:24]}"
 
 
-def stop_reason(finish_reason: FinishReason, raw_stop_reason: str | None, *, calls: bool) -> str:
-    """The Messages API `stop_reason` of a finished query; `calls`: the answer holds `tool_use`
-    blocks."""
+def stop_reason(finish_reason: FinishReason, raw_stop_reason: str | None) -> str:
+    """The Messages API `stop_reason` of a finished query (`tool-calls` only with calls to
+    answer)."""
     mapped = _STOP_REASONS.get(finish_reason)
-    if mapped == "tool_use" and not calls:
-        return "end_turn"  # only the CLI's own StructuredOutput tool was called: an answer
     if mapped is not None:
         return mapped
     return raw_stop_reason if raw_stop_reason in _API_STOP_REASONS else "end_turn"
@@ -751,8 +749,7 @@ def message(result: GenerateResult, *, message_id: str, model: str, structured: 
                 )  # fmt: skip
     if structured and result.structured_output is not None:
         content.append(_structured_text(result.structured_output))
-    calls = any(block["type"] == "tool_use" for block in content)
-    stop = stop_reason(result.finish_reason, result.raw_stop_reason, calls=calls)
+    stop = stop_reason(result.finish_reason, result.raw_stop_reason)
     return _envelope(message_id, model, content, stop, result.usage)
 
 
@@ -785,7 +782,6 @@ class EventMapper:
         self.message_id = message_id
         self._structured = structured
         self._index: dict[str, int] = {}  # part id (text, reasoning, tool call) -> block index
-        self._calls = False  # a tool_use block was sent
         self._sent = SentParts()  # part ids whose block was sent
         self._failed = False
 
@@ -801,7 +797,6 @@ class EventMapper:
         index = len(self._index)
         self._index[part_id] = index
         self._sent.add(part_id)
-        self._calls = self._calls or block["type"] == "tool_use"
         empty = {**block, **_EMPTY[block["type"]]}
         return [{"type": "content_block_start", "index": index, "content_block": empty}]
 
@@ -879,7 +874,7 @@ class EventMapper:
             events += self._delta("structured-output", {"type": "text_delta",
                                                         "text": block["text"]})  # fmt: skip
             events += self._stop("structured-output")
-        stop = stop_reason(part.finish_reason, part.raw_stop_reason, calls=self._calls)
+        stop = stop_reason(part.finish_reason, part.raw_stop_reason)
         events.append(
             {
                 "type": "message_delta",

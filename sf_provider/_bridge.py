@@ -177,7 +177,7 @@ class _RunIn:
 
 
 def _package_version() -> str:
-    from . import __version__
+    from ._version import __version__
 
     return __version__
 

@@ -12,7 +12,8 @@ from dataclasses import dataclass
 
 import claude_agent_sdk as sdk
 
-from ._mapping import PartMapper, ResultCollector, usage_from
+from ._mapping import ResultCollector
+from ._outcome import QueryOutcome, usage_from
 from .errors import (
     APIConnectionError,
     APIError,
@@ -95,18 +96,19 @@ def exception_failure(
 
 
 def result_failure(
-    result: sdk.ResultMessage, rules: ResultRules, mapper: PartMapper, collected: ResultCollector
+    outcome: QueryOutcome, rules: ResultRules, collected: ResultCollector
 ) -> ProviderError | None:
-    """The error a finished query's result stands for, or None for a good result.
+    """The error a finished query stands for, or None for a good result.
 
-    `collected` folded the query's parts (its calls and text; the partial result of an error);
-    `mapper` holds the facts of API failures, which produce no parts.
+    `outcome`: its result message and the facts of API failures, which produce no parts;
+    `collected` folded the query's parts (its calls and text; the partial result of an error).
     """
+    result = outcome.result
     calls = collected.tool_call_count
     text_chars = collected.text_chars
     # An answer cut at the output limit is a result (finish reason "length"), held to the same
     # rules as a complete one.
-    answered = not result.is_error or mapper.output_limit_reached
+    answered = not result.is_error or outcome.output_limit_reached
     if answered or result.subtype == "error_max_turns":
         if rules.forbid_calls and calls:
             return ToolChoiceViolationError(
@@ -169,14 +171,16 @@ def result_failure(
         )
     if answered:
         return None
-    return _api_failure(result, mapper)
+    return _api_failure(outcome)
 
 
-def _api_failure(result: sdk.ResultMessage, mapper: PartMapper) -> ProviderError:
+def _api_failure(outcome: QueryOutcome) -> ProviderError:
+    result, failure = outcome.result, outcome.api_failure
     status = result.api_error_status
-    detail = mapper.api_error_text or "; ".join(result.errors or []) or result.result or ""
+    errors = "; ".join(result.errors or [])
+    detail = (failure.text if failure else "") or errors or result.result or ""
     message = f"the Messages API failed (HTTP {status}): {detail}".strip()
-    kind = mapper.api_error
+    kind = failure.kind if failure else None
     if status in (401, 403) or kind == "authentication_failed":
         return AuthenticationError(
             message + "; check ANTHROPIC_API_KEY / your Claude login",
@@ -190,7 +194,7 @@ def _api_failure(result: sdk.ResultMessage, mapper: PartMapper) -> ProviderError
             status=status,
             error_kind=kind,
             session_id=result.session_id,
-            retry_after=mapper.retry_delay,
+            retry_after=outcome.retry_delay,
         )
     if status == 529:
         return OverloadedError(
@@ -198,7 +202,7 @@ def _api_failure(result: sdk.ResultMessage, mapper: PartMapper) -> ProviderError
             status=status,
             error_kind=kind,
             session_id=result.session_id,
-            retry_after=mapper.retry_delay,
+            retry_after=outcome.retry_delay,
         )
     if status in (400, None) and "prompt is too long" in detail.lower():
         # No status: the CLI measured the request itself and never sent it.

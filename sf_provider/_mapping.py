@@ -1,14 +1,14 @@
 """Pure mappers: SDK messages -> stream parts, and stream parts -> `GenerateResult`.
 
 Nothing here starts a process; both `stream` and `generate` go through `PartMapper`, and
-`generate` is `ResultCollector` over the very same parts.
+`generate` is `ResultCollector` over the very same parts. What the mapper saw besides parts
+comes out as a `QueryOutcome` (`_outcome`), which the finish part and failures are decided from.
 """
 
 from __future__ import annotations
 
 import json
-import warnings
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from typing import Any
 
 from claude_agent_sdk import (
@@ -25,13 +25,13 @@ from claude_agent_sdk import (
 
 from ._bridge import app_tool_name
 from ._envelope import HeldText, ParsedEnvelope, parse_envelope
+from ._outcome import APIFailure, QueryOutcome, finish_part
 from .tools import FunctionTool, arguments_too_deep
 from .types import (
     CallWarning,
     DiscardPart,
     ErrorPart,
     FinishPart,
-    FinishReason,
     GenerateResult,
     Mode,
     ReasoningDeltaPart,
@@ -52,55 +52,13 @@ from .types import (
     Usage,
 )
 
-__all__ = [
-    "STRUCTURED_OUTPUT_TOOL",
-    "PartMapper",
-    "ResultCollector",
-    "finish_reason_for",
-    "usage_from",
-]
+__all__ = ["STRUCTURED_OUTPUT_TOOL", "PartMapper", "ResultCollector"]
 
 #: The tool the CLI adds for `output_format`; its input is the structured result.
 STRUCTURED_OUTPUT_TOOL = "StructuredOutput"
 
-_STOP_REASONS: dict[str, FinishReason] = {
-    "end_turn": "stop",
-    "stop_sequence": "stop",
-    "max_tokens": "length",
-    "model_context_window_exceeded": "length",
-    "tool_use": "tool-calls",
-    "tool_deferred": "tool-calls",
-    "refusal": "content-filter",
-}
-
-
-def finish_reason_for(result: ResultMessage) -> FinishReason:
-    """The finish reason of a finished query."""
-    if result.is_error and result.subtype not in ("error_max_turns", "error_max_budget_usd"):
-        return "error"
-    if result.subtype in ("error_max_turns", "error_max_budget_usd"):
-        return "length"
-    return _STOP_REASONS.get(result.stop_reason or "", "other")
-
-
 #: The input token counts of an API message's usage: together, the context the model was given.
 _INPUT_KINDS = ("input_tokens", "cache_read_input_tokens", "cache_creation_input_tokens")
-
-
-def usage_from(raw: dict[str, Any] | None) -> Usage:
-    """`Usage` from the SDK's usage dict (missing counts are 0)."""
-    raw = raw or {}
-
-    def count(key: str) -> int:
-        value = raw.get(key)
-        return value if isinstance(value, int) else 0
-
-    return Usage(
-        input_tokens=count("input_tokens"),
-        output_tokens=count("output_tokens"),
-        cache_creation_input_tokens=count("cache_creation_input_tokens"),
-        cache_read_input_tokens=count("cache_read_input_tokens"),
-    )
 
 
 def _whole_text(part_id: str, text: str, message_index: int) -> list[StreamPart]:
@@ -121,12 +79,160 @@ def _content_text(content: Any) -> tuple[str, list[dict[str, Any]]]:
     return text, blocks
 
 
+class _Turns:
+    """The API messages of a query, and which model turn the blocks being mapped are from.
+
+    An API message that stopped at the output limit is resumed by the CLI ("Output token limit
+    hit. Resume directly ...", up to 3 times, no switch to stop it): the next message continues
+    the same answer, so the same turn.
+    """
+
+    def __init__(self) -> None:
+        self.index = -1  # the model turn of the current blocks
+        self.resumes = False  # the next API message continues the current answer
+        #: API messages received: every model call the CLI made (resumed pieces, retries too).
+        self.api_calls = 0
+        #: API messages that stopped at the output limit (`max_tokens`).
+        self.output_limit_hits = 0
+        #: The last message's input tokens, cache reads and writes included: the size of the
+        #: context the model was last given (the query's usage sums every call's).
+        self.context_input_tokens = 0
+        #: The id the API gave its last message (`msg_...`).
+        self.response_id: str | None = None
+        self.streamed: set[str] = set()  # ids of the messages that came as stream events
+        self._unstreamed: str | None = None  # the last message that came whole
+
+    def started(self, message: dict[str, Any], next_id: str) -> None:
+        """A streamed message starts (`message_start`; `next_id` when it has no id)."""
+        usage = message.get("usage") or {}
+        self.context_input_tokens = sum(int(usage.get(k) or 0) for k in _INPUT_KINDS)
+        if message.get("id"):
+            self.response_id = str(message["id"])
+        self.streamed.add(str(message.get("id") or next_id))
+        self._new_message()
+
+    def unstreamed(self, message: AssistantMessage) -> None:
+        """A message that came whole (the CLI's non-streaming fallback), once per message."""
+        if message.message_id != self._unstreamed:
+            self._unstreamed = message.message_id
+            self._new_message()
+            self.stopped(message.stop_reason)
+
+    def _new_message(self) -> None:
+        self.api_calls += 1
+        if not self.resumes:
+            self.index += 1
+        self.resumes = False
+
+    def stopped(self, stop_reason: str | None) -> None:
+        """A message ended with this stop reason."""
+        if stop_reason == "max_tokens":
+            self.output_limit_hits += 1
+            self.resumes = True
+
+
+class _Attempt:
+    """The streamed API message in progress: its part ids, whether it ended properly, and the
+    parts whose blocks the CLI delivered (an AssistantMessage each): the ones it keeps when a
+    cut stream is resumed."""
+
+    def __init__(self) -> None:
+        self.parts: list[str] = []
+        self.done = True
+        self.delivered: set[str] = set()
+        self.last_closed = ""
+
+    def start(self) -> None:
+        """A streamed message starts."""
+        self.done = False
+
+    def cut(self, *, resumed: bool) -> tuple[list[str], bool]:
+        """The ids to take back when the message was cut before it ended (none when it ended),
+        and whether some were kept (`resumed`: the delivered ones are); the books start again."""
+        delivered, self.delivered = self.delivered, set()
+        if self.done or not self.parts:
+            self.parts = []
+            return [], False
+        kept = [i for i in self.parts if i in delivered] if resumed else []
+        ids = [i for i in self.parts if i not in kept]
+        self.parts, self.done = [], True
+        return ids, bool(kept)
+
+
+class _EnvelopeHold:
+    """Single-turn mode's text blocks, held back while they may be a legacy JSON envelope: a
+    block that starts like one is held until it can be decided; every other text streams as
+    it arrives. The first envelope found waits for the end of the reply (`take`)."""
+
+    def __init__(self, active: bool) -> None:
+        self._active = active
+        self._held: dict[str, HeldText] = {}  # part id -> text held back so far
+        self._envelope: tuple[str, ParsedEnvelope] | None = None
+
+    def hold(self, part_id: str) -> bool:
+        """Start holding a text block, in single-turn mode: whether it is held."""
+        if self._active:
+            self._held[part_id] = HeldText()
+        return self._active
+
+    def holds(self, part_id: str) -> bool:
+        """Whether this text block is held back."""
+        return part_id in self._held
+
+    def add(self, part_id: str, delta: str) -> str | None:
+        """A held block's delta: None while it is still held, else its text so far, released."""
+        held = self._held[part_id]
+        if held.add(delta):  # O(len(delta)): the text held so far is not looked at again
+            return None
+        del self._held[part_id]  # decided: plain text
+        return held.text()
+
+    def end(self, part_id: str) -> str | None:
+        """A held block ended: its whole text, or None when it is the envelope (kept)."""
+        text = self._held.pop(part_id).text()
+        envelope = parse_envelope(text)  # once per text block, when it ends
+        if envelope is not None and self._envelope is None:
+            self._envelope = (text, envelope)  # decided at the end of the turn
+            return None
+        return text
+
+    def drop(self, ids: list[str]) -> None:
+        """Blocks taken back."""
+        for part_id in ids:
+            self._held.pop(part_id, None)
+
+    def take(self) -> tuple[str, ParsedEnvelope] | None:
+        """The envelope found (its text and what it says), once."""
+        found, self._envelope = self._envelope, None
+        return found
+
+
+class _APIFacts:
+    """What the CLI said of the API's failures, which produce no parts."""
+
+    def __init__(self) -> None:
+        self.failure: APIFailure | None = None
+        #: The delay the CLI waited before its last retry.
+        self.retry_delay: float | None = None
+
+    def failed(self, message: AssistantMessage) -> None:
+        """A synthetic message: an API failure (the result message raises it)."""
+        text = " ".join(b.text for b in message.content if isinstance(b, TextBlock))
+        self.failure = APIFailure(kind=message.error or "unknown", text=text)
+
+    def retried(self, message: SystemMessage) -> None:
+        """An `api_retry` message: the delay follows the API's retry-after, when it sent one."""
+        delay = message.data.get("retry_delay_ms")
+        if isinstance(delay, int | float):
+            self.retry_delay = delay / 1000
+
+
 class PartMapper:
     """Turns the SDK's messages of one query into stream parts.
 
     Text, reasoning and tool input come from the raw stream events as they arrive; a message whose
     events were not streamed (the CLI's non-streaming fallback) is mapped from its blocks instead,
-    so nothing is lost and nothing is doubled.
+    so nothing is lost and nothing is doubled. `outcome` gives the facts of the finished query.
     """
 
     def __init__(
@@ -140,51 +246,38 @@ class PartMapper:
         self._bridge = bridge
         self._provider_executed = provider_executed
         self._tools = tools or {}
-        # Single-turn mode: a text block that starts like a JSON envelope is held back until it
-        # can be decided; every other text streams as it arrives.
-        self._hold_envelopes = hold_envelopes
-        self._held: dict[str, HeldText] = {}  # part id -> text held back so far
-        self._envelope: tuple[str, ParsedEnvelope] | None = None
+        self._envelopes = _EnvelopeHold(hold_envelopes)
+        self._turns = _Turns()
+        self._attempt = _Attempt()
+        self._api = _APIFacts()
         # Calls handed out and not taken back: in single-turn mode they are why the query
         # stopped, and a legacy envelope is only read when there are none.
         self._calls: set[str] = set()
-        # The streamed API message in progress: its part ids, and whether it ended properly.
-        self._attempt: list[str] = []
-        self._attempt_done = True
-        # Parts of the attempt whose blocks the CLI delivered (an AssistantMessage each): the
-        # ones it keeps when a cut stream is resumed.
-        self._completed: set[str] = set()
-        self._last_closed = ""
-        self._streamed: set[str] = set()
-        self._message_id: str | None = None
-        #: The id the API gave its last message (`msg_...`): `gen_ai.response.id` on spans.
-        self._response_id: str | None = None
         self._open: dict[int, tuple[str, str]] = {}  # block index -> (kind, part id)
         self._signatures: dict[str, str] = {}
         self._redacted: dict[str, str] = {}  # open redacted thinking blocks -> their data
         self._tool_names: dict[str, str] = {}
         self._hidden: set[str] = set()  # calls of the CLI's StructuredOutput tool
-        self._message_index = -1  # which model turn of the query the current blocks are from
-        # The last API message stopped at the output limit: the CLI asks the model to resume
-        # ("Output token limit hit. Resume directly ...", up to 3 times, no switch to stop it),
-        # so the next message continues the same answer.
-        self._resumes = False
-        #: API messages of the query that stopped at the output limit (`max_tokens`).
-        self.output_limit_hits = 0
-        #: API messages received: every model call the CLI made (resumed pieces, retries too).
-        self.api_calls = 0
-        #: The last model call's input tokens, cache reads and writes included: the size of the
-        #: context the model was last given (the query's usage sums every call's).
-        self.context_input_tokens = 0
-        self._unstreamed_id: str | None = None
         self._counter = 0
-        self.api_error: str | None = None
-        self.retry_delay: float | None = None
-        self.api_error_text: str | None = None
 
     def _next_id(self, prefix: str) -> str:
         self._counter += 1
         return f"{prefix}-{self._counter}"
+
+    def outcome(self, result: ResultMessage) -> QueryOutcome:
+        """The facts of the query that ended with `result` (after `flush`)."""
+        turns = self._turns
+        return QueryOutcome(
+            result=result,
+            single_turn=not self._provider_executed,
+            handed_back=not self._provider_executed and bool(self._calls),
+            api_failure=self._api.failure,
+            retry_delay=self._api.retry_delay,
+            output_limit_hits=turns.output_limit_hits,
+            api_calls=turns.api_calls,
+            context_input_tokens=turns.context_input_tokens,
+            response_id=turns.response_id,
+        )
 
     def map(self, message: Any) -> list[StreamPart]:
         """The parts for one SDK message (often none)."""
@@ -198,14 +291,11 @@ class PartMapper:
             case UserMessage():
                 return self._user(message)
             case ResultMessage():
-                return [self.finish(message)]
+                return [finish_part(self.outcome(message))]
             case SystemMessage():
                 if message.subtype == "api_retry":
                     parts = self._discard_cut_attempt()
-                    # The delay the CLI waited follows the API's retry-after, when it sent one.
-                    delay = message.data.get("retry_delay_ms")
-                    if isinstance(delay, int | float):
-                        self.retry_delay = delay / 1000
+                    self._api.retried(message)
                     return parts
                 return []
             case _:
@@ -222,20 +312,13 @@ class PartMapper:
             # blocks that had ended and had the model resume after them (CLI 2.1.332).
             parts = self._discard_cut_attempt(resumed=True)
             message = event.get("message") or {}
-            usage = message.get("usage") or {}
-            self.context_input_tokens = sum(int(usage.get(k) or 0) for k in _INPUT_KINDS)
-            if message.get("id"):
-                self._response_id = str(message["id"])
-            message_id = str(message.get("id") or self._next_id("msg"))
-            self._message_id = message_id
-            self._new_message()
-            self._streamed.add(message_id)
+            self._turns.started(message, "" if message.get("id") else self._next_id("msg"))
             self._open = {}
-            self._attempt_done = False
+            self._attempt.start()
             return parts
         if kind == "message_delta" and (event.get("delta") or {}).get("stop_reason"):
-            self._attempt_done = True
-            self._stopped(event["delta"]["stop_reason"])
+            self._attempt.done = True
+            self._turns.stopped(event["delta"]["stop_reason"])
             return []
         index = event.get("index")
         if not isinstance(index, int):
@@ -253,15 +336,14 @@ class PartMapper:
         if block_type == "text":
             part_id = self._next_id("text")
             self._open[index] = ("text", part_id)
-            self._attempt.append(part_id)
-            if self._hold_envelopes:
-                self._held[part_id] = HeldText()
+            self._attempt.parts.append(part_id)
+            if self._envelopes.hold(part_id):
                 return []
-            return [TextStartPart(id=part_id, message_index=self._message_index)]
+            return [TextStartPart(id=part_id, message_index=self._turns.index)]
         if block_type in ("thinking", "redacted_thinking"):
             part_id = self._next_id("reasoning")
             self._open[index] = ("reasoning", part_id)
-            self._attempt.append(part_id)
+            self._attempt.parts.append(part_id)
             if block_type == "redacted_thinking":  # whole at its start, and never in the
                 self._redacted[part_id] = str(block.get("data", ""))  # SDK's AssistantMessage
             return [ReasoningStartPart(id=part_id)]
@@ -273,7 +355,7 @@ class PartMapper:
             name = app_tool_name(self._bridge, str(block.get("name")))
             self._tool_names[call_id] = name
             self._open[index] = ("tool", call_id)
-            self._attempt.append(call_id)
+            self._attempt.parts.append(call_id)
             return [ToolInputStartPart(id=call_id, tool_name=name)]
         return []
 
@@ -295,7 +377,7 @@ class PartMapper:
 
     def _block_stop(self, index: int) -> list[StreamPart]:
         kind, part_id = self._open.pop(index, ("", ""))
-        self._last_closed = part_id
+        self._attempt.last_closed = part_id
         if kind == "text":
             return self._text_end(part_id)
         if kind == "reasoning":
@@ -305,19 +387,6 @@ class PartMapper:
         if kind == "tool":
             return [ToolInputEndPart(id=part_id)]
         return []
-
-    def _new_message(self) -> None:
-        """A new API message: a new model turn, unless it resumes an answer cut at the output
-        limit (the pieces are one answer, the CLI asked the model to pick up mid-thought)."""
-        self.api_calls += 1
-        if not self._resumes:
-            self._message_index += 1
-        self._resumes = False
-
-    def _stopped(self, stop_reason: str | None) -> None:
-        if stop_reason == "max_tokens":
-            self.output_limit_hits += 1
-            self._resumes = True
 
     # -- text, held back while it may be an envelope
 
@@ -330,18 +399,11 @@ class PartMapper:
         response above was cut off mid-stream. Resume directly ..."): only the block that was
         cut is taken back, and what follows continues the same answer.
         """
-        completed, self._completed = self._completed, set()
-        if self._attempt_done or not self._attempt:
-            self._attempt = []
-            return []
-        kept = [i for i in self._attempt if i in completed] if resumed else []
-        ids = [i for i in self._attempt if i not in kept]
-        for part_id in ids:
-            self._held.pop(part_id, None)
+        ids, kept = self._attempt.cut(resumed=resumed)
+        self._envelopes.drop(ids)
         self._calls.difference_update(ids)
-        self._attempt, self._attempt_done = [], True
         if kept:
-            self._resumes = True  # the pieces are one answer, as after an output-limit cut
+            self._turns.resumes = True  # the pieces are one answer, as after an output-limit cut
         if not ids:
             return []
         reason = (
@@ -352,27 +414,21 @@ class PartMapper:
         return [DiscardPart(ids=ids, reason=reason)]
 
     def _text_delta(self, part_id: str, delta: str) -> list[StreamPart]:
-        held = self._held.get(part_id)
-        if held is None:
+        if not self._envelopes.holds(part_id):
             return [TextDeltaPart(id=part_id, delta=delta)]
-        if held.add(delta):  # O(len(delta)): the text held so far is not looked at again
+        released = self._envelopes.add(part_id, delta)
+        if released is None:
             return []
-        del self._held[part_id]  # decided: plain text, release it and stream the rest
         return [
-            TextStartPart(id=part_id, message_index=self._message_index),
-            TextDeltaPart(id=part_id, delta=held.text()),
+            TextStartPart(id=part_id, message_index=self._turns.index),
+            TextDeltaPart(id=part_id, delta=released),
         ]
 
     def _text_end(self, part_id: str) -> list[StreamPart]:
-        held = self._held.pop(part_id, None)
-        if held is None:
+        if not self._envelopes.holds(part_id):
             return [TextEndPart(id=part_id)]
-        text = held.text()
-        envelope = parse_envelope(text)  # once per text block, when it ends
-        if envelope is not None and self._envelope is None:
-            self._envelope = (text, envelope)  # decided at the end of the turn
-            return []
-        return _whole_text(part_id, text, self._message_index)
+        text = self._envelopes.end(part_id)
+        return [] if text is None else _whole_text(part_id, text, self._turns.index)
 
     def flush(self) -> list[StreamPart]:
         """Parts held back until the reply ended: a legacy envelope's calls, or its text.
@@ -380,15 +436,16 @@ class PartMapper:
         The envelope is the last resort: when the reply had native tool calls, it is shown as
         the text it is.
         """
-        if self._envelope is None:
+        found = self._envelopes.take()
+        if found is None:
             return []
-        text, envelope = self._envelope
-        self._envelope = None
+        text, envelope = found
         part_id = self._next_id("text")
+        index = self._turns.index
         if self._calls:
-            return _whole_text(part_id, text, self._message_index)
+            return _whole_text(part_id, text, index)
         if envelope.text is not None:
-            return _whole_text(part_id, envelope.text, self._message_index) if envelope.text else []
+            return _whole_text(part_id, envelope.text, index) if envelope.text else []
         parts: list[StreamPart] = []
         for i, call in enumerate(envelope.calls):
             parts.append(
@@ -432,32 +489,26 @@ class PartMapper:
             return []
         if message.error is not None or message.model == "<synthetic>":
             # API failures arrive as a synthetic message; the result message raises them.
-            self.api_error = message.error or "unknown"
-            self.api_error_text = " ".join(
-                b.text for b in message.content if isinstance(b, TextBlock)
-            )
+            self._api.failed(message)
             return []
-        streamed = message.message_id is not None and message.message_id in self._streamed
+        streamed = message.message_id is not None and message.message_id in self._turns.streamed
         if streamed:
             # The CLI delivers each block of a streamed message as it ends (before the block's
             # stop event reaches us); a block of a cut stream it never delivers.
-            delivered = [part_id for _, part_id in self._open.values()] or [self._last_closed]
-            self._completed.update(delivered)
+            open_ids = [part_id for _, part_id in self._open.values()]
+            self._attempt.delivered.update(open_ids or [self._attempt.last_closed])
         parts: list[StreamPart] = [] if streamed else self._discard_cut_attempt()
-        if not streamed and message.message_id != self._unstreamed_id:
-            self._unstreamed_id = message.message_id
-            self._new_message()
-            self._stopped(message.stop_reason)
+        if not streamed:
+            self._turns.unstreamed(message)
         for block in message.content:
             match block:
                 case TextBlock() if not streamed:
                     part_id = self._next_id("text")
-                    if self._hold_envelopes:
-                        self._held[part_id] = HeldText()
+                    if self._envelopes.hold(part_id):
                         parts += self._text_delta(part_id, block.text)
                         parts += self._text_end(part_id)
                     else:
-                        parts += _whole_text(part_id, block.text, self._message_index)
+                        parts += _whole_text(part_id, block.text, self._turns.index)
                 case ThinkingBlock() if not streamed:
                     part_id = self._next_id("reasoning")
                     parts += [
@@ -495,7 +546,7 @@ class PartMapper:
         if message.parent_tool_use_id is not None or isinstance(message.content, str):
             return []
         if any(isinstance(block, ToolResultBlock) for block in message.content):
-            self._resumes = False  # a cut message with a whole call is answered, not resumed
+            self._turns.resumes = False  # a cut message with a whole call is answered, not resumed
         if not self._provider_executed:
             # Single-turn: every call goes back to the app, which answers it. A result the CLI
             # made itself ("No such tool available" for an unknown name, the bridge's error when
@@ -516,63 +567,6 @@ class PartMapper:
                     )
                 )
         return parts
-
-    @property
-    def output_limit_reached(self) -> bool:
-        """Whether the query ended because the answer hit the output limit (`max_tokens`) and
-        the CLI stopped resuming it: a result cut short, not a failure."""
-        return self.api_error == "max_output_tokens"
-
-    def finish(self, result: ResultMessage) -> FinishPart:
-        """The finish part for the query's result message."""
-        details: dict[str, Any] = {"subtype": result.subtype, "is_error": result.is_error}
-        if result.model_usage:
-            details["model_usage"] = result.model_usage
-        if result.terminal_reason:
-            details["terminal_reason"] = result.terminal_reason
-        if result.duration_api_ms is not None:
-            details["duration_api_ms"] = result.duration_api_ms
-        reason = finish_reason_for(result)
-        stop_reason = result.stop_reason
-        if not self._provider_executed and result.subtype == "error_max_turns":
-            # Single-turn: the one turn ended as its reply did; the CLI wanted another turn
-            # (it asks again for a missing output_schema object), not more output.
-            reason = _STOP_REASONS.get(stop_reason or "", "other")
-        if self.output_limit_hits:
-            details["output_limit_hits"] = self.output_limit_hits
-        if self._response_id:
-            details["response_id"] = self._response_id
-        if self.api_calls > 1 and self.context_input_tokens:
-            # The usage sums several model calls, which overstates the context size.
-            details["context_input_tokens"] = self.context_input_tokens
-        if self.output_limit_reached:
-            # The CLI resumed the cut answer as often as it does, then gave up with an error
-            # message: the answer so far is the result, cut at the output limit.
-            reason, stop_reason = "length", "max_tokens"
-        if (
-            not self._provider_executed
-            and self._calls
-            and reason != "error"
-            and result.subtype != "error_max_budget_usd"
-        ):
-            # Single-turn: the calls handed back are why the query stopped.
-            reason = "tool-calls"
-        elif reason == "tool-calls" and not self._calls and result.structured_output is not None:
-            # The last turn called only the CLI's hidden StructuredOutput tool: the answer is
-            # the object, and there is no call for the application to answer.
-            reason = "stop"
-        return FinishPart(
-            structured_output=result.structured_output,
-            finish_reason=reason,
-            usage=usage_from(result.usage),
-            cost_usd=result.total_cost_usd,
-            session_id=result.session_id,
-            num_turns=result.num_turns,
-            api_calls=self.api_calls,
-            raw_stop_reason=stop_reason,
-            duration_ms=result.duration_ms,
-            provider_details=details,
-        )
 
 
 class ResultCollector:
@@ -740,10 +734,3 @@ class ResultCollector:
             mode=self._mode,
             provider_details=dict(finish.provider_details) if finish else {},
         )
-
-
-def warn_user(source: str, call_warnings: Iterable[CallWarning], *, stacklevel: int = 2) -> None:
-    """A query's warnings as Python `UserWarning`s, `"<source>: <message> (<code>)"`, so an
-    adapter's user sees them without looking for them (`stacklevel` counts from the caller)."""
-    for w in call_warnings:
-        warnings.warn(f"{source}: {w.message} ({w.code})", UserWarning, stacklevel=stacklevel + 1)

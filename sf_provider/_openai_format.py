@@ -806,11 +806,8 @@ _FINISH: dict[FinishReason, str] = {
 }
 
 
-def finish_reason(reason: FinishReason, *, calls: bool) -> str:
-    """The provider's finish reason as OpenAI's; `calls`: the answer holds tool calls (a
-    structured answer stops at the CLI's own StructuredOutput call, which is no tool call)."""
-    if reason == "tool-calls" and not calls:
-        return "stop"
+def finish_reason(reason: FinishReason) -> str:
+    """The provider's finish reason as OpenAI's (`tool-calls` only with calls to answer)."""
     return _FINISH[reason]
 
 
@@ -885,10 +882,7 @@ def completion(
                 "index": 0,
                 "message": message(result, structured=structured),
                 "logprobs": None,
-                "finish_reason": finish_reason(
-                    result.finish_reason,
-                    calls=any(not c.provider_executed for c in result.tool_calls),
-                ),
+                "finish_reason": finish_reason(result.finish_reason),
             }
         ],
         "usage": usage(result.usage),
@@ -958,7 +952,7 @@ class ChunkMapper:
                 if self.structured and part.structured_output is not None:
                     content = json.dumps(part.structured_output, ensure_ascii=False)
                     choices.append(_choice({"content": content}))
-                reason = finish_reason(part.finish_reason, calls=bool(self._index))
+                reason = finish_reason(part.finish_reason)
                 choices.append({"delta": {}, "finish_reason": reason})
                 return choices
             case (

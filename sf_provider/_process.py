@@ -24,7 +24,7 @@ from collections import deque
 from collections.abc import AsyncGenerator, AsyncIterator, Callable, Hashable, Iterable
 from dataclasses import replace
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import anyio
 import claude_agent_sdk as sdk
@@ -33,7 +33,7 @@ from claude_agent_sdk._internal.transport.subprocess_cli import SubprocessCLITra
 from ._history import TurnRecorder, held_prompt, same_turns
 from ._invoke import INTERRUPTS
 
-__all__ = ["CLISession", "QueryTransport", "WarmPool", "user_message"]
+__all__ = ["CLISession", "QueryTransport", "Served", "WarmPool", "user_message"]
 
 _KILL_GRACE_SECONDS = 0.3
 #: A warm process is retired after this many queries, so nothing can grow without bound.
@@ -390,6 +390,11 @@ class CLISession:
             self.expiry = None
 
 
+#: How a process serves a query: `fresh`, a new one; `warm`, a started one without history
+#: (emptied); `continued`, one that holds the request's history and gets only its new turn.
+Served = Literal["fresh", "warm", "continued"]
+
+
 class WarmPool:
     """The warm processes of one provider: at most `size` (idle and busy together are only
     exceeded by concurrent queries), least recently used first out, each stopped after
@@ -413,13 +418,14 @@ class WarmPool:
         key: Hashable,
         history: list[dict[str, Any]],
         spawn: Callable[[], CLISession],
-    ) -> CLISession:
-        """A process for a query with this setup and history, busy until `give_back`.
+    ) -> tuple[CLISession, Served]:
+        """A process for a query with this setup and history, busy until `give_back`, and how
+        it serves the query (`Served`).
 
         In order: the process whose conversation is exactly `history`, as JSON (`same_turns`),
         continued; for a query without history, an empty process, else the least recently used
-        one rewound to empty (one waiting for tool results only when the pool is full); else a
-        new one from `spawn`.
+        one rewound to empty (one waiting for tool results only when the pool is full): warm;
+        else a new one from `spawn`: fresh.
         """
         loop = asyncio.get_running_loop()
         # Made under another event loop (unusable here), or exited while idle (killed from
@@ -452,14 +458,15 @@ class WarmPool:
                     break
                 self._busy.discard(proc)
                 await proc.close()
+        served: Served = "continued" if history else "warm"
         if found is None:
-            found = spawn()
+            found, served = spawn(), "fresh"
         else:
             if found in self._idle:
                 self._idle.remove(found)
             found.cancel_expiry()
         self._busy.add(found)
-        return found
+        return found, served
 
     async def give_back(self, proc: CLISession, *, reusable: bool) -> None:
         """Return a process after its query: kept when `reusable` (a clean result), else stopped.

@@ -49,8 +49,10 @@ import os
 import time
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from ._outcome import response_model
 from ._text import clip
 
 if TYPE_CHECKING:
@@ -63,9 +65,8 @@ if TYPE_CHECKING:
 
     from ._mapping import ResultCollector
     from .gates import CallContext
-    from .provider import _Plan
     from .tools import FunctionTool, ToolOutput
-    from .types import FinishPart
+    from .types import FinishPart, Mode
 
 __all__ = [
     "CAPTURE_CONTENT_ENV",
@@ -73,6 +74,7 @@ __all__ = [
     "NO_TOOL",
     "QueryTrace",
     "ToolTrace",
+    "TracedRequest",
     "capture_content",
     "continue_trace",
     "flush",
@@ -159,7 +161,7 @@ class _Metrics:
     def __init__(self) -> None:
         from opentelemetry import metrics
 
-        from . import __version__
+        from ._version import __version__
 
         meter = metrics.get_meter("sf_provider", __version__)
         self.tokens: Histogram = meter.create_histogram(
@@ -203,7 +205,7 @@ def _tracer() -> tuple[_API, Tracer] | None:
         return None
     tracer = api.tracer
     if provider is not api.provider or tracer is None:
-        from . import __version__
+        from ._version import __version__
 
         tracer = provider.get_tracer("sf_provider", __version__)
         api.provider, api.tracer = provider, tracer
@@ -265,19 +267,36 @@ class QueryTrace:
 NO_QUERY = QueryTrace()
 
 
-def start_query(plan: _Plan) -> QueryTrace:
-    """The span of a query about to run `plan`, a child of the current span; `NO_QUERY` when no
-    tracer provider is configured. Named after the model the request asks for (`chat` alone
+@dataclass(frozen=True)
+class TracedRequest:
+    """What a query's span says of its request."""
+
+    mode: Mode
+    #: The model asked for (None: the CLI's default).
+    model: str | None
+    max_tokens: int | None
+    #: An object matching an output schema was asked for.
+    structured: bool
+    #: System prompt parts.
+    system: Sequence[str]
+    #: The conversation's earlier turns (Messages API turns) and its new user content.
+    history: Sequence[Mapping[str, Any]]
+    prompt: Any
+
+
+def start_query(request: TracedRequest) -> QueryTrace:
+    """The span of a query about to run `request`, a child of the current span; `NO_QUERY` when
+    no tracer provider is configured. Named after the model the request asks for (`chat` alone
     for the CLI's default: the answering model is `gen_ai.response.model`)."""
     found = _tracer()
     if found is None:
         return NO_QUERY
     api, tracer = found
-    model = plan.model
+    model = request.model
     if _inside_inference(api.trace.get_current_span()):
         # The caller (pydantic-ai's instrumentation, say) traces this model call already, with
         # its usage: a second inference span would count every token twice.
-        inner: dict[str, Any] = {"sf_provider.mode": plan.mode}
+        inner: dict[str, Any] = {"sf_provider.mode": request.mode}
         if model:
             inner["sf_provider.request.model"] = model
         span = tracer.start_span(_NESTED_NAME, kind=api.trace.SpanKind.INTERNAL, attributes=inner)
@@ -285,13 +304,13 @@ def start_query(plan: _Plan) -> QueryTrace:
     attributes: dict[str, Any] = {
         OPERATION: "chat",
         PROVIDER: "anthropic",
-        "sf_provider.mode": plan.mode,
+        "sf_provider.mode": request.mode,
     }
     if model:
         attributes[REQUEST_MODEL] = model
-    if plan.max_tokens is not None:
-        attributes[REQUEST_MAX_TOKENS] = plan.max_tokens
-    if plan.options.output_schema is not None:
+    if request.max_tokens is not None:
+        attributes[REQUEST_MAX_TOKENS] = request.max_tokens
+    if request.structured:
         attributes[OUTPUT_TYPE] = "json"
     span = tracer.start_span(
         f"chat {model}" if model else "chat", kind=api.trace.SpanKind.CLIENT, attributes=attributes
@@ -299,12 +318,11 @@ def start_query(plan: _Plan) -> QueryTrace:
     measure = {k: attributes[k] for k in _METRIC_KEYS if k in attributes}
     capture = span.is_recording() and capture_content()
     if capture:
-        conversation = plan.conversation
-        if plan.system:
+        if request.system:
             span.set_attribute(
-                SYSTEM_INSTRUCTIONS, _json([{"type": "text", "content": s} for s in plan.system])
+                SYSTEM_INSTRUCTIONS, _json([{"type": "text", "content": s} for s in request.system])
             )
-        turns = [*conversation.history, {"role": "user", "content": conversation.prompt}]
+        turns = [*request.history, {"role": "user", "content": request.prompt}]
         span.set_attribute(INPUT_MESSAGES, _json(input_messages(turns)))
     return _QuerySpan(api, span, capture, measure=measure)
 
@@ -512,25 +530,12 @@ def finish_attributes(finish: FinishPart) -> dict[str, Any]:
     details = finish.provider_details
     if isinstance(details.get("process"), str):
         attributes["sf_provider.process"] = details["process"]
-    model = response_model(details.get("model_usage"))
+    model = response_model(details)
     if model:
         attributes[RESPONSE_MODEL] = model
     if isinstance(details.get("response_id"), str):  # the last API message's id (`msg_...`)
         attributes[RESPONSE_ID] = details["response_id"]
     return attributes
-
-
-def response_model(model_usage: Any) -> str | None:
-    """The model that answered, from the CLI's per-model usage: the one that wrote most."""
-    if not isinstance(model_usage, Mapping) or not model_usage:
-        return None
-
-    def written(name: str) -> int:
-        entry = model_usage[name]
-        value = entry.get("outputTokens") if isinstance(entry, Mapping) else None
-        return value if isinstance(value, int) else 0
-
-    return str(max(model_usage, key=written))
 
 
 # --------------------------------------------------------------------------- contents (opt-in)

@@ -27,8 +27,9 @@ from ._failures import ResultRules, exception_failure, process_died, result_fail
 from ._history import write_transcript
 from ._mapping import PartMapper, ResultCollector
 from ._messages import TOOLS_NEEDED, Conversation, MessagesInput, convert_messages
-from ._process import PROVIDER_CLOSED, CLISession, WarmPool, stop_all
-from ._tracing import refused, start_query
+from ._outcome import finish_part
+from ._process import PROVIDER_CLOSED, CLISession, Served, WarmPool, stop_all
+from ._tracing import TracedRequest, refused, start_query
 from .capabilities import CapabilityReport, check_capabilities, credentials_path
 from .errors import (
     InvalidMessagesError,
@@ -47,7 +48,6 @@ from .tools import FunctionTool, normalize_input_schema, validate_tool_set
 from .types import (
     CallWarning,
     ErrorPart,
-    FinishPart,
     GenerateResult,
     Mode,
     StreamPart,
@@ -244,7 +244,7 @@ class ClaudeAgentProvider:
         pool = self._warm_pool()
         try:
             for _ in range(min(processes, settings.warm_processes)):
-                started.append(await pool.take(plan.key, [], lambda: self._spawn(plan)))
+                started.append((await pool.take(plan.key, [], lambda: self._spawn(plan)))[0])
             with anyio.fail_after(settings.idle_timeout):
                 async with anyio.create_task_group() as group:
                     for proc in started:
@@ -590,20 +590,15 @@ class ClaudeAgentProvider:
         __tracebackhide__ = _ours  # read by pytest
         # The query's span (a no-op unless tracing is configured): current only around awaits
         # of the CLI, where its process starts and its tools are called, never across a yield.
-        query = start_query(plan)
+        query = start_query(_traced(plan))
         try:
             with query.current():
                 if plan.thinking == "least":
                     plan = await self._least_thinking(plan)
-                pool, session = await self._session(plan)
+                pool, session, process = await self._session(plan)
         except BaseException as exc:
             query.end(exc)
             raise
-        # fresh: a new process; warm: a started one, emptied; continued: one that holds this
-        # request's history and gets only its new turn.
-        process = "fresh"
-        if session.started:
-            process = "continued" if plan.conversation.history else "warm"
         query.served_by(process)
         stderr = session.stderr
         clean = False  # a process is kept only after a clean result
@@ -657,9 +652,10 @@ class ClaudeAgentProvider:
                 for part in mapper.flush():
                     collector.add(part)
                     yield part
-                failure = result_failure(result, plan.rules, mapper, collector)
+                outcome = mapper.outcome(result)
+                failure = result_failure(outcome, plan.rules, collector)
                 if failure is None:
-                    finish = _finish(mapper, result, process)
+                    finish = finish_part(outcome, process=process)
                     collector.add(finish)
                     query.finish(finish, collector)
                     clean = not result.is_error
@@ -675,9 +671,9 @@ class ClaudeAgentProvider:
             collector.add(error)
             yield error
             if result is not None:
-                finish = _finish(mapper, result, process)
-                if not isinstance(failure, PartialResultError):
-                    finish = finish.model_copy(update={"finish_reason": "error"})
+                # An error without a partial result: the finish reason says the query failed.
+                failed = not isinstance(failure, PartialResultError)
+                finish = finish_part(mapper.outcome(result), failed=failed, process=process)
                 collector.add(finish)
                 query.finish(finish, collector)
                 yield finish
@@ -702,8 +698,9 @@ class ClaudeAgentProvider:
             self._pool_finalizer = weakref.finalize(self, self._pool.kill_idle)
         return self._pool
 
-    async def _session(self, plan: _Plan) -> tuple[WarmPool | None, CLISession]:
-        """The process for this query, and the pool it returns to (None: closed after it).
+    async def _session(self, plan: _Plan) -> tuple[WarmPool | None, CLISession, Served]:
+        """The process for this query, the pool it returns to (None: closed after it), and how
+        it serves the query (fresh, warm or continued).
 
         Without `warm_processes`, and for queries with a budget (the CLI counts it per
         process), every query gets a new process. Otherwise the pool hands out one that holds
@@ -713,9 +710,10 @@ class ClaudeAgentProvider:
         if history:
             await self._learn_models(plan)
         if not self.settings.warm_processes or plan.rules.budget_usd:
-            return None, self._spawn(plan)
+            return None, self._spawn(plan), "fresh"
         pool = self._warm_pool()
-        return pool, await pool.take(plan.key, history, lambda: self._spawn(plan))
+        session, served = await pool.take(plan.key, history, lambda: self._spawn(plan))
+        return pool, session, served
 
     def _resolved_model(self, plan: _Plan) -> str | None:
         """The model a query runs, by its full name when known (None: the CLI's default, not
@@ -755,7 +753,7 @@ class ClaudeAgentProvider:
         empty = replace(plan, conversation=replace(plan.conversation, history=[]))
         pool = self._warm_pool() if pooled and self.settings.warm_processes else None
         if pool is not None:
-            session = await pool.take(plan.key, [], lambda: self._spawn(empty))
+            session, _ = await pool.take(plan.key, [], lambda: self._spawn(empty))
         else:
             session = self._spawn(empty)
         try:
@@ -1113,11 +1111,17 @@ def _system_prompt(parts: list[str], workdir: Path) -> str | SystemPromptFile | 
     return {"type": "file", "path": str(path)}
 
 
-def _finish(mapper: PartMapper, result: sdk.ResultMessage, process: str) -> FinishPart:
-    """The finish part, saying which process served the query (fresh, warm or continued)."""
-    finish = mapper.finish(result)
-    finish.provider_details["process"] = process
-    return finish
+def _traced(plan: _Plan) -> TracedRequest:
+    """What the query's span says of its request."""
+    return TracedRequest(
+        mode=plan.mode,
+        model=plan.model,
+        max_tokens=plan.max_tokens,
+        structured=plan.options.output_schema is not None,
+        system=plan.system,
+        history=plan.conversation.history,
+        prompt=plan.conversation.prompt,
+    )
 
 
 def _thinking_config(thinking: Thinking | None) -> sdk.ThinkingConfig | None:

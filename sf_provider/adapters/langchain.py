@@ -91,8 +91,10 @@ from pydantic.v1 import BaseModel as BaseModelV1
 from .. import _request as req
 from .._anthropic_format import thinking_option
 from .._error_kinds import ErrorKind, SentParts, classify
-from .._mapping import ResultCollector, warn_user
+from .._mapping import ResultCollector
+from .._outcome import response_model
 from .._sync import iterate_in_thread, run_sync
+from .._warnings import warn_user
 from ..errors import (
     InvalidMessagesError,
     ProviderError,
@@ -1150,7 +1152,7 @@ def _response_metadata(
         # Which CLI process served the query: fresh, warm, or continued (its conversation).
         "process": finish.provider_details.get("process"),
     }
-    model = _answering_model(finish.provider_details) or requested_model
+    model = response_model(finish.provider_details) or requested_model
     if model:
         metadata["model_name"] = model
     structured = getattr(finish, "structured_output", None)  # with the `output_schema` option
@@ -1161,14 +1163,6 @@ def _response_metadata(
     if invalid:  # unknown tool or off-schema arguments: LangChain's tool runner reports it too
         metadata["invalid_tool_calls"] = invalid
     return metadata
-
-
-def _answering_model(details: Mapping[str, Any]) -> str | None:
-    """The model that wrote most of the output, from the CLI's per-model usage."""
-    usage = details.get("model_usage")
-    if not isinstance(usage, Mapping) or not usage:
-        return None
-    return str(max(usage, key=lambda name: (usage[name] or {}).get("outputTokens", 0)))
 
 
 def ai_message(result: GenerateResult, requested_model: str | None = None) -> AIMessage:

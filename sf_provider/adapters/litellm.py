@@ -92,7 +92,7 @@ from litellm.utils import custom_llm_setup
 
 from .._anthropic_format import header_betas
 from .._error_kinds import ErrorKind, classify
-from .._mapping import ResultCollector, warn_user
+from .._mapping import ResultCollector
 from .._openai_format import (
     ChatRequest,
     ChunkMapper,
@@ -103,6 +103,7 @@ from .._openai_format import (
 )
 from .._openai_format import usage as openai_usage
 from .._sync import iterate_in_thread, run_sync
+from .._warnings import warn_user
 from ..errors import ProviderError, UnsupportedRequestError
 from ..provider import ClaudeAgentProvider
 from ..settings import ProviderSettings

@@ -141,7 +141,7 @@ from pydantic_ai.usage import RequestUsage, UsageLimits
 from .. import errors
 from .. import types as sf
 from .._error_kinds import ErrorKind, classify
-from .._mapping import STRUCTURED_OUTPUT_TOOL, warn_user
+from .._mapping import STRUCTURED_OUTPUT_TOOL
 from .._request import (
     AssistantMessage,
     AssistantPart,
@@ -156,6 +156,7 @@ from .._request import (
     UserMessage,
     media_parts,
 )
+from .._warnings import warn_user
 from ..provider import ClaudeAgentProvider, NamedToolChoice, ToolChoice
 from ..settings import EFFORT_NAMES, ProviderSettings
 from ..tools import FunctionTool

@@ -56,6 +56,26 @@ async def test_an_answer_that_is_only_the_object_finishes_with_stop(mode: str) -
     assert (result.finish_reason, result.tool_calls, len(api.requests)) == ("stop", [], 1)
 
 
+async def test_an_object_after_calls_the_provider_ran_finishes_with_stop() -> None:
+    # The app's call was answered by its executor, then the CLI ended on the StructuredOutput
+    # call: no call is left for the application, whatever the earlier turns did.
+    script = [
+        reply(tool_use("get_weather", {"city": "Paris"})),
+        reply(tool_use("StructuredOutput", {"city": "Paris", "celsius": 18})),
+    ]
+    tools = [FunctionTool(name="get_weather", executor=lambda arguments: "18")]
+    async with ScriptedMessagesAPI(script) as api:
+        provider = ClaudeAgentProvider(api.settings(warm_processes=0))
+        result = await provider.generate("Weather?", tools=tools, output_schema=WEATHER)
+    assert result.structured_output == {"city": "Paris", "celsius": 18}
+    assert [c.tool_name for c in result.tool_calls] == ["get_weather"]
+    assert (result.finish_reason, result.raw_stop_reason, len(api.requests)) == (
+        "stop",
+        "tool_use",
+        2,
+    )
+
+
 async def test_single_turn_does_not_defer_the_structured_output_tool() -> None:
     async with ScriptedMessagesAPI(complying) as api:
         provider = ClaudeAgentProvider(api.settings())

@@ -639,7 +639,8 @@ STRUCTURED: list[StreamPart] = [
     TextStartPart(id="t1"),
     TextDeltaPart(id="t1", delta="Here it is."),
     TextEndPart(id="t1"),
-    FinishPart(finish_reason="tool-calls", raw_stop_reason="tool_use",
+    # The CLI's own StructuredOutput call is no call to answer: the core's reason is stop.
+    FinishPart(finish_reason="stop", raw_stop_reason="tool_use",
                structured_output={"city": "Paris"}),
 ]  # fmt: skip
 
@@ -655,20 +656,19 @@ def test_structured_output_is_one_json_text_block_in_both_forms() -> None:
 
 
 @pytest.mark.parametrize(
-    ("finish_reason", "raw", "calls", "expected"),
+    ("finish_reason", "raw", "expected"),
     [
-        ("stop", "end_turn", False, "end_turn"),
-        ("stop", "stop_sequence", False, "end_turn"),
-        ("length", "max_tokens", False, "max_tokens"),
-        ("tool-calls", "tool_deferred", True, "tool_use"),
-        ("tool-calls", "tool_use", False, "end_turn"),
-        ("content-filter", "refusal", False, "refusal"),
-        ("other", "pause_turn", False, "pause_turn"),
-        ("other", "something_new", False, "end_turn"),
+        ("stop", "end_turn", "end_turn"),
+        ("stop", "stop_sequence", "end_turn"),
+        ("length", "max_tokens", "max_tokens"),
+        ("tool-calls", "tool_deferred", "tool_use"),
+        ("content-filter", "refusal", "refusal"),
+        ("other", "pause_turn", "pause_turn"),
+        ("other", "something_new", "end_turn"),
     ],
 )
-def test_stop_reasons(finish_reason: Any, raw: str, calls: bool, expected: str) -> None:
-    assert stop_reason(finish_reason, raw, calls=calls) == expected
+def test_stop_reasons(finish_reason: Any, raw: str, expected: str) -> None:
+    assert stop_reason(finish_reason, raw) == expected
 
 
 # -- redacted thinking: opaque data, no text; back to the model as it came

@@ -26,7 +26,8 @@ from sf_provider import (
     ToolChoiceViolationError,
 )
 from sf_provider._failures import ResultRules, exception_failure, result_failure
-from sf_provider._mapping import PartMapper, ResultCollector
+from sf_provider._mapping import ResultCollector
+from sf_provider._outcome import APIFailure, QueryOutcome
 from sf_provider.types import StreamPart, TextDeltaPart, TextStartPart, ToolCallPart
 
 RULES = ResultRules(
@@ -60,10 +61,10 @@ def classify(
     message: sdk.ResultMessage,
     rules: ResultRules = RULES,
     got: ResultCollector | None = None,
-    mapper: PartMapper | None = None,
+    failure: APIFailure | None = None,
 ) -> ProviderError | None:
-    return result_failure(message, rules, mapper or PartMapper("sf", provider_executed=True),
-                          got or collected("fine"))  # fmt: skip
+    outcome = QueryOutcome(message, single_turn=rules.mode == "single-turn", api_failure=failure)
+    return result_failure(outcome, rules, got or collected("fine"))
 
 
 def test_a_good_result_is_no_failure() -> None:
@@ -121,10 +122,9 @@ def test_a_missing_object_is_a_structured_output_error() -> None:
     ],
 )
 def test_api_failures_by_status(status: int | None, kind: str | None, error: type) -> None:
-    mapper = PartMapper("sf", provider_executed=True)
-    mapper.api_error = kind
+    failure = APIFailure(kind=kind, text="") if kind else None
     message = result(is_error=True, api_error_status=status, errors=["boom"])
-    assert type(classify(message, mapper=mapper)) is error
+    assert type(classify(message, failure=failure)) is error
 
 
 def test_an_api_failure_without_a_status_is_a_lost_connection_or_says_its_subtype() -> None:
@@ -148,21 +148,20 @@ def test_sdk_exceptions() -> None:
     assert isinstance(lost, ProcessDiedError) and lost.stderr == "last words"
 
 
-def output_limit_mapper() -> PartMapper:
-    """A mapper that saw the CLI give up resuming an answer cut at the output limit."""
-    mapper = PartMapper("sf", provider_executed=True)
-    mapper.api_error = "max_output_tokens"
-    mapper.api_error_text = "API Error: Claude's response exceeded the 50 output token maximum."
-    return mapper
+#: The CLI gave up resuming an answer cut at the output limit.
+OUTPUT_LIMIT = APIFailure(
+    kind="max_output_tokens",
+    text="API Error: Claude's response exceeded the 50 output token maximum.",
+)
 
 
 def test_an_answer_cut_at_the_output_limit_is_a_result_not_a_lost_connection() -> None:
     cut = result(is_error=True, stop_reason="stop_sequence", terminal_reason="api_error")
-    assert classify(cut, mapper=output_limit_mapper()) is None
+    assert classify(cut, failure=OUTPUT_LIMIT) is None
     single = ResultRules(
         mode="single-turn", required_call=None, wants_object=False, budget_usd=None, max_turns=1
     )
-    assert classify(cut, single, mapper=output_limit_mapper()) is None
+    assert classify(cut, single, failure=OUTPUT_LIMIT) is None
 
 
 def test_an_answer_cut_at_the_output_limit_is_held_to_the_same_rules() -> None:
@@ -170,16 +169,16 @@ def test_an_answer_cut_at_the_output_limit_is_held_to_the_same_rules() -> None:
     single = ResultRules(
         mode="single-turn", required_call=None, wants_object=False, budget_usd=None, max_turns=1
     )
-    nothing = classify(cut, single, got=collected(), mapper=output_limit_mapper())
+    nothing = classify(cut, single, got=collected(), failure=OUTPUT_LIMIT)
     assert isinstance(nothing, EmptyToolRoutingError)
     required = ResultRules(
         mode="single-turn", required_call="a tool", wants_object=False, budget_usd=None,
         max_turns=1,
     )  # fmt: skip
-    assert isinstance(classify(cut, required, mapper=output_limit_mapper()),
+    assert isinstance(classify(cut, required, failure=OUTPUT_LIMIT),
                       ToolChoiceViolationError)  # fmt: skip
     wants_object = ResultRules(
         mode="executor", required_call=None, wants_object=True, budget_usd=None, max_turns=3
     )
-    assert isinstance(classify(cut, wants_object, mapper=output_limit_mapper()),
+    assert isinstance(classify(cut, wants_object, failure=OUTPUT_LIMIT),
                       StructuredOutputError)  # fmt: skip

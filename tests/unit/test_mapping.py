@@ -18,8 +18,10 @@ from claude_agent_sdk import (
     UserMessage,
 )
 
-from sf_provider._mapping import PartMapper, ResultCollector, finish_reason_for, usage_from
+from sf_provider._mapping import PartMapper, ResultCollector
+from sf_provider._outcome import QueryOutcome, finish_reason, usage_from
 from sf_provider.types import (
+    FinishPart,
     ReasoningDeltaPart,
     ReasoningEndPart,
     ReasoningStartPart,
@@ -77,6 +79,7 @@ def result_message(
     is_error: bool = False,
     stop_reason: str | None = "end_turn",
     usage: dict[str, Any] | None = None,
+    structured_output: Any = None,
 ) -> ResultMessage:
     return ResultMessage(
         subtype=subtype,
@@ -88,6 +91,7 @@ def result_message(
         stop_reason=stop_reason,
         total_cost_usd=0.0012,
         usage=usage,
+        structured_output=structured_output,
     )
 
 
@@ -309,7 +313,7 @@ def test_user_prompt_message_yields_nothing() -> None:
 # -- API errors
 
 
-def test_synthetic_error_message_yields_no_text_and_sets_api_error() -> None:
+def test_synthetic_error_message_yields_no_text_and_is_the_outcomes_api_failure() -> None:
     mapper = PartMapper("sf", provider_executed=True)
     message = AssistantMessage(
         content=[TextBlock("API Error: 429 rate limited")], model="<synthetic>", error="rate_limit"
@@ -318,37 +322,62 @@ def test_synthetic_error_message_yields_no_text_and_sets_api_error() -> None:
     parts = mapper.map(message)
 
     assert parts == []
-    assert mapper.api_error == "rate_limit"
-    assert mapper.api_error_text == "API Error: 429 rate limited"
+    failure = mapper.outcome(result_message(is_error=True)).api_failure
+    assert failure is not None
+    assert (failure.kind, failure.text) == ("rate_limit", "API Error: 429 rate limited")
 
 
 # -- finish
 
 
 @pytest.mark.parametrize(
-    ("stop_reason", "finish_reason"),
+    ("stop_reason", "reason"),
     [
         ("end_turn", "stop"),
         ("stop_sequence", "stop"),
         ("max_tokens", "length"),
-        ("tool_use", "tool-calls"),
         ("refusal", "content-filter"),
         ("something_new", "other"),
         (None, "other"),
     ],
 )
-def test_finish_reason_for_stop_reason(stop_reason: str | None, finish_reason: str) -> None:
-    assert finish_reason_for(result_message(stop_reason=stop_reason)) == finish_reason
+def test_finish_reason_of_a_stop_reason(stop_reason: str | None, reason: str) -> None:
+    assert finish_reason(QueryOutcome(result_message(stop_reason=stop_reason))) == reason
 
 
-def test_finish_reason_for_max_turns_is_length() -> None:
+def test_finish_reason_is_tool_calls_only_when_calls_are_handed_back() -> None:
+    stopped_at_calls = result_message(stop_reason="tool_use")
+    handed_back = QueryOutcome(stopped_at_calls, single_turn=True, handed_back=True)
+    assert finish_reason(handed_back) == "tool-calls"
+    # Calls the provider ran, or only the CLI's StructuredOutput call: nothing to answer.
+    assert finish_reason(QueryOutcome(stopped_at_calls)) == "stop"
+    assert finish_reason(QueryOutcome(stopped_at_calls, single_turn=True)) == "stop"
+
+
+def test_finish_reason_of_max_turns_is_length() -> None:
     message = result_message(subtype="error_max_turns", is_error=True, stop_reason="tool_use")
 
-    assert finish_reason_for(message) == "length"
+    assert finish_reason(QueryOutcome(message)) == "length"
 
 
-def test_finish_reason_for_an_error_result_is_error() -> None:
-    assert finish_reason_for(result_message(is_error=True, stop_reason="end_turn")) == "error"
+def test_finish_reason_of_an_error_result_or_a_failed_query_is_error() -> None:
+    failed = result_message(is_error=True, stop_reason="end_turn")
+    assert finish_reason(QueryOutcome(failed)) == "error"
+    assert finish_reason(QueryOutcome(result_message()), failed=True) == "error"
+
+
+def test_a_structured_answer_after_calls_the_provider_ran_finishes_with_stop() -> None:
+    # The last turn called only the CLI's StructuredOutput tool; the app's call was answered
+    # by its executor: no call is left for the application, so the reason is not tool-calls.
+    messages = [
+        assistant(ToolUseBlock(id="toolu_1", name="mcp__sf__add", input={"a": 1})),
+        tool_result("toolu_1", "3"),
+        assistant(ToolUseBlock(id="toolu_2", name="StructuredOutput", input={"sum": 3})),
+        result_message(stop_reason="tool_use", structured_output={"sum": 3}),
+    ]
+    finish = map_all(messages)[-1]
+    assert isinstance(finish, FinishPart)
+    assert (finish.finish_reason, finish.structured_output) == ("stop", {"sum": 3})
 
 
 def test_usage_from_none_is_all_zero() -> None:
@@ -539,7 +568,7 @@ def test_an_answer_the_cli_stopped_resuming_finishes_with_length_and_its_text() 
     for part in map_all(messages, mapper):
         collector.add(part)
     got = collector.result()
-    assert mapper.output_limit_reached
+    assert mapper.outcome(messages[-1]).output_limit_reached
     assert (got.text, got.finish_reason, got.raw_stop_reason) == (
         "Cut and cut again",
         "length",

@@ -72,7 +72,8 @@ def never() -> CLISession:
 async def test_a_process_handed_back_while_the_pool_closes_is_stopped_not_parked() -> None:
     pool = WarmPool(2, None)
     proc = StandIn("k", turns("a"))
-    taken = await pool.take("k", turns("a"), lambda: session(proc))
+    taken, served = await pool.take("k", turns("a"), lambda: session(proc))
+    assert served == "fresh"
     async with anyio.create_task_group() as group:
         group.start_soon(lambda: pool.give_back(taken, reusable=True))
         group.start_soon(pool.aclose)
@@ -85,8 +86,8 @@ async def test_the_process_holding_the_history_continues_it() -> None:
     a, b = StandIn("k", turns("a")), StandIn("k", turns("b"))
     for proc in (a, b):
         await pool.give_back(session(proc), reusable=True)
-    assert await pool.take("k", turns("b"), never) is session(b)
-    assert await pool.take("k", turns("a"), never) is session(a)
+    assert await pool.take("k", turns("b"), never) == (session(b), "continued")
+    assert await pool.take("k", turns("a"), never) == (session(a), "continued")
     assert a.rewinds == b.rewinds == 0
 
 
@@ -95,7 +96,7 @@ async def test_a_new_conversation_empties_a_finished_one_before_one_awaiting_res
     waiting, finished = StandIn("k", turns("a", pending=True)), StandIn("k", turns("b"))
     for proc in (waiting, finished):
         await pool.give_back(session(proc), reusable=True)
-    assert await pool.take("k", [], never) is session(finished)
+    assert await pool.take("k", [], never) == (session(finished), "warm")
     assert finished.rewinds == 1 and waiting.rewinds == 0
 
 
@@ -104,9 +105,9 @@ async def test_a_run_awaiting_results_keeps_its_process_until_the_pool_is_full()
     waiting = StandIn("k", turns("a", pending=True))
     await pool.give_back(session(waiting), reusable=True)
     spawned = StandIn("k", [])
-    assert await pool.take("k", [], lambda: session(spawned)) is session(spawned)
+    assert await pool.take("k", [], lambda: session(spawned)) == (session(spawned), "fresh")
     # Now full (one idle, one busy): the waiting run's process is emptied rather than a third.
-    assert await pool.take("k", [], never) is session(waiting)
+    assert await pool.take("k", [], never) == (session(waiting), "warm")
     assert waiting.rewinds == 1
 
 
@@ -115,7 +116,7 @@ async def test_a_process_started_from_a_history_is_never_emptied() -> None:
     replayed = StandIn("k", turns("a"), rewindable=False)
     await pool.give_back(session(replayed), reusable=True)
     spawned = StandIn("k", [])
-    assert await pool.take("k", [], lambda: session(spawned)) is session(spawned)
+    assert await pool.take("k", [], lambda: session(spawned)) == (session(spawned), "fresh")
     await pool.give_back(session(spawned), reusable=True)
     assert replayed.closed  # least recently used first out: the pool holds one
     assert pool.idle == 1
@@ -125,7 +126,7 @@ async def test_other_setups_never_share_a_process() -> None:
     pool = WarmPool(2, None)
     await pool.give_back(session(StandIn("k", [])), reusable=True)
     other = StandIn("other", [])
-    assert await pool.take("other", [], lambda: session(other)) is session(other)
+    assert await pool.take("other", [], lambda: session(other)) == (session(other), "fresh")
 
 
 def test_a_result_without_model_usage_keeps_the_baseline_of_the_running_totals() -> None:

@@ -19,6 +19,7 @@ from tracing_support import ancestors, by_name, recording
 
 from sf_provider import FunctionTool, GateDecision, ToolOutput, ToolRegistry
 from sf_provider._bridge import build_mcp_server
+from sf_provider._outcome import response_model
 from sf_provider._tracing import (
     CAPTURE_CONTENT_ENV,
     capture_content,
@@ -27,7 +28,6 @@ from sf_provider._tracing import (
     input_messages,
     output_messages,
     refused,
-    response_model,
 )
 from sf_provider.errors import QueryTimeoutError, UnsupportedRequestError
 from sf_provider.types import FinishPart, Usage
@@ -303,7 +303,7 @@ def test_finish_attributes_count_cache_tokens_as_input() -> None:
         "sf_provider.process": "continued",
         "gen_ai.response.model": "claude-sonnet",
     }
-    assert response_model(None) is None and response_model({}) is None
+    assert response_model({}) is None and response_model({"model_usage": {}}) is None
 
 
 def test_finish_attributes_carry_the_response_id_when_the_finish_has_one() -> None:
