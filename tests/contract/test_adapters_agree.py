@@ -78,7 +78,7 @@ pytestmark = [
     pytest.mark.anyio,
     pytest.mark.cli,
     # LiteLLM's own types, built by pydantic on first use.
-    pytest.mark.filterwarnings("ignore:Item 'summary' on TypedDict:UserWarning"),
+    pytest.mark.filterwarnings("ignore:Item.*on TypedDict:UserWarning"),
 ]
 
 litellm.suppress_debug_info = True
@@ -155,7 +155,8 @@ class Case:
 class Outcome:
     """What a door answered, normalised: the same case must give the same outcome everywhere."""
 
-    calls: list[tuple[str, dict[str, Any]]] = field(default_factory=list)
+    #: (id, tool name, arguments): the ids are the model's own, whoever ran the tools.
+    calls: list[tuple[str, str, dict[str, Any]]] = field(default_factory=list)
     text: str = ""
     #: In the core's vocabulary: stop, length, tool-calls (other, error for the rest).
     finish: str | None = None
@@ -204,8 +205,11 @@ class Door:
         chain: list[BaseException] = [exc]
         while chain[-1].__cause__ is not None and len(chain) < 10:
             chain.append(chain[-1].__cause__)
+        # The one class, or the door's own wrapper of it.
         if any(isinstance(e, RETRACTION) for e in chain):
-            return "stream-retraction"  # the one class, or the door's own wrapper of it
+            return "stream-retraction"
+        if any(isinstance(e, sf_errors.ToolChoiceViolationError) for e in chain):
+            return "tool-choice-violated"
         for error_type, kind in self.errors:
             if isinstance(exc, error_type):
                 return kind
@@ -283,9 +287,11 @@ class CoreDoor(Door):
         calls: list[tuple[str, dict[str, Any]]] = []
         while True:
             result = await provider.generate(messages, tools=tools, **options)
-            calls += [(c.tool_name, c.input) for c in result.tool_calls]
+            calls += [(c.tool_call_id, c.tool_name, c.input) for c in result.tool_calls]
+            if case.output:  # the object is the answer
+                return Outcome(calls, "", result.finish_reason, result.structured_output)
             if not (case.run_tools and result.tool_calls):
-                return Outcome(calls, result.text, result.finish_reason, result.structured_output)
+                return Outcome(calls, result.text, result.finish_reason)
             outputs = [
                 {"type": "tool-result", "tool_call_id": c.tool_call_id,
                  "output": TOOLS[c.tool_name](**c.input)}
@@ -329,7 +335,7 @@ class PydanticAIDoor(Door):
             run = await agent.run(prompt)
             responses = [m for m in run.all_messages() if isinstance(m, ModelResponse)]
             calls = [
-                (p.tool_name, p.args_as_dict())
+                (p.tool_call_id, p.tool_name, p.args_as_dict())
                 for r in responses
                 for p in r.parts
                 if isinstance(p, ToolCallPart)
@@ -373,7 +379,7 @@ class PydanticAIDoor(Door):
             response = await model_request(
                 model, history, model_settings=settings, model_request_parameters=parameters
             )
-        calls = [(p.tool_name, p.args_as_dict()) for p in response.tool_calls]
+        calls = [(p.tool_call_id, p.tool_name, p.args_as_dict()) for p in response.tool_calls]
         return Outcome(calls, response.text or "", self._finish(response))
 
     def _finish(self, response: ModelResponse) -> str | None:
@@ -439,12 +445,12 @@ class LangChainDoor(Door):
                 return self._outcome(answer, calls)
             messages.append(answer)
             for call in answer.tool_calls:
-                calls.append((call["name"], call["args"]))
+                calls.append((call["id"] or "", call["name"], call["args"]))
                 output = tools[call["name"]].invoke(call["args"])
                 messages.append(ToolMessage(content=str(output), tool_call_id=call["id"]))
 
     def _outcome(self, answer: AIMessage, calls: list[tuple[str, dict[str, Any]]]) -> Outcome:
-        calls = calls + [(c["name"], c["args"]) for c in answer.tool_calls]
+        calls = calls + [(c["id"] or "", c["name"], c["args"]) for c in answer.tool_calls]
         return Outcome(calls, answer.text, answer.response_metadata.get("finish_reason"))
 
 
@@ -504,7 +510,7 @@ class OpenAIStyleDoor(Door):
                 (c.id, c.function.name, json.loads(c.function.arguments or "{}"))
                 for c in message.tool_calls or []
             ]
-            calls += [(name, args) for _, name, args in made]
+            calls += made
             if not (case.run_tools and made):
                 finish = self.FINISH.get(choice.finish_reason, choice.finish_reason)
                 if case.output:  # the object is the answer's text on this wire
@@ -551,10 +557,13 @@ class ChatCompletionsDoor(OpenAIStyleDoor):
     model = MODEL
 
     def error_kind(self, exc: BaseException) -> str:
+        message = str(exc)
         if isinstance(exc, openai.BadRequestError) and exc.code == "context_length_exceeded":
             return "context-window"
-        if isinstance(exc, openai.APIError) and "cannot be taken back" in exc.message:
+        if isinstance(exc, openai.APIError) and "cannot be taken back" in message:
             return "stream-retraction"
+        if isinstance(exc, openai.InternalServerError) and "tool_choice required" in message:
+            return "tool-choice-violated"
         if isinstance(exc, openai.BadRequestError):
             return "refused"
         return super().error_kind(exc)
@@ -586,6 +595,8 @@ class MessagesDoor(Door):
             return "context-window"
         if isinstance(exc, anthropic.APIError) and "cannot be taken back" in message:
             return "stream-retraction"
+        if isinstance(exc, anthropic.InternalServerError) and "tool_choice required" in message:
+            return "tool-choice-violated"
         if isinstance(exc, anthropic.BadRequestError):
             return "refused"
         return super().error_kind(exc)
@@ -653,10 +664,9 @@ class MessagesDoor(Door):
             made = [(b.id, b.name, b.input) for b in message.content if b.type == "tool_use"]
             if not (case.run_tools and made):
                 return self._outcome(message, calls, case)
-            calls += [(name, args) for _, name, args in made]
-            messages.append(
-                {"role": "assistant", "content": [b.model_dump() for b in message.content]}
-            )
+            calls += made
+            # The client's own content objects, sent straight back.
+            messages.append({"role": "assistant", "content": message.content})
             messages.append(
                 {
                     "role": "user",
@@ -670,7 +680,7 @@ class MessagesDoor(Door):
     def _outcome(
         self, message: Any, calls: list[tuple[str, dict[str, Any]]], case: Case
     ) -> Outcome:
-        calls = calls + [(b.name, b.input) for b in message.content if b.type == "tool_use"]
+        calls = calls + [(b.id, b.name, b.input) for b in message.content if b.type == "tool_use"]
         answer = "".join(b.text for b in message.content if b.type == "text")
         finish = self.FINISH.get(message.stop_reason, message.stop_reason)
         if case.output:  # the object is the answer's text on this wire
@@ -692,7 +702,7 @@ def weather(request: RecordedRequest) -> Reply:
     """Asks for Lyon's °C, then answers from the result."""
     results = request.tool_result_texts()
     if not results:
-        return reply(tool_use("get_celsius", {"city": "Lyon"}))
+        return reply(tool_use("get_celsius", {"city": "Lyon"}, "toolu_lyon"))
     return reply(text(f"Lyon: {float(results[0]):g} °C."))
 
 
@@ -701,7 +711,8 @@ def two_cities(request: RecordedRequest) -> Reply:
     results = request.tool_result_texts()
     if not results:
         return reply(
-            tool_use("get_celsius", {"city": "Lyon"}), tool_use("get_celsius", {"city": "Paris"})
+            tool_use("get_celsius", {"city": "Lyon"}, "toolu_lyon"),
+            tool_use("get_celsius", {"city": "Paris"}, "toolu_paris"),
         )
     return reply(text(f"Lyon {float(results[0]):g} °C, Paris {float(results[1]):g} °C."))
 
@@ -709,7 +720,10 @@ def two_cities(request: RecordedRequest) -> Reply:
 def structured(request: RecordedRequest) -> Reply:
     if request.tool_results():
         return reply(text("done"))
-    return reply(tool_use("StructuredOutput", {"city": "Paris", "celsius": 18}))
+    # Words before the object: the object alone is the answer on every door.
+    return reply(
+        text("Here it is."), tool_use("StructuredOutput", {"city": "Paris", "celsius": 18})
+    )
 
 
 def answers(*items: ScriptItem) -> Callable[[], list[ScriptItem]]:
@@ -739,15 +753,19 @@ def offered(request: RecordedRequest) -> list[str]:
 def check_one_call_then_results(api: ScriptedMessagesAPI) -> None:
     first, second = api.requests
     assert offered(first) == ["get_celsius"]
-    assert [r.text for r in second.results()] == ["15.0"]
+    assert [(b["id"], b["input"]) for b in second.tool_uses()] == [("toolu_lyon", {"city": "Lyon"})]
+    assert [(r.tool_use_id, r.text, r.is_error) for r in second.results()] == [
+        ("toolu_lyon", "15.0", False)
+    ]
 
 
 def check_parallel(api: ScriptedMessagesAPI) -> None:
     _, second = api.requests
-    uses = [b["id"] for b in second.tool_uses()]
-    results = second.results()
-    assert [r.tool_use_id for r in results] == uses and len(uses) == 2
-    assert [r.text for r in results] == ["15.0", "18.0"]
+    assert [b["id"] for b in second.tool_uses()] == ["toolu_lyon", "toolu_paris"]
+    assert [(r.tool_use_id, r.text) for r in second.results()] == [
+        ("toolu_lyon", "15.0"),
+        ("toolu_paris", "18.0"),
+    ]
     user_turns = [m for m in second.messages if m["role"] == "user"]
     assert sum(1 for b in user_turns[-1]["content"] if b["type"] == "tool_result") == 2, (
         "both results in one user turn"
@@ -756,11 +774,16 @@ def check_parallel(api: ScriptedMessagesAPI) -> None:
 
 def check_error_result(api: ScriptedMessagesAPI) -> None:
     (request,) = api.requests
+    assert [b["id"] for b in request.tool_uses()] == ["call_1"]
     assert request.results() == [SentToolResult("call_1", True, "station offline")]
 
 
 def check_max_tokens(api: ScriptedMessagesAPI) -> None:
     assert [r.body["max_tokens"] for r in api.requests] == [50] * 4
+
+
+def check_one_request(api: ScriptedMessagesAPI) -> None:
+    assert len(api.requests) == 1, "no retry, no summary of the history"
 
 
 def check_no_request(api: ScriptedMessagesAPI) -> None:
@@ -782,19 +805,22 @@ def check_image(api: ScriptedMessagesAPI) -> None:
 
 
 def check_structured(api: ScriptedMessagesAPI) -> None:
-    assert "StructuredOutput" in api.requests[0].tool_names
+    assert api.requests[0].tool_names == ["StructuredOutput"]
 
 
 CASES: dict[str, Expected] = {
     "tool-call": Expected(
         Case(lambda: weather, tools=("get_celsius",), run_tools=True),
-        Outcome([("get_celsius", {"city": "Lyon"})], "Lyon: 15 °C.", "stop"),
+        Outcome([("toolu_lyon", "get_celsius", {"city": "Lyon"})], "Lyon: 15 °C.", "stop"),
         check_one_call_then_results,
     ),
     "parallel-tool-calls": Expected(
         Case(lambda: two_cities, "Lyon and Paris?", tools=("get_celsius",), run_tools=True),
         Outcome(
-            [("get_celsius", {"city": "Lyon"}), ("get_celsius", {"city": "Paris"})],
+            [
+                ("toolu_lyon", "get_celsius", {"city": "Lyon"}),
+                ("toolu_paris", "get_celsius", {"city": "Paris"}),
+            ],
             "Lyon 15 °C, Paris 18 °C.",
             "stop",
         ),
@@ -821,7 +847,7 @@ CASES: dict[str, Expected] = {
     "context-window-api": Expected(
         Case(answers(http_error(400, TOO_LONG))),
         Outcome(error="context-window"),
-        lambda api: None,
+        check_one_request,
     ),
     "context-window-cli": Expected(
         Case(answers(reply(text("ok"))), "word " * 1_500_000),
@@ -835,20 +861,28 @@ CASES: dict[str, Expected] = {
     ),
     "tool-choice-required": Expected(
         Case(
-            answers(reply(tool_use("get_celsius", {"city": "Lyon"}))),
+            answers(reply(tool_use("get_celsius", {"city": "Lyon"}, "toolu_lyon"))),
             tools=("get_celsius", "to_fahrenheit"),
             tool_choice="required",
         ),
-        Outcome([("get_celsius", {"city": "Lyon"})], "", "tool-calls"),
+        Outcome([("toolu_lyon", "get_celsius", {"city": "Lyon"})], "", "tool-calls"),
         check_offered("get_celsius", "to_fahrenheit"),
+    ),
+    "tool-choice-required-unmet": Expected(
+        Case(
+            answers(reply(text("About 15 °C."))),
+            tools=("get_celsius", "to_fahrenheit"),
+            tool_choice="required",
+        ),
+        Outcome(error="tool-choice-violated"),
     ),
     "tool-choice-named": Expected(
         Case(
-            answers(reply(tool_use("to_fahrenheit", {"celsius": 15}))),
+            answers(reply(tool_use("to_fahrenheit", {"celsius": 15}, "toolu_f"))),
             tools=("get_celsius", "to_fahrenheit"),
             tool_choice="to_fahrenheit",
         ),
-        Outcome([("to_fahrenheit", {"celsius": 15})], "", "tool-calls"),
+        Outcome([("toolu_f", "to_fahrenheit", {"celsius": 15})], "", "tool-calls"),
         check_offered("to_fahrenheit"),
     ),
     "stream-retraction": Expected(
