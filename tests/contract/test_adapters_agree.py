@@ -133,6 +133,7 @@ class Call:
 class Case:
     """One request, in no door's vocabulary, and the scripted model that answers it."""
 
+    #: A fresh script per run (a list is used up; a responder answers from the request).
     script: Callable[[], Sequence[ScriptItem] | Responder]
     prompt: str = "How warm is Lyon?"
     #: Tool names (from `TOOLS`) the request offers.
@@ -161,8 +162,8 @@ class Outcome:
     #: In the core's vocabulary: stop, length, tool-calls (other, error for the rest).
     finish: str | None = None
     structured: Any = None
-    #: From the door's own error type: context-window, stream-retraction, refused, or
-    #: `other: <type>`.
+    #: From the door's own error type: context-window, stream-retraction, tool-choice-violated,
+    #: refused, or `other: <type>: <message>`.
     error: str | None = None
     #: The core stream only: a part of the answer was taken back (`DiscardPart`).
     retracted: bool = False
@@ -171,11 +172,6 @@ class Outcome:
 def schema(name: str) -> dict[str, Any]:
     """A tool's JSON Schema, as the core derives it from the function."""
     return FunctionTool.from_function(TOOLS[name]).input_schema
-
-
-def tool_messages(case: Case) -> list[tuple[str, str]]:
-    """(call id, result) of every call the history holds."""
-    return [(c.id, c.result) for c in case.history]
 
 
 # --------------------------------------------------------------------------- the doors
@@ -732,6 +728,10 @@ def answers(*items: ScriptItem) -> Callable[[], list[ScriptItem]]:
 
 TOO_LONG = "prompt is too long: 250000 tokens > 200000 maximum"
 PIECES = ["The list: one, two, ", "three, four, ", "five, six, ", "seven, eig"]
+#: Cut at the output limit four times: the CLI resumes a cut answer three times, then stops.
+CUT = answers(*[reply(text(p), stop_reason="max_tokens") for p in PIECES])
+#: The stop sequence "END" is split across the scripted API's 8-character deltas.
+STOPPED = answers(reply(text("Lyon is mild. END Ignore this.")))
 
 
 @dataclass(frozen=True)
@@ -836,11 +836,20 @@ CASES: dict[str, Expected] = {
         check_error_result,
     ),
     "stop": Expected(
-        Case(answers(reply(text("Lyon is mild. END Ignore this."))), stop=("END", "Ignore")),
+        Case(STOPPED, stop=("END", "Ignore")),
+        Outcome([], "Lyon is mild. ", "stop"),
+    ),
+    "stop-streamed": Expected(
+        Case(STOPPED, stop=("END", "Ignore"), stream=True),
         Outcome([], "Lyon is mild. ", "stop"),
     ),
     "max-tokens": Expected(
-        Case(answers(*[reply(text(p), stop_reason="max_tokens") for p in PIECES]), max_tokens=50),
+        Case(CUT, max_tokens=50),
+        Outcome([], "".join(PIECES), "length"),
+        check_max_tokens,
+    ),
+    "max-tokens-streamed": Expected(
+        Case(CUT, max_tokens=50, stream=True),
         Outcome([], "".join(PIECES), "length"),
         check_max_tokens,
     ),
@@ -911,7 +920,8 @@ CASES: dict[str, Expected] = {
 #: when it lands.
 TARGET: dict[tuple[str, str], str] = {
     **{
-        (door, "stop"): f"issue 27: stop honoured by cutting on every door ({today})"
+        (door, case): f"issue 27: stop honoured by cutting on every door ({today})"
+        for case in ("stop", "stop-streamed")
         for door, today in [
             ("core", "no stop_sequences call option yet"),
             ("pydantic-ai", "stop_sequences only warned about, the text not cut"),

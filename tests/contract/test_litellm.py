@@ -404,26 +404,6 @@ async def test_drop_params_drops_what_the_cli_cannot_honour_with_a_warning() -> 
     assert len(api.requests) == 1
 
 
-@pytest.mark.parametrize("stream", [False, True], ids=["whole", "streamed"])
-async def test_stop_ends_the_answer_before_the_first_stop_sequence(stream: bool) -> None:
-    """smolagents' `LiteLLMModel` and CrewAI send `stop` on every request: it was refused (or
-    dropped under drop_params); the answer now ends where the first stop sequence begins."""
-    answer = reply(text("Thought: look it up.\nObservation: made up\nmore"))
-    async with ScriptedMessagesAPI([answer]) as api, registered(api):
-        response = await litellm.acompletion(
-            model=MODEL, messages=QUESTION, stop=["Observation:"], stream=stream
-        )
-        if stream:
-            chunks = [chunk async for chunk in response]
-            content = "".join(c.choices[0].delta.content or "" for c in chunks if c.choices)
-            reason = next(c.choices[0].finish_reason for c in chunks[::-1] if c.choices)
-        else:
-            content = response.choices[0].message.content
-            reason = response.choices[0].finish_reason
-    assert content == "Thought: look it up.\n"
-    assert reason == "stop"
-
-
 async def test_a_history_with_tool_calls_but_no_tools_is_answered_in_text() -> None:
     """AutoGen's reflection after a tool call sends the calls and results without `tools`: it
     was refused; the called tools are defined again, uncallable (tool_choice 'none')."""
