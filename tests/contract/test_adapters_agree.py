@@ -1,37 +1,105 @@
-"""One scenario, three front doors: the core provider, pydantic-ai and LangChain agree.
+"""The behaviour matrix: the same scripted cases through every front door, one outcome each.
 
-The same scripted model, the same two tools (run by the application or the framework, never by
-the provider), through the real CLI: each path must produce the same tool calls with the same
-arguments and the same final text.
+Six doors: the core provider (`generate` / `stream`), pydantic-ai (`ClaudeAgentModel`),
+LangChain (`ChatClaudeAgent`), LiteLLM (`claude-agent/...`), and the gateway's
+`/v1/chat/completions` and `/v1/messages` served on loopback and spoken to with the official
+`openai` and `anthropic` clients. Each door is one small class that sends a neutral `Case` in
+its own vocabulary (its own message types, tool definitions, settings, the application or the
+framework running the tools) and reads the answer back into a neutral `Outcome`: the calls, the
+text, the finish reason in the core's vocabulary, the structured object, and the error kind
+from the door's own error type (one table per door). Every case runs the real CLI against the
+scripted Messages API, and what the model was sent is proven from its request log.
+
+A (door, case) that encodes behaviour still being built (issue 27) is marked
+`xfail(strict=True)` in `TARGET`: when it starts passing the mark must go.
 """
 
 from __future__ import annotations
 
+import base64
 import json
-from collections.abc import Awaitable, Callable
-from typing import Any
+from collections.abc import Callable, Sequence
+from contextlib import AsyncExitStack
+from dataclasses import dataclass, field
+from typing import Any, ClassVar
 
+import anthropic
+import litellm
+import openai
 import pytest
+from conftest import serving
+from langchain_core import exceptions as langchain_errors
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
 from langchain_core.tools import tool as langchain_tool
-from pydantic_ai import Agent
-from pydantic_ai.messages import ModelResponse, ToolCallPart
+from pydantic import BaseModel
+from pydantic_ai import Agent, NativeOutput
+from pydantic_ai import exceptions as pydantic_ai_errors
+from pydantic_ai.direct import model_request, model_request_stream
+from pydantic_ai.messages import (
+    BinaryContent,
+    ModelMessage,
+    ModelRequest,
+    ModelResponse,
+    ToolCallPart,
+    ToolReturnPart,
+    UserPromptPart,
+)
+from pydantic_ai.models import ModelRequestParameters
+from pydantic_ai.settings import ModelSettings
+from pydantic_ai.tools import ToolDefinition
 
-from sf_provider import ClaudeAgentProvider, FunctionTool
+import sf_provider.errors as sf_errors
+from sf_provider import (
+    ClaudeAgentProvider,
+    DiscardPart,
+    FinishPart,
+    FunctionTool,
+    TextDeltaPart,
+)
 from sf_provider.adapters.langchain import ChatClaudeAgent
+from sf_provider.adapters.litellm import register
 from sf_provider.adapters.pydantic_ai import ClaudeAgentModel
-from sf_provider.testing import RecordedRequest, Reply, ScriptedMessagesAPI, reply, text, tool_use
+from sf_provider.gateway import GatewaySettings, create_app
+from sf_provider.testing import (
+    RecordedRequest,
+    Reply,
+    Responder,
+    ScriptedMessagesAPI,
+    ScriptItem,
+    SentToolResult,
+    fault,
+    http_error,
+    reply,
+    text,
+    tool_use,
+)
 
-pytestmark = [pytest.mark.anyio, pytest.mark.cli]
+pytestmark = [
+    pytest.mark.anyio,
+    pytest.mark.cli,
+    # LiteLLM's own types, built by pydantic on first use.
+    pytest.mark.filterwarnings("ignore:Item.*on TypedDict:UserWarning"),
+]
 
-PROMPT = "How warm is Lyon in °F?"
-EXPECTED_CALLS = [("get_celsius", {"city": "Lyon"}), ("to_fahrenheit", {"celsius": 15.0})]
-EXPECTED_TEXT = "Lyon: 15 °C = 59 °F."
+litellm.suppress_debug_info = True
+
+MODEL = "claude-sonnet-5-5"
+# A 1x1 transparent PNG.
+PIXEL = base64.b64encode(
+    bytes.fromhex(
+        "89504e470d0a1a0a0000000d4948445200000001000000010806000000"
+        "1f15c4890000000d49444154789c6360000002000100e5270de40000000049454e44ae426082"
+    )
+).decode()
+PIXEL_URL = f"data:image/png;base64,{PIXEL}"
+
+
+# --------------------------------------------------------------------------- the neutral case
 
 
 def get_celsius(city: str) -> float:
     """Current temperature of a city in °C."""
-    return 15.0
+    return {"Lyon": 15.0, "Paris": 18.0}[city]
 
 
 def to_fahrenheit(celsius: float) -> float:
@@ -39,90 +107,869 @@ def to_fahrenheit(celsius: float) -> float:
     return celsius * 9 / 5 + 32
 
 
-def _result(block: dict[str, Any]) -> float:
-    content = block["content"]
-    raw = content if isinstance(content, str) else "".join(c.get("text", "") for c in content)
-    return float(json.loads(raw))
+TOOLS = {f.__name__: f for f in (get_celsius, to_fahrenheit)}
 
 
-def scripted_model(request: RecordedRequest) -> Reply:
-    """Asks for the °C, then converts what it got, then answers from both results."""
-    results = [_result(b) for b in request.tool_results()]
-    if not results:
-        return reply(tool_use("get_celsius", {"city": "Lyon"}))
-    if len(results) == 1:
-        return reply(tool_use("to_fahrenheit", {"celsius": results[0]}))
-    return reply(text(f"Lyon: {results[0]:g} °C = {results[1]:g} °F."))
+class City(BaseModel):
+    """A city's temperature."""
+
+    city: str
+    celsius: float
 
 
-Outcome = tuple[list[tuple[str, dict[str, Any]]], str]
+@dataclass(frozen=True)
+class Call:
+    """A tool call already in the history (the model made it in an earlier turn)."""
+
+    id: str
+    name: str
+    args: dict[str, Any]
+    #: The application's result for it, and whether that result is an error.
+    result: str
+    is_error: bool = False
 
 
-async def through_the_core_provider(api: ScriptedMessagesAPI) -> Outcome:
-    functions = {"get_celsius": get_celsius, "to_fahrenheit": to_fahrenheit}
-    tools = [FunctionTool.from_function(f) for f in functions.values()]
-    tools = [t.model_copy(update={"executor": None}) for t in tools]  # the app runs them
-    provider = ClaudeAgentProvider(api.settings())
-    messages: list[dict[str, Any]] = [{"role": "user", "content": PROMPT}]
-    calls: list[tuple[str, dict[str, Any]]] = []
-    while (result := await provider.generate(messages, tools=tools)).tool_calls:
-        calls += [(c.tool_name, c.input) for c in result.tool_calls]
-        outputs = [
-            {
-                "type": "tool-result",
-                "tool_call_id": c.tool_call_id,
-                "output": functions[c.tool_name](**c.input),
-            }
-            for c in result.tool_calls
+@dataclass(frozen=True)
+class Case:
+    """One request, in no door's vocabulary, and the scripted model that answers it."""
+
+    #: A fresh script per run (a list is used up; a responder answers from the request).
+    script: Callable[[], Sequence[ScriptItem] | Responder]
+    prompt: str = "How warm is Lyon?"
+    #: Tool names (from `TOOLS`) the request offers.
+    tools: tuple[str, ...] = ()
+    #: The application or the framework runs the tools and sends the results back (a loop);
+    #: otherwise one request, and its calls are returned.
+    run_tools: bool = False
+    #: An earlier turn of calls and their results, after the prompt.
+    history: tuple[Call, ...] = ()
+    image: bool = False
+    stop: tuple[str, ...] = ()
+    max_tokens: int | None = None
+    #: "none", "required" or a tool's name.
+    tool_choice: str | None = None
+    output: type[BaseModel] | None = None
+    stream: bool = False
+
+
+@dataclass
+class Outcome:
+    """What a door answered, normalised: the same case must give the same outcome everywhere."""
+
+    #: (id, tool name, arguments): the ids are the model's own, whoever ran the tools.
+    calls: list[tuple[str, str, dict[str, Any]]] = field(default_factory=list)
+    text: str = ""
+    #: In the core's vocabulary: stop, length, tool-calls (other, error for the rest).
+    finish: str | None = None
+    structured: Any = None
+    #: From the door's own error type: context-window, stream-retraction, tool-choice-violated,
+    #: refused, or `other: <type>: <message>`.
+    error: str | None = None
+    #: The core stream only: a part of the answer was taken back (`DiscardPart`).
+    retracted: bool = False
+
+
+def schema(name: str) -> dict[str, Any]:
+    """A tool's JSON Schema, as the core derives it from the function."""
+    return FunctionTool.from_function(TOOLS[name]).input_schema
+
+
+# --------------------------------------------------------------------------- the doors
+
+
+#: The one class a stream taken back raises everywhere (issue 27; absent until it lands).
+RETRACTION: tuple[type[BaseException], ...] = tuple(
+    [sf_errors.StreamRetractionError] if hasattr(sf_errors, "StreamRetractionError") else []
+)
+
+
+class Door:
+    """One front door: sends a `Case` its own way and reads the answer into an `Outcome`."""
+
+    name: ClassVar[str]
+    #: The door's own error types -> the neutral kind; the first match wins.
+    errors: ClassVar[Sequence[tuple[type[BaseException], str]]] = ()
+
+    def __init__(self, api: ScriptedMessagesAPI, stack: AsyncExitStack) -> None:
+        self.api = api
+        self.stack = stack
+
+    async def send(self, case: Case) -> Outcome:
+        raise NotImplementedError
+
+    def error_kind(self, exc: BaseException) -> str:
+        chain: list[BaseException] = [exc]
+        while chain[-1].__cause__ is not None and len(chain) < 10:
+            chain.append(chain[-1].__cause__)
+        # The one class, or the door's own wrapper of it.
+        if any(isinstance(e, RETRACTION) for e in chain):
+            return "stream-retraction"
+        if any(isinstance(e, sf_errors.ToolChoiceViolationError) for e in chain):
+            return "tool-choice-violated"
+        for error_type, kind in self.errors:
+            if isinstance(exc, error_type):
+                return kind
+        return f"other: {type(exc).__module__}.{type(exc).__name__}: {exc}"[:300]
+
+
+class CoreDoor(Door):
+    """`ClaudeAgentProvider.generate` (the application runs the tools) or `stream`."""
+
+    name = "core"
+    errors = (
+        (sf_errors.ContextWindowExceededError, "context-window"),
+        (sf_errors.UnsupportedRequestError, "refused"),
+    )
+
+    async def send(self, case: Case) -> Outcome:
+        provider = ClaudeAgentProvider(self.api.settings(warm_processes=0))
+        self.stack.push_async_callback(provider.aclose)
+        tools = [
+            FunctionTool.from_function(TOOLS[n]).model_copy(update={"executor": None})
+            for n in case.tools
         ]
-        messages += [result.assistant_message(), {"role": "tool", "content": outputs}]
-    return calls, result.text
+        options: dict[str, Any] = {}
+        if case.max_tokens:
+            options["max_tokens"] = case.max_tokens
+        if case.stop:
+            options["stop_sequences"] = list(case.stop)
+        if case.tool_choice in ("none", "required"):
+            options["tool_choice"] = case.tool_choice
+        elif case.tool_choice:
+            options["tool_choice"] = {"type": "tool", "name": case.tool_choice}
+        if case.output:
+            options["output_schema"] = case.output.model_json_schema()
+        content: Any = case.prompt
+        if case.image:
+            content = [
+                {"type": "text", "text": case.prompt},
+                {"type": "image", "data": PIXEL, "media_type": "image/png"},
+            ]
+        messages: list[dict[str, Any]] = [{"role": "user", "content": content}]
+        if case.history:
+            messages.append(
+                {
+                    "role": "assistant",
+                    "content": [
+                        {"type": "tool-call", "tool_call_id": c.id, "tool_name": c.name,
+                         "input": c.args}
+                        for c in case.history
+                    ],
+                }
+            )  # fmt: skip
+            messages.append(
+                {
+                    "role": "tool",
+                    "content": [
+                        {"type": "tool-result", "tool_call_id": c.id, "output": c.result,
+                         "is_error": c.is_error}
+                        for c in case.history
+                    ],
+                }
+            )  # fmt: skip
+        if case.stream:
+            # The core's stream hands a cut back as a DiscardPart: its consumer drops those parts.
+            outcome, deltas = Outcome(), list[tuple[str, str]]()
+            async for part in provider.stream(messages, tools=tools, **options):
+                if isinstance(part, TextDeltaPart):
+                    deltas.append((part.id, part.delta))
+                elif isinstance(part, DiscardPart):
+                    outcome.retracted |= any(i in part.ids for i, _ in deltas)
+                    deltas = [(i, d) for i, d in deltas if i not in part.ids]
+                elif isinstance(part, FinishPart):
+                    outcome.finish = part.finish_reason
+            outcome.text = "".join(d for _, d in deltas)
+            return outcome
+        calls: list[tuple[str, dict[str, Any]]] = []
+        while True:
+            result = await provider.generate(messages, tools=tools, **options)
+            calls += [(c.tool_call_id, c.tool_name, c.input) for c in result.tool_calls]
+            if case.output:  # the object is the answer
+                return Outcome(calls, "", result.finish_reason, result.structured_output)
+            if not (case.run_tools and result.tool_calls):
+                return Outcome(calls, result.text, result.finish_reason)
+            outputs = [
+                {"type": "tool-result", "tool_call_id": c.tool_call_id,
+                 "output": TOOLS[c.tool_name](**c.input)}
+                for c in result.tool_calls
+            ]  # fmt: skip
+            messages += [result.assistant_message(), {"role": "tool", "content": outputs}]
 
 
-async def through_pydantic_ai(api: ScriptedMessagesAPI) -> Outcome:
-    agent = Agent(ClaudeAgentModel(ClaudeAgentProvider(api.settings())))
-    agent.tool_plain(get_celsius)
-    agent.tool_plain(to_fahrenheit)
-    run = await agent.run(PROMPT)
-    calls = [
-        (part.tool_name, part.args_as_dict())
-        for message in run.all_messages()
-        if isinstance(message, ModelResponse)
-        for part in message.parts
-        if isinstance(part, ToolCallPart)
+class PydanticAIDoor(Door):
+    """An `Agent` running its tools, or one `model_request` (streamed: `model_request_stream`)."""
+
+    name = "pydantic-ai"
+    errors = (
+        (pydantic_ai_errors.ModelContextWindowExceededError, "context-window"),
+        (sf_errors.UnsupportedRequestError, "refused"),
+        (pydantic_ai_errors.UserError, "refused"),
+    )
+    FINISH: ClassVar[dict[str | None, str]] = {"tool_call": "tool-calls"}
+
+    async def send(self, case: Case) -> Outcome:
+        provider = ClaudeAgentProvider(self.api.settings(warm_processes=0))
+        self.stack.push_async_callback(provider.aclose)
+        model = ClaudeAgentModel(provider)
+        settings = ModelSettings()
+        if case.max_tokens:
+            settings["max_tokens"] = case.max_tokens
+        if case.stop:
+            settings["stop_sequences"] = list(case.stop)
+        if case.tool_choice in ("none", "required"):
+            settings["tool_choice"] = case.tool_choice  # type: ignore[typeddict-item]
+        elif case.tool_choice:
+            settings["tool_choice"] = [case.tool_choice]  # type: ignore[typeddict-item]
+        prompt: list[Any] = [case.prompt]
+        if case.image:
+            prompt.append(BinaryContent(data=base64.b64decode(PIXEL), media_type="image/png"))
+        if case.run_tools or case.output:
+            output: Any = NativeOutput(case.output) if case.output else str
+            agent = Agent(model, output_type=output, model_settings=settings)
+            for name in case.tools:
+                agent.tool_plain(TOOLS[name])
+            run = await agent.run(prompt)
+            responses = [m for m in run.all_messages() if isinstance(m, ModelResponse)]
+            calls = [
+                (p.tool_call_id, p.tool_name, p.args_as_dict())
+                for r in responses
+                for p in r.parts
+                if isinstance(p, ToolCallPart)
+            ]
+            if case.output:
+                return Outcome(calls, structured=run.output.model_dump(), finish="stop")
+            return Outcome(calls, run.output, self._finish(responses[-1]))
+        history: list[ModelMessage] = [ModelRequest(parts=[UserPromptPart(prompt)])]
+        if case.history:
+            history.append(
+                ModelResponse(
+                    parts=[ToolCallPart(c.name, c.args, tool_call_id=c.id) for c in case.history]
+                )
+            )
+            history.append(
+                ModelRequest(
+                    parts=[
+                        ToolReturnPart(
+                            c.name,
+                            c.result,
+                            tool_call_id=c.id,
+                            outcome="failed" if c.is_error else "success",
+                        )
+                        for c in case.history
+                    ]
+                )
+            )
+        tools = [
+            ToolDefinition(name=n, parameters_json_schema=schema(n), description=TOOLS[n].__doc__)
+            for n in case.tools
+        ]
+        parameters = ModelRequestParameters(function_tools=tools)
+        if case.stream:
+            async with model_request_stream(
+                model, history, model_settings=settings, model_request_parameters=parameters
+            ) as stream:
+                async for _ in stream:
+                    pass
+            response = stream.get()
+        else:
+            response = await model_request(
+                model, history, model_settings=settings, model_request_parameters=parameters
+            )
+        calls = [(p.tool_call_id, p.tool_name, p.args_as_dict()) for p in response.tool_calls]
+        return Outcome(calls, response.text or "", self._finish(response))
+
+    def _finish(self, response: ModelResponse) -> str | None:
+        return self.FINISH.get(response.finish_reason, response.finish_reason)
+
+
+class LangChainDoor(Door):
+    """`ChatClaudeAgent` with bound tools; the application runs them (LangChain's loop)."""
+
+    name = "langchain"
+    errors = (
+        (langchain_errors.ContextOverflowError, "context-window"),
+        (sf_errors.UnsupportedRequestError, "refused"),
+    )
+
+    async def send(self, case: Case) -> Outcome:
+        provider = ClaudeAgentProvider(self.api.settings(warm_processes=0))
+        self.stack.push_async_callback(provider.aclose)
+        extra: dict[str, Any] = {"max_tokens": case.max_tokens} if case.max_tokens else {}
+        chat = ChatClaudeAgent(provider=provider, **extra)
+        tools = {n: langchain_tool(TOOLS[n]) for n in case.tools}
+        model: Any = chat
+        if case.output:
+            model = chat.with_structured_output(case.output, method="json_schema")
+        elif tools:
+            choice = {"tool_choice": case.tool_choice} if case.tool_choice else {}
+            model = chat.bind_tools(list(tools.values()), **choice)
+        content: Any = case.prompt
+        if case.image:
+            content = [
+                {"type": "text", "text": case.prompt},
+                {"type": "image_url", "image_url": {"url": PIXEL_URL}},
+            ]
+        messages: list[BaseMessage] = [HumanMessage(content)]
+        if case.history:
+            messages.append(
+                AIMessage(
+                    "",
+                    tool_calls=[{"name": c.name, "args": c.args, "id": c.id} for c in case.history],
+                )
+            )
+            messages += [
+                ToolMessage(
+                    c.result, tool_call_id=c.id, status="error" if c.is_error else "success"
+                )
+                for c in case.history
+            ]
+        stop = {"stop": list(case.stop)} if case.stop else {}
+        if case.output:
+            answer = await model.ainvoke(messages)
+            return Outcome(structured=answer.model_dump(), finish="stop")
+        if case.stream:
+            chunks = [chunk async for chunk in model.astream(messages, **stop)]
+            folded = chunks[0]
+            for chunk in chunks[1:]:
+                folded = folded + chunk
+            return self._outcome(folded, [])
+        calls: list[tuple[str, dict[str, Any]]] = []
+        while True:
+            answer = await model.ainvoke(messages, **stop)
+            assert isinstance(answer, AIMessage)
+            if not (case.run_tools and answer.tool_calls):
+                return self._outcome(answer, calls)
+            messages.append(answer)
+            for call in answer.tool_calls:
+                calls.append((call["id"] or "", call["name"], call["args"]))
+                output = tools[call["name"]].invoke(call["args"])
+                messages.append(ToolMessage(content=str(output), tool_call_id=call["id"]))
+
+    def _outcome(self, answer: AIMessage, calls: list[tuple[str, dict[str, Any]]]) -> Outcome:
+        calls = calls + [(c["id"] or "", c["name"], c["args"]) for c in answer.tool_calls]
+        return Outcome(calls, answer.text, answer.response_metadata.get("finish_reason"))
+
+
+class OpenAIStyleDoor(Door):
+    """Chat Completions: the application sends the tools as functions and runs them."""
+
+    FINISH: ClassVar[dict[str | None, str]] = {"tool_calls": "tool-calls"}
+
+    async def create(self, **request: Any) -> Any:
+        raise NotImplementedError
+
+    async def send(self, case: Case) -> Outcome:
+        request: dict[str, Any] = {"model": self.model}
+        if case.tools:
+            request["tools"] = [
+                {"type": "function", "function": {"name": n, "description": TOOLS[n].__doc__,
+                                                  "parameters": schema(n)}}
+                for n in case.tools
+            ]  # fmt: skip
+        if case.tool_choice in ("none", "required"):
+            request["tool_choice"] = case.tool_choice
+        elif case.tool_choice:
+            request["tool_choice"] = {"type": "function", "function": {"name": case.tool_choice}}
+        if case.max_tokens:
+            request["max_tokens"] = case.max_tokens
+        if case.stop:
+            request["stop"] = list(case.stop)
+        if case.output:
+            request["response_format"] = {
+                "type": "json_schema",
+                "json_schema": {"name": case.output.__name__,
+                                "schema": case.output.model_json_schema()},
+            }  # fmt: skip
+        content: Any = case.prompt
+        if case.image:
+            content = [
+                {"type": "text", "text": case.prompt},
+                {"type": "image_url", "image_url": {"url": PIXEL_URL}},
+            ]
+        messages: list[dict[str, Any]] = [{"role": "user", "content": content}]
+        if case.history:
+            assert not any(c.is_error for c in case.history), "Chat Completions has no error flag"
+        if case.stream:
+            text_parts: list[str] = []
+            finish = None
+            async for chunk in await self.create(messages=messages, stream=True, **request):
+                for choice in chunk.choices:
+                    text_parts.append(choice.delta.content or "")
+                    finish = choice.finish_reason or finish
+            return Outcome(text="".join(text_parts), finish=self.FINISH.get(finish, finish))
+        calls: list[tuple[str, dict[str, Any]]] = []
+        while True:
+            answer = await self.create(messages=messages, **request)
+            choice = answer.choices[0]
+            message = choice.message
+            made = [
+                (c.id, c.function.name, json.loads(c.function.arguments or "{}"))
+                for c in message.tool_calls or []
+            ]
+            calls += made
+            if not (case.run_tools and made):
+                finish = self.FINISH.get(choice.finish_reason, choice.finish_reason)
+                if case.output:  # the object is the answer's text on this wire
+                    return Outcome(calls, "", finish, json.loads(message.content))
+                return Outcome(calls, message.content or "", finish)
+            messages.append(
+                {
+                    "role": "assistant",
+                    "content": message.content,
+                    "tool_calls": [
+                        {"id": i, "type": "function",
+                         "function": {"name": n, "arguments": json.dumps(a)}}
+                        for i, n, a in made
+                    ],
+                }
+            )  # fmt: skip
+            messages += [
+                {"role": "tool", "tool_call_id": i, "content": str(TOOLS[n](**a))}
+                for i, n, a in made
+            ]
+
+
+class LiteLLMDoor(OpenAIStyleDoor):
+    """`litellm.acompletion(model="claude-agent/...")` after `register()`."""
+
+    name = "litellm"
+    model = f"claude-agent/{MODEL}"
+    errors = (
+        (litellm.ContextWindowExceededError, "context-window"),
+        (litellm.BadRequestError, "refused"),
+    )
+
+    async def create(self, **request: Any) -> Any:
+        if not hasattr(self, "handler"):
+            self.handler = register(settings=self.api.settings(warm_processes=0))
+            self.stack.push_async_callback(self.handler.provider.aclose)
+        return await litellm.acompletion(**request)
+
+
+class ChatCompletionsDoor(OpenAIStyleDoor):
+    """The gateway's `/v1/chat/completions` through the official `openai` client."""
+
+    name = "chat-completions"
+    model = MODEL
+
+    def error_kind(self, exc: BaseException) -> str:
+        message = str(exc)
+        if isinstance(exc, openai.BadRequestError) and exc.code == "context_length_exceeded":
+            return "context-window"
+        if isinstance(exc, openai.APIError) and "cannot be taken back" in message:
+            return "stream-retraction"
+        if isinstance(exc, openai.InternalServerError) and "tool_choice required" in message:
+            return "tool-choice-violated"
+        if isinstance(exc, openai.BadRequestError):
+            return "refused"
+        return super().error_kind(exc)
+
+    async def create(self, **request: Any) -> Any:
+        if not hasattr(self, "client"):
+            app = create_app(GatewaySettings(provider=self.api.settings(warm_processes=0)))
+            url = await self.stack.enter_async_context(serving(app))
+            self.client = await self.stack.enter_async_context(
+                openai.AsyncOpenAI(base_url=f"{url}/v1", api_key="sk-test", max_retries=0)
+            )
+        return await self.client.chat.completions.create(**request)
+
+
+class MessagesDoor(Door):
+    """The gateway's `/v1/messages` through the official `anthropic` client."""
+
+    name = "messages"
+    FINISH: ClassVar[dict[str | None, str]] = {
+        "end_turn": "stop",
+        "stop_sequence": "stop",
+        "max_tokens": "length",
+        "tool_use": "tool-calls",
+    }
+
+    def error_kind(self, exc: BaseException) -> str:
+        message = str(exc).lower()
+        if isinstance(exc, anthropic.BadRequestError) and "prompt is too long" in message:
+            return "context-window"
+        if isinstance(exc, anthropic.APIError) and "cannot be taken back" in message:
+            return "stream-retraction"
+        if isinstance(exc, anthropic.InternalServerError) and "tool_choice required" in message:
+            return "tool-choice-violated"
+        if isinstance(exc, anthropic.BadRequestError):
+            return "refused"
+        return super().error_kind(exc)
+
+    async def send(self, case: Case) -> Outcome:
+        app = create_app(GatewaySettings(provider=self.api.settings(warm_processes=0)))
+        url = await self.stack.enter_async_context(serving(app))
+        client = await self.stack.enter_async_context(
+            anthropic.AsyncAnthropic(base_url=url, api_key="sk-test", max_retries=0)
+        )
+        request: dict[str, Any] = {"model": MODEL, "max_tokens": case.max_tokens or 1024}
+        if case.tools:
+            request["tools"] = [
+                {"name": n, "description": TOOLS[n].__doc__, "input_schema": schema(n)}
+                for n in case.tools
+            ]
+        if case.tool_choice == "none":
+            request["tool_choice"] = {"type": "none"}
+        elif case.tool_choice == "required":
+            request["tool_choice"] = {"type": "any"}
+        elif case.tool_choice:
+            request["tool_choice"] = {"type": "tool", "name": case.tool_choice}
+        if case.stop:
+            request["stop_sequences"] = list(case.stop)
+        if case.output:
+            request["extra_body"] = {
+                "output_config": {
+                    "format": {"type": "json_schema", "schema": case.output.model_json_schema()}
+                }
+            }
+        content: list[dict[str, Any]] = [{"type": "text", "text": case.prompt}]
+        if case.image:
+            content.append(
+                {"type": "image",
+                 "source": {"type": "base64", "media_type": "image/png", "data": PIXEL}}
+            )  # fmt: skip
+        messages: list[dict[str, Any]] = [{"role": "user", "content": content}]
+        if case.history:
+            messages.append(
+                {
+                    "role": "assistant",
+                    "content": [
+                        {"type": "tool_use", "id": c.id, "name": c.name, "input": c.args}
+                        for c in case.history
+                    ],
+                }
+            )
+            messages.append(
+                {
+                    "role": "user",
+                    "content": [
+                        {"type": "tool_result", "tool_use_id": c.id, "content": c.result,
+                         "is_error": c.is_error}
+                        for c in case.history
+                    ],
+                }
+            )  # fmt: skip
+        if case.stream:
+            async with client.messages.stream(messages=messages, **request) as stream:
+                message = await stream.get_final_message()
+            return self._outcome(message, [], case)
+        calls: list[tuple[str, dict[str, Any]]] = []
+        while True:
+            message = await client.messages.create(messages=messages, **request)
+            made = [(b.id, b.name, b.input) for b in message.content if b.type == "tool_use"]
+            if not (case.run_tools and made):
+                return self._outcome(message, calls, case)
+            calls += made
+            # The client's own content objects, sent straight back.
+            messages.append({"role": "assistant", "content": message.content})
+            messages.append(
+                {
+                    "role": "user",
+                    "content": [
+                        {"type": "tool_result", "tool_use_id": i, "content": str(TOOLS[n](**a))}
+                        for i, n, a in made
+                    ],
+                }
+            )
+
+    def _outcome(
+        self, message: Any, calls: list[tuple[str, dict[str, Any]]], case: Case
+    ) -> Outcome:
+        calls = calls + [(b.id, b.name, b.input) for b in message.content if b.type == "tool_use"]
+        answer = "".join(b.text for b in message.content if b.type == "text")
+        finish = self.FINISH.get(message.stop_reason, message.stop_reason)
+        if case.output:  # the object is the answer's text on this wire
+            return Outcome(calls, "", finish, json.loads(answer))
+        return Outcome(calls, answer, finish)
+
+
+DOORS: dict[str, type[Door]] = {
+    d.name: d
+    for d in (CoreDoor, PydanticAIDoor, LangChainDoor, LiteLLMDoor, ChatCompletionsDoor,
+              MessagesDoor)
+}  # fmt: skip
+
+
+# --------------------------------------------------------------------------- the cases
+
+
+def weather(request: RecordedRequest) -> Reply:
+    """Asks for Lyon's °C, then answers from the result."""
+    results = request.tool_result_texts()
+    if not results:
+        return reply(tool_use("get_celsius", {"city": "Lyon"}, "toolu_lyon"))
+    return reply(text(f"Lyon: {float(results[0]):g} °C."))
+
+
+def two_cities(request: RecordedRequest) -> Reply:
+    """Asks for two cities at once (parallel calls in one turn), then answers from both."""
+    results = request.tool_result_texts()
+    if not results:
+        return reply(
+            tool_use("get_celsius", {"city": "Lyon"}, "toolu_lyon"),
+            tool_use("get_celsius", {"city": "Paris"}, "toolu_paris"),
+        )
+    return reply(text(f"Lyon {float(results[0]):g} °C, Paris {float(results[1]):g} °C."))
+
+
+def structured(request: RecordedRequest) -> Reply:
+    if request.tool_results():
+        return reply(text("done"))
+    # Words before the object: the object alone is the answer on every door.
+    return reply(
+        text("Here it is."), tool_use("StructuredOutput", {"city": "Paris", "celsius": 18})
+    )
+
+
+def answers(*items: ScriptItem) -> Callable[[], list[ScriptItem]]:
+    return lambda: list(items)
+
+
+TOO_LONG = "prompt is too long: 250000 tokens > 200000 maximum"
+PIECES = ["The list: one, two, ", "three, four, ", "five, six, ", "seven, eig"]
+#: Cut at the output limit four times: the CLI resumes a cut answer three times, then stops.
+CUT = answers(*[reply(text(p), stop_reason="max_tokens") for p in PIECES])
+#: The stop sequence "END" is split across the scripted API's 8-character deltas.
+STOPPED = answers(reply(text("Lyon is mild. END Ignore this.")))
+
+
+@dataclass(frozen=True)
+class Expected:
+    """What every door must give for a case (`outcome`), and what the API must have seen."""
+
+    case: Case
+    outcome: Outcome
+    check: Callable[[ScriptedMessagesAPI], None] = lambda api: None
+    #: A door whose outcome is its own (the core stream hands back a DiscardPart, not an error).
+    per_door: dict[str, Outcome] = field(default_factory=dict)
+
+
+def offered(request: RecordedRequest) -> list[str]:
+    """The application's tools the model was offered (the bridge's prefix taken off)."""
+    return sorted(n.rsplit("__", 1)[-1] for n in request.tool_names)
+
+
+def check_one_call_then_results(api: ScriptedMessagesAPI) -> None:
+    first, second = api.requests
+    assert offered(first) == ["get_celsius"]
+    assert [(b["id"], b["input"]) for b in second.tool_uses()] == [("toolu_lyon", {"city": "Lyon"})]
+    assert [(r.tool_use_id, r.text, r.is_error) for r in second.results()] == [
+        ("toolu_lyon", "15.0", False)
     ]
-    return calls, run.output
 
 
-async def through_langchain(api: ScriptedMessagesAPI) -> Outcome:
-    tools = {f.__name__: langchain_tool(f) for f in (get_celsius, to_fahrenheit)}
-    model = ChatClaudeAgent(settings=api.settings()).bind_tools(list(tools.values()))
-    messages: list[BaseMessage] = [HumanMessage(PROMPT)]
-    calls: list[tuple[str, dict[str, Any]]] = []
-    while True:
-        answer = await model.ainvoke(messages)
-        assert isinstance(answer, AIMessage)
-        if not answer.tool_calls:
-            return calls, str(answer.content)
-        messages.append(answer)
-        for call in answer.tool_calls:
-            calls.append((call["name"], call["args"]))
-            output = tools[call["name"]].invoke(call["args"])
-            messages.append(ToolMessage(content=str(output), tool_call_id=call["id"]))
+def check_parallel(api: ScriptedMessagesAPI) -> None:
+    _, second = api.requests
+    assert [b["id"] for b in second.tool_uses()] == ["toolu_lyon", "toolu_paris"]
+    assert [(r.tool_use_id, r.text) for r in second.results()] == [
+        ("toolu_lyon", "15.0"),
+        ("toolu_paris", "18.0"),
+    ]
+    user_turns = [m for m in second.messages if m["role"] == "user"]
+    assert sum(1 for b in user_turns[-1]["content"] if b["type"] == "tool_result") == 2, (
+        "both results in one user turn"
+    )
 
 
-PATHS: dict[str, Callable[[ScriptedMessagesAPI], Awaitable[Outcome]]] = {
-    "core": through_the_core_provider,
-    "pydantic-ai": through_pydantic_ai,
-    "langchain": through_langchain,
+def check_error_result(api: ScriptedMessagesAPI) -> None:
+    (request,) = api.requests
+    assert [b["id"] for b in request.tool_uses()] == ["call_1"]
+    assert request.results() == [SentToolResult("call_1", True, "station offline")]
+
+
+def check_max_tokens(api: ScriptedMessagesAPI) -> None:
+    assert [r.body["max_tokens"] for r in api.requests] == [50] * 4
+
+
+def check_one_request(api: ScriptedMessagesAPI) -> None:
+    assert len(api.requests) == 1, "no retry, no summary of the history"
+
+
+def check_no_request(api: ScriptedMessagesAPI) -> None:
+    assert api.all_requests == [], "refused by the CLI, before the API"
+
+
+def check_offered(*names: str) -> Callable[[ScriptedMessagesAPI], None]:
+    def check(api: ScriptedMessagesAPI) -> None:
+        (request,) = api.requests
+        assert offered(request) == sorted(names)
+
+    return check
+
+
+def check_image(api: ScriptedMessagesAPI) -> None:
+    (request,) = api.requests
+    (image,) = request.blocks("image")
+    assert image["source"] == {"type": "base64", "media_type": "image/png", "data": PIXEL}
+
+
+def check_structured(api: ScriptedMessagesAPI) -> None:
+    assert api.requests[0].tool_names == ["StructuredOutput"]
+
+
+CASES: dict[str, Expected] = {
+    "tool-call": Expected(
+        Case(lambda: weather, tools=("get_celsius",), run_tools=True),
+        Outcome([("toolu_lyon", "get_celsius", {"city": "Lyon"})], "Lyon: 15 °C.", "stop"),
+        check_one_call_then_results,
+    ),
+    "parallel-tool-calls": Expected(
+        Case(lambda: two_cities, "Lyon and Paris?", tools=("get_celsius",), run_tools=True),
+        Outcome(
+            [
+                ("toolu_lyon", "get_celsius", {"city": "Lyon"}),
+                ("toolu_paris", "get_celsius", {"city": "Paris"}),
+            ],
+            "Lyon 15 °C, Paris 18 °C.",
+            "stop",
+        ),
+        check_parallel,
+    ),
+    "error-tool-result": Expected(
+        Case(
+            answers(reply(text("The station is offline."))),
+            tools=("get_celsius",),
+            history=(Call("call_1", "get_celsius", {"city": "Lyon"}, "station offline", True),),
+        ),
+        Outcome([], "The station is offline.", "stop"),
+        check_error_result,
+    ),
+    "stop": Expected(
+        Case(STOPPED, stop=("END", "Ignore")),
+        Outcome([], "Lyon is mild. ", "stop"),
+    ),
+    "stop-streamed": Expected(
+        Case(STOPPED, stop=("END", "Ignore"), stream=True),
+        Outcome([], "Lyon is mild. ", "stop"),
+    ),
+    "max-tokens": Expected(
+        Case(CUT, max_tokens=50),
+        Outcome([], "".join(PIECES), "length"),
+        check_max_tokens,
+    ),
+    "max-tokens-streamed": Expected(
+        Case(CUT, max_tokens=50, stream=True),
+        Outcome([], "".join(PIECES), "length"),
+        check_max_tokens,
+    ),
+    "context-window-api": Expected(
+        Case(answers(http_error(400, TOO_LONG))),
+        Outcome(error="context-window"),
+        check_one_request,
+    ),
+    "context-window-cli": Expected(
+        Case(answers(reply(text("ok"))), "word " * 1_500_000),
+        Outcome(error="context-window"),
+        check_no_request,
+    ),
+    "tool-choice-none": Expected(
+        Case(answers(reply(text("About 15 °C."))), tools=("get_celsius",), tool_choice="none"),
+        Outcome([], "About 15 °C.", "stop"),
+        check_offered(),
+    ),
+    "tool-choice-required": Expected(
+        Case(
+            answers(reply(tool_use("get_celsius", {"city": "Lyon"}, "toolu_lyon"))),
+            tools=("get_celsius", "to_fahrenheit"),
+            tool_choice="required",
+        ),
+        Outcome([("toolu_lyon", "get_celsius", {"city": "Lyon"})], "", "tool-calls"),
+        check_offered("get_celsius", "to_fahrenheit"),
+    ),
+    "tool-choice-required-unmet": Expected(
+        Case(
+            answers(reply(text("About 15 °C."))),
+            tools=("get_celsius", "to_fahrenheit"),
+            tool_choice="required",
+        ),
+        Outcome(error="tool-choice-violated"),
+    ),
+    "tool-choice-named": Expected(
+        Case(
+            answers(reply(tool_use("to_fahrenheit", {"celsius": 15}, "toolu_f"))),
+            tools=("get_celsius", "to_fahrenheit"),
+            tool_choice="to_fahrenheit",
+        ),
+        Outcome([("toolu_f", "to_fahrenheit", {"celsius": 15})], "", "tool-calls"),
+        check_offered("to_fahrenheit"),
+    ),
+    "stream-retraction": Expected(
+        Case(
+            answers(fault("drop_mid_stream", events=5), reply(text("Five, said twice over."))),
+            "Five?",
+            stream=True,
+        ),
+        Outcome(error="stream-retraction"),
+        per_door={"core": Outcome(text="Five, said twice over.", finish="stop", retracted=True)},
+    ),
+    "structured-output": Expected(
+        Case(lambda: structured, "Weather in Paris?", output=City),
+        Outcome(structured={"city": "Paris", "celsius": 18}, finish="stop"),
+        check_structured,
+    ),
+    "image": Expected(
+        Case(answers(reply(text("A transparent pixel."))), "What is this?", image=True),
+        Outcome([], "A transparent pixel.", "stop"),
+        check_image,
+    ),
 }
 
 
-@pytest.mark.parametrize("path", list(PATHS))
-async def test_every_front_door_yields_the_same_calls_and_answer(path: str) -> None:
-    async with ScriptedMessagesAPI(scripted_model) as api:
-        calls, final_text = await PATHS[path](api)
-    assert calls == EXPECTED_CALLS
-    assert final_text == EXPECTED_TEXT
-    assert len(api.requests) == 3, "one model call per step, no hidden extra turn"
+#: (door, case) pairs that encode behaviour issue 27 is building now: strict xfails, to drop
+#: when it lands.
+TARGET: dict[tuple[str, str], str] = {
+    **{
+        (door, case): f"issue 27: stop honoured by cutting on every door ({today})"
+        for case in ("stop", "stop-streamed")
+        for door, today in [
+            ("core", "no stop_sequences call option yet"),
+            ("pydantic-ai", "stop_sequences only warned about, the text not cut"),
+            ("langchain", "stop= refused"),
+            ("messages", "stop_sequences refused with a 400"),
+        ]
+    },
+    ("pydantic-ai", "context-window-cli"): "issue 27: pydantic-ai's context-window error when "
+    "the CLI refuses the prompt (today a ModelConnectionError: the error has no status)",
+    **{
+        (door, "stream-retraction"): f"issue 27: one StreamRetractionError in "
+        f"sf_provider.errors ({today})"
+        for door, today in [
+            ("pydantic-ai", "the redo is folded in silently after the cut text was streamed"),
+            ("langchain", "the adapter's own StreamRetractionError class"),
+            ("litellm", "LiteLLM's MidStreamFallbackError from the format's own class"),
+        ]
+    },
+}
+#: (door, case) pairs a door cannot express at all.
+NOT_EXPRESSIBLE: dict[tuple[str, str], str] = {
+    (door, "error-tool-result"): "a Chat Completions tool message has no error flag"
+    for door in ("litellm", "chat-completions")
+}
+
+
+def matrix() -> list[Any]:
+    params = []
+    for case in CASES:
+        for door in DOORS:
+            marks: list[Any] = []
+            if (door, case) in TARGET:
+                marks.append(pytest.mark.xfail(strict=True, reason=TARGET[door, case]))
+            if (door, case) in NOT_EXPRESSIBLE:
+                marks.append(pytest.mark.skip(reason=NOT_EXPRESSIBLE[door, case]))
+            params.append(pytest.param(door, case, marks=marks, id=f"{case}-{door}"))
+    return params
+
+
+@pytest.mark.parametrize(("door", "case"), matrix())
+async def test_every_front_door_gives_the_same_outcome(door: str, case: str) -> None:
+    expected = CASES[case]
+    async with ScriptedMessagesAPI(expected.case.script()) as api, AsyncExitStack() as stack:
+        front = DOORS[door](api, stack)
+        try:
+            outcome = await front.send(expected.case)
+        except Exception as exc:  # every door's error is read into the outcome
+            outcome = Outcome(error=front.error_kind(exc))
+    assert outcome == expected.per_door.get(door, expected.outcome)
+    expected.check(api)
     assert api.errors == []

@@ -140,40 +140,6 @@ async def test_tools_come_back_as_tool_use_blocks_with_the_models_ids() -> None:
     assert "You must answer by calling at least one of the tools" in system_text(api.requests[0])
 
 
-async def test_a_two_step_tool_loop_sends_back_the_same_ids_and_results() -> None:
-    script = [
-        reply(tool_use("get_weather", {"city": "Paris"})),
-        reply(text("Paris: 18 °C.")),
-    ]
-    tools: Any = [WEATHER]
-    async with ScriptedMessagesAPI(script) as api, gateway(api) as client:
-        messages: list[Any] = [{"role": "user", "content": "Weather in Paris?"}]
-        first = await client.messages.create(
-            model=MODEL, max_tokens=300, tools=tools, messages=messages
-        )
-        call = next(b for b in first.content if b.type == "tool_use")
-        messages += [
-            {"role": "assistant", "content": first.content},
-            {
-                "role": "user",
-                "content": [
-                    {"type": "tool_result", "tool_use_id": call.id, "content": '{"celsius": 18}'}
-                ],
-            },
-        ]
-        second = await client.messages.create(
-            model=MODEL, max_tokens=300, tools=tools, messages=messages
-        )
-    assert second.stop_reason == "end_turn"
-    assert second.content[0].type == "text" and second.content[0].text == "Paris: 18 °C."
-    replayed = api.requests[1]
-    assert [u["id"] for u in replayed.tool_uses()] == [call.id]
-    assert replayed.tool_uses()[0]["input"] == {"city": "Paris"}
-    assert [r["tool_use_id"] for r in replayed.tool_results()] == [call.id]
-    # (The CLI appends a context reminder to a tool result for some models.)
-    assert replayed.tool_result_texts()[0].startswith('{"celsius": 18}')
-
-
 async def test_tool_results_as_text_blocks_and_errors_reach_the_model() -> None:
     script = [
         reply(tool_use("get_weather", {"city": "Paris"}), tool_use("get_weather", {"city": "Oz"})),
@@ -379,36 +345,6 @@ async def test_thinking_streams_with_its_signature_and_is_replayed_signed() -> N
     assert [(b["thinking"], b["signature"]) for b in replayed] == [
         ("The user wants Paris weather.", "sig-paris")
     ]
-
-
-# -- structured output
-
-
-async def test_output_config_format_answers_with_the_json_as_text() -> None:
-    schema = {
-        "type": "object",
-        "properties": {"city": {"type": "string"}, "celsius": {"type": "number"}},
-        "required": ["city", "celsius"],
-    }
-
-    def complying(request: RecordedRequest) -> Any:
-        if request.tool_results():
-            return reply(text("done"))
-        answer = {"city": "Paris", "celsius": 18}
-        return reply(text("Here it is."), tool_use("StructuredOutput", answer))
-
-    config: Any = {"format": {"type": "json_schema", "schema": schema}}
-    async with ScriptedMessagesAPI(complying) as api, gateway(api) as client:
-        message = await client.messages.create(
-            model=MODEL,
-            max_tokens=300,
-            output_config=config,
-            messages=[{"role": "user", "content": "Weather in Paris as JSON"}],
-        )
-    assert [b.type for b in message.content] == ["text"]
-    assert json.loads(message.content[0].text) == {"city": "Paris", "celsius": 18}
-    assert message.stop_reason == "end_turn"
-    assert api.requests[0].tool_names == ["StructuredOutput"]
 
 
 # -- errors

@@ -298,22 +298,6 @@ def test_messages_convert_faithfully() -> None:
 
 
 @pytest.mark.anyio
-async def test_an_error_tool_message_reaches_the_model_as_an_error_result() -> None:
-    history: list[BaseMessage] = [
-        HumanMessage("Add 1 and 1."),
-        AIMessage("", tool_calls=[{"name": "add", "args": {"a": 1, "b": 1}, "id": "app-7"}]),
-        ToolMessage("adder offline", tool_call_id="app-7", status="error"),
-    ]
-    async with ScriptedMessagesAPI([reply(text("The adder is offline."))]) as api:
-        model = ChatClaudeAgent(settings=api.settings()).bind_tools([add])
-        answer = await model.ainvoke(history)
-    assert answer.content == "The adder is offline."
-    (result,) = api.requests[0].tool_results()
-    assert result["tool_use_id"] == "app-7" and result["is_error"] is True
-    assert [b["id"] for b in api.requests[0].tool_uses()] == ["app-7"]
-
-
-@pytest.mark.anyio
 async def test_a_cut_stream_after_streamed_text_raises_a_retryable_error() -> None:
     script = [fault("drop_mid_stream", events=5), reply(text("Five, said twice over."))]
     streamed: list[str] = []

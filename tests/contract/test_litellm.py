@@ -306,23 +306,6 @@ async def test_the_querys_warnings_are_user_warnings_and_in_the_answer(stream: b
     assert len(api.requests) == 1
 
 
-async def test_json_schema_response_format_gives_the_object() -> None:
-    schema = {"type": "object", "properties": {"celsius": {"type": "number"}}}
-
-    def model(request: RecordedRequest) -> Reply:
-        if request.tool_results():
-            return reply(text("done"))
-        return reply(tool_use("StructuredOutput", {"celsius": 21}))
-
-    async with ScriptedMessagesAPI(model) as api, registered(api):
-        response = await litellm.acompletion(
-            model=MODEL,
-            messages=QUESTION,
-            response_format={"type": "json_schema", "json_schema": {"name": "w", "schema": schema}},
-        )
-    assert json.loads(response.choices[0].message.content) == {"celsius": 21}
-
-
 async def test_a_parameter_that_cannot_be_honoured_is_a_bad_request_naming_it() -> None:
     async with ScriptedMessagesAPI([]) as api, registered(api):
         with pytest.raises(litellm_errors.BadRequestError, match="temperature"):
@@ -332,15 +315,6 @@ async def test_a_parameter_that_cannot_be_honoured_is_a_bad_request_naming_it() 
         with pytest.raises(litellm_errors.BadRequestError, match="top_k"):  # was dropped
             await litellm.acompletion(model=MODEL, messages=QUESTION, extra_body={"top_k": 5})
     assert api.all_requests == []
-
-
-async def test_a_prompt_too_long_is_litellms_context_window_exceeded_error() -> None:
-    # LiteLLM's own type for it, which its fallbacks (context_window_fallbacks) go by.
-    script = [http_error(400, "prompt is too long: 250000 tokens > 200000 maximum")]
-    async with ScriptedMessagesAPI(script) as api, registered(api):
-        with pytest.raises(litellm_errors.ContextWindowExceededError, match="too long"):
-            await litellm.acompletion(model=MODEL, messages=QUESTION)
-    assert len(api.requests) == 1
 
 
 async def test_reasoning_effort_reaches_the_request_when_litellm_lets_it_through() -> None:
@@ -428,26 +402,6 @@ async def test_drop_params_drops_what_the_cli_cannot_honour_with_a_warning() -> 
     assert [w["code"] for w in warned] == ["parameter-dropped"] * 2
     assert all(any(f"'{name}'" in w["message"] for w in warned) for name in unhonoured)
     assert len(api.requests) == 1
-
-
-@pytest.mark.parametrize("stream", [False, True], ids=["whole", "streamed"])
-async def test_stop_ends_the_answer_before_the_first_stop_sequence(stream: bool) -> None:
-    """smolagents' `LiteLLMModel` and CrewAI send `stop` on every request: it was refused (or
-    dropped under drop_params); the answer now ends where the first stop sequence begins."""
-    answer = reply(text("Thought: look it up.\nObservation: made up\nmore"))
-    async with ScriptedMessagesAPI([answer]) as api, registered(api):
-        response = await litellm.acompletion(
-            model=MODEL, messages=QUESTION, stop=["Observation:"], stream=stream
-        )
-        if stream:
-            chunks = [chunk async for chunk in response]
-            content = "".join(c.choices[0].delta.content or "" for c in chunks if c.choices)
-            reason = next(c.choices[0].finish_reason for c in chunks[::-1] if c.choices)
-        else:
-            content = response.choices[0].message.content
-            reason = response.choices[0].finish_reason
-    assert content == "Thought: look it up.\n"
-    assert reason == "stop"
 
 
 async def test_a_history_with_tool_calls_but_no_tools_is_answered_in_text() -> None:
