@@ -140,7 +140,7 @@ from pydantic_ai.usage import RequestUsage, UsageLimits
 
 from .. import errors
 from .. import types as sf
-from .._error_kinds import ErrorKind, classify
+from .._error_kinds import ErrorKind, SentParts, classify
 from .._mapping import STRUCTURED_OUTPUT_TOOL
 from .._request import (
     AssistantMessage,
@@ -302,7 +302,9 @@ class ClaudeAgentModel(Model):
         model_settings, model_request_parameters = self.prepare_request(
             model_settings, model_request_parameters
         )
-        async with self._open(messages, model_settings, model_request_parameters) as stream:
+        async with self._open(
+            messages, model_settings, model_request_parameters, folded=True
+        ) as stream:
             async for _ in stream:
                 pass
         return stream.get()
@@ -330,6 +332,8 @@ class ClaudeAgentModel(Model):
         model_settings: ModelSettings | None,
         params: ModelRequestParameters,
         limits: UsageLimits | None = None,
+        *,
+        folded: bool = False,
     ) -> AsyncGenerator[ClaudeStreamedResponse, None]:
         if params.native_tools:
             names = ", ".join(type(t).__name__ for t in params.native_tools)
@@ -360,6 +364,7 @@ class ClaudeAgentModel(Model):
             _parts=parts,
             _replay_warnings=flattened,
             _call_for_output=_call_for_output(model_settings, params),
+            _folded=folded,
         )
         try:
             yield stream
@@ -769,6 +774,10 @@ class ClaudeStreamedResponse(StreamedResponse):
     _replay_warnings: list[sf.CallWarning] = field(default_factory=list)
     #: A text reply, where the Agent needs a tool call for its output, is the Agent's to retry.
     _call_for_output: bool = False
+    #: Read to its end before anything reaches the caller (`request`): a cut attempt's parts are
+    #: left out of the response. Streamed (`request_stream`), they were already handed out, and
+    #: taking them back is a `StreamRetractionError`, as on every streaming door.
+    _folded: bool = False
 
     async def _get_event_iterator(self) -> AsyncIterator[ModelResponseStreamEvent]:
         started = False
@@ -857,6 +866,12 @@ class ClaudeStreamedResponse(StreamedResponse):
                 )
                 yield manager.handle_part(vendor_part_id=_vendor_id(part), part=result)
             case sf.DiscardPart():
+                if not self._folded:
+                    sent = SentParts()
+                    for part_id in self._index_of:
+                        sent.add(part_id)
+                    sent.discard(part, "run the agent again, or without streaming (agent.run), "
+                                 "which leaves the cut attempt out")  # fmt: skip
                 for part_id in part.ids:
                     self._discarded.update(self._index_of.pop(part_id, []))
             case sf.FinishPart():

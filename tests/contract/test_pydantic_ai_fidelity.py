@@ -546,3 +546,31 @@ async def test_a_fallback_model_falls_back_when_claude_is_overloaded() -> None:
         backup = FunctionModel(lambda messages, info: ModelResponse(parts=[TextPart("backup")]))
         result = await Agent(FallbackModel(model_for(api), backup)).run("hi")
     assert result.output == "backup" and len(api.requests) == 1
+
+
+async def test_a_cut_stream_is_folded_by_request_and_raised_by_request_stream() -> None:
+    """`request` reads the query to its end before anything reaches the caller, so the attempt
+    the CLI redid is left out silently; `request_stream` handed it out already, so taking it
+    back is the one `StreamRetractionError` every streaming door raises (here pydantic-ai's
+    `ModelAPIError` wrapping it)."""
+    from pydantic_ai.direct import model_request_stream
+    from pydantic_ai.exceptions import ModelAPIError
+
+    script = [fault("drop_mid_stream", events=5), reply(text("Five, said twice over."))]
+    async with ScriptedMessagesAPI(script) as api:
+        response = await model_request(
+            model_for(api), [ModelRequest.user_text_prompt("Count.")],
+            model_request_parameters=parameters(output=False),
+        )  # fmt: skip
+    assert [p.content for p in response.parts if isinstance(p, TextPart)] == [
+        "Five, said twice over."
+    ]
+    async with ScriptedMessagesAPI(list(script)) as api:
+        with pytest.raises(ModelAPIError) as caught:
+            async with model_request_stream(
+                model_for(api), [ModelRequest.user_text_prompt("Count.")],
+                model_request_parameters=parameters(output=False),
+            ) as stream:  # fmt: skip
+                async for _ in stream:
+                    pass
+    assert isinstance(caught.value.__cause__, sf_errors.StreamRetractionError)
