@@ -88,3 +88,21 @@ async def test_parallel_tool_calls_false_without_callable_tools_asks_for_nothing
             "Weather?", tools=[WEATHER], tool_choice="none", parallel_tool_calls=False
         )
     assert alone.text == none.text == "Sunny."
+
+
+async def test_in_executor_mode_a_tool_called_after_the_stop_still_runs_and_is_warned_of() -> None:
+    calls: list[dict[str, Any]] = []
+
+    def look_up(arguments: dict[str, Any]) -> str:
+        calls.append(arguments)
+        return "18 C"
+
+    weather = WEATHER.model_copy(update={"executor": look_up})
+    script = [PAST_THE_STOP, reply(text("Sunny."))]
+    async with ScriptedMessagesAPI(script) as api:
+        provider = ClaudeAgentProvider(api.settings(warm_processes=0))
+        result = await provider.generate("Weather?", tools=[weather], stop_sequences=["Obs"])
+    assert result.text == "Thought: I know it.\n"
+    assert calls == [{"city": "Paris"}], "the CLI's loop ran it: the stop cannot reach it"
+    assert [w.code for w in result.warnings] == ["stop-after-tools"]
+    assert len(api.requests) == 2
