@@ -18,7 +18,8 @@ refused with a 400 naming it, unless the API's spec lets a server ignore it.
   answers (checked here, before a CLI starts).
 - `tool_choice`: `auto`, `any`, `tool` and `none` are honoured (`any` and `tool` by a
   system-prompt instruction and a check: a reply without the call is an error, 502).
-  `disable_parallel_tool_use: true`: 400, the CLI cannot limit the calls of a turn.
+  `disable_parallel_tool_use: true` is the call option `parallel_tool_calls=False`, which the
+  provider refuses (400) while tools can be called: the CLI cannot limit a turn to one call yet.
 - `thinking`: `enabled` (`budget_tokens`), `adaptive` and `disabled` are honoured, checked
   against the model before the API is called (a value it cannot take: 400). `display`,
   `between_tools`: 400.
@@ -26,7 +27,10 @@ refused with a 400 naming it, unless the API's spec lets a server ignore it.
   block holding the JSON.
 - `temperature`: `1` is accepted, since the CLI's request carries no temperature and the API's
   default is 1; any other value: 400. `top_p`, `top_k`: 400 (the CLI has no switch for them).
-- `stop_sequences`: 400 (an empty list is accepted).
+- `stop_sequences`: honoured (the provider's `stop_sequences`): the answer ends before the first
+  one the model writes, with `stop_reason` `stop_sequence` and the sequence in `stop_sequence`;
+  the CLI cannot send them to the API yet, so the tokens after it are still billed. Not with
+  `output_config.format` (400).
 - `metadata`: its `user_id` is ignored (the spec: an identifier for abuse detection); any other
   key is refused, as the API refuses it.
 - `cache_control` (top level, on blocks and tools): ignored; caching changes cost, never the
@@ -77,6 +81,7 @@ from ._request import (
     UserMessage,
     holds_tool_blocks,
 )
+from ._stop import STOP_SEQUENCE_DETAIL
 from .errors import InvalidMessagesError, UnsupportedRequestError
 from .tools import FunctionTool
 from .types import (
@@ -268,12 +273,10 @@ def parse_request(body: Any) -> MessagesCall:
         if _present(body, name):
             raise _refuse(name, why)
     stop = body.get("stop_sequences")
-    if stop is not None and stop != []:
-        raise _refuse(
-            "stop_sequences",
-            "the Claude Code CLI cannot stop at custom sequences; drop it and cut the text "
-            "yourself",
-        )
+    if stop is not None and (
+        not isinstance(stop, list) or not all(isinstance(s, str) and s for s in stop)
+    ):
+        raise _refuse("stop_sequences", "must be a list of non-empty strings")
     metadata = body.get("metadata")
     if metadata is not None:
         if not isinstance(metadata, Mapping):
@@ -284,12 +287,20 @@ def parse_request(body: Any) -> MessagesCall:
             raise _refuse("metadata.user_id", "must be a string")
 
     options: JSON = {"model": model, "max_tokens": max_tokens}
+    if stop:
+        options["stop_sequences"] = stop
     structured = _output_config(body.get("output_config"), options)
     thinking = thinking_option(body.get("thinking"))
     if thinking is not None:
         options["thinking"] = thinking
     tools = _tools(body.get("tools"))
     choice = _tool_choice(body.get("tool_choice"))
+    if isinstance(body.get("tool_choice"), Mapping):
+        one_call = body["tool_choice"].get("disable_parallel_tool_use")
+        if one_call is not None and not isinstance(one_call, bool):
+            raise _refuse("tool_choice.disable_parallel_tool_use", "must be true or false")
+        if one_call:
+            options["parallel_tool_calls"] = False
     if choice is not None:
         if choice != "auto" and choice != "none" and not tools:
             raise _refuse("tool_choice", "asks for a tool call, but the request has no tools")
@@ -394,12 +405,6 @@ def _tool_choice(choice: Any) -> str | JSON | None:
     if not isinstance(choice, Mapping):
         raise _refuse("tool_choice", "must be an object with a 'type'")
     kind = choice.get("type")
-    if choice.get("disable_parallel_tool_use") is True and kind != "none":
-        raise _refuse(
-            "tool_choice.disable_parallel_tool_use",
-            "the Claude Code CLI cannot limit the model to one tool call per turn; drop it "
-            "(every call the model makes comes back to you)",
-        )
     if kind in ("auto", "any", "none"):
         _check_keys(choice, "tool_choice", {"type", "disable_parallel_tool_use"}, set())
         return "required" if kind == "any" else str(kind)
@@ -695,6 +700,20 @@ def stop_reason(finish_reason: FinishReason, raw_stop_reason: str | None) -> str
     return raw_stop_reason if raw_stop_reason in _API_STOP_REASONS else "end_turn"
 
 
+def _stop_fields(
+    finish_reason: FinishReason,
+    raw_stop_reason: str | None,
+    details: Mapping[str, Any],
+) -> tuple[str, str | None]:
+    """The response's `stop_reason` and `stop_sequence`: `stop_sequence` and the sequence when
+    the answer ended at one of the request's `stop_sequences` (`_stop.StopCutter`), as the API
+    answers."""
+    matched = details.get(STOP_SEQUENCE_DETAIL)
+    if isinstance(matched, str):
+        return "stop_sequence", matched
+    return stop_reason(finish_reason, raw_stop_reason), None
+
+
 def _usage(usage: Usage) -> JSON:
     return {
         "input_tokens": usage.input_tokens,
@@ -705,7 +724,12 @@ def _usage(usage: Usage) -> JSON:
 
 
 def _envelope(
-    message_id: str, model: str, content: list[JSON], stop: str | None, usage: Usage
+    message_id: str,
+    model: str,
+    content: list[JSON],
+    stop: str | None,
+    usage: Usage,
+    stop_sequence: str | None = None,
 ) -> JSON:
     return {
         "id": message_id,
@@ -714,7 +738,7 @@ def _envelope(
         "model": model,
         "content": content,
         "stop_reason": stop,
-        "stop_sequence": None,
+        "stop_sequence": stop_sequence,
         "usage": _usage(usage),
     }
 
@@ -749,8 +773,10 @@ def message(result: GenerateResult, *, message_id: str, model: str, structured: 
                 )  # fmt: skip
     if structured and result.structured_output is not None:
         content.append(_structured_text(result.structured_output))
-    stop = stop_reason(result.finish_reason, result.raw_stop_reason)
-    return _envelope(message_id, model, content, stop, result.usage)
+    stop, sequence = _stop_fields(
+        result.finish_reason, result.raw_stop_reason, result.provider_details
+    )
+    return _envelope(message_id, model, content, stop, result.usage, sequence)
 
 
 #: What a content block holds when it starts streaming: its content comes as deltas.
@@ -874,11 +900,13 @@ class EventMapper:
             events += self._delta("structured-output", {"type": "text_delta",
                                                         "text": block["text"]})  # fmt: skip
             events += self._stop("structured-output")
-        stop = stop_reason(part.finish_reason, part.raw_stop_reason)
+        stop, sequence = _stop_fields(
+            part.finish_reason, part.raw_stop_reason, part.provider_details
+        )
         events.append(
             {
                 "type": "message_delta",
-                "delta": {"stop_reason": stop, "stop_sequence": None},
+                "delta": {"stop_reason": stop, "stop_sequence": sequence},
                 "usage": _usage(part.usage),
             }
         )

@@ -37,7 +37,7 @@ from __future__ import annotations
 import json
 import time
 import uuid
-from collections.abc import AsyncGenerator, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -59,7 +59,7 @@ from ._request import (
     holds_tool_blocks,
 )
 from .errors import InvalidMessagesError, UnsupportedRequestError
-from .provider import NamedToolChoice, QueryStream, ToolChoice
+from .provider import NamedToolChoice, ToolChoice
 from .settings import EFFORT_NAMES
 from .tools import FunctionTool
 from .types import (
@@ -87,7 +87,6 @@ from .types import (
 __all__ = [
     "ChatRequest",
     "ChunkMapper",
-    "StopCutter",
     "UnsupportedParameterError",
     "chat_request",
     "completion",
@@ -125,7 +124,7 @@ _HONOURED = frozenset(
         "thinking",
         "stream",
         "stream_options",
-        "stop",  # the answer is cut before the first stop sequence (`StopCutter`)
+        "stop",  # CallOptions.stop_sequences
     }
 )
 
@@ -182,24 +181,22 @@ class ChatRequest:
     messages: list[Message]
     tools: list[FunctionTool]
     #: Call options for `generate` / `stream` (model, tool_choice, max_tokens, output_schema,
-    #: effort, thinking).
+    #: effort, thinking, stop_sequences, parallel_tool_calls).
     options: dict[str, Any] = field(default_factory=dict)
     stream: bool = False
     #: `stream_options.include_usage`: a last chunk with the usage.
     include_usage: bool = False
     #: `response_format` asked for JSON: the answer's content is the structured output.
     structured: bool = False
-    #: `stop`: the answer ends before the first of them (`StopCutter`).
-    stop: tuple[str, ...] = ()
 
 
 def chat_request(body: Mapping[str, Any], *, ignore: frozenset[str] = frozenset()) -> ChatRequest:
     """Read a Chat Completions request body; refuse what cannot be honoured.
 
-    `ignore` names more parameters to let pass (LiteLLM adds some of its own). `stop` is for
-    the caller to honour by cutting the answer (`ChatRequest.stop`, `StopCutter`); a history
-    with tool calls in a request without `tools` gets the called tools defined again,
-    uncallable (`_called_tools`).
+    `ignore` names more parameters to let pass (LiteLLM adds some of its own). `stop` and
+    `parallel_tool_calls` become the call options `stop_sequences` and `parallel_tool_calls`
+    (the provider honours or refuses them); a history with tool calls in a request without
+    `tools` gets the called tools defined again, uncallable (`_called_tools`).
     """
     given = {k: v for k, v in body.items() if v is not None}
     for name, value in given.items():
@@ -233,12 +230,10 @@ def chat_request(body: Mapping[str, Any], *, ignore: frozenset[str] = frozenset(
             options["tool_choice"] = mode
         else:
             options["tool_choice"] = tool_choice(given["tool_choice"], [t.name for t in tools])
-    if given.get("parallel_tool_calls") is False:
-        raise UnsupportedParameterError(
-            "parallel_tool_calls",
-            "false cannot be honoured: Claude may answer with several tool calls at once and "
-            "the Claude Code CLI has no setting to stop it; leave it out or send true",
-        )
+    if "parallel_tool_calls" in given:
+        if not isinstance(given["parallel_tool_calls"], bool):
+            raise UnsupportedParameterError("parallel_tool_calls", "must be true or false")
+        options["parallel_tool_calls"] = given["parallel_tool_calls"]
     limits = {k: given[k] for k in ("max_completion_tokens", "max_tokens") if k in given}
     for name, limit in limits.items():
         if isinstance(limit, bool) or not isinstance(limit, int) or limit < 1:
@@ -302,11 +297,8 @@ def chat_request(body: Mapping[str, Any], *, ignore: frozenset[str] = frozenset(
             raise UnsupportedParameterError("tools", TOOLS_NEEDED)
         tools, options["tool_choice"] = called, "none"
     stop = _stop_sequences(given.get("stop"))
-    if stop and structured:
-        raise UnsupportedParameterError(
-            "stop", "cannot be honoured with response_format: the answer is the whole object; "
-            "leave one of them out",
-        )  # fmt: skip
+    if stop:
+        options["stop_sequences"] = stop
     return ChatRequest(
         model=model,
         messages=messages,
@@ -315,7 +307,6 @@ def chat_request(body: Mapping[str, Any], *, ignore: frozenset[str] = frozenset(
         stream=stream,
         include_usage=bool(stream_options.get("include_usage")),
         structured=structured,
-        stop=stop,
     )
 
 
@@ -341,12 +332,13 @@ def _called_tools(messages: Sequence[Message]) -> list[FunctionTool]:
 _HISTORY_TOOL = "Called earlier in this conversation; not available for this reply."
 
 
-def _stop_sequences(stop: Any) -> tuple[str, ...]:
-    """OpenAI's `stop` (a string or a list of up to 4 strings) as a tuple of the non-empty ones."""
+def _stop_sequences(stop: Any) -> list[str]:
+    """OpenAI's `stop` (a string or a list of up to 4 strings) as a list of the non-empty ones
+    (an empty one stops nothing; OpenAI's API takes `""` as no stop)."""
     stops = [stop] if isinstance(stop, str) else [] if stop is None else stop
     if not isinstance(stops, list) or not all(isinstance(s, str) for s in stops):
         raise UnsupportedParameterError("stop", "must be a string or a list of strings")
-    return tuple(dict.fromkeys(s for s in stops if s))
+    return [s for s in stops if s]
 
 
 #: The fields of `response_format.json_schema`: `strict` holds anyway (the CLI checks the answer
@@ -980,86 +972,3 @@ class ChunkMapper:
 
 def _choice(delta: dict[str, Any]) -> dict[str, Any]:
     return {"delta": delta, "finish_reason": None}
-
-
-class StopCutter:
-    """OpenAI's `stop` on stream parts: the answer ends before the first stop sequence in its
-    text, as the API would have stopped there.
-
-    The CLI sends no stop sequences, so the model writes on; the text is cut where the first
-    one begins, what the model wrote after it (text, tool calls, reasoning) is left out, and
-    the finish reason is `stop` (`tool-calls` when a call came before it). Text that may be
-    the start of a stop sequence is held back until the next delta decides. Everything the
-    model wrote is still billed (the usage counts it). Agent frameworks that parse text
-    actions (smolagents, CrewAI) send `stop` on every request.
-    """
-
-    def __init__(self, stops: Sequence[str]) -> None:
-        self.stops = tuple(stops)
-        self.stopped = False
-        self._stop_block: str | None = None  # the text block the stop was found in
-        self._text: dict[str, str] = {}  # text block id -> its text so far
-        self._sent: dict[str, int] = {}  # text block id -> characters passed on
-        self._calls: set[str] = set()  # calls passed on (and not taken back)
-
-    async def cut(self, parts: QueryStream) -> AsyncGenerator[StreamPart, None]:
-        """The query's parts as `parts` makes them; the query runs to its end, so its process
-        stays usable. Closing this closes the query."""
-        async with parts:
-            async for part in parts:
-                for kept in self.parts(part):
-                    yield kept
-
-    def parts(self, part: StreamPart) -> list[StreamPart]:
-        """The parts `part` becomes (none while text is held back or after the stop)."""
-        if not self.stops:
-            return [part]
-        if isinstance(part, DiscardPart):
-            # A cut attempt taken back: what it held is gone, its stop too (the CLI asks
-            # again, and the answer that follows is read afresh).
-            for part_id in part.ids:
-                self._text.pop(part_id, None)
-                self._sent.pop(part_id, None)
-            self._calls.difference_update(part.ids)
-            if self._stop_block in part.ids:
-                self.stopped, self._stop_block = False, None
-            return [part]
-        if isinstance(part, FinishPart):
-            if self.stopped:
-                reason: FinishReason = "tool-calls" if self._calls else "stop"
-                return [part.model_copy(update={"finish_reason": reason})]
-            return [part]
-        if self.stopped:
-            return []
-        match part:
-            case TextDeltaPart():
-                text = self._text[part.id] = self._text.get(part.id, "") + part.delta
-                sent = self._sent.get(part.id, 0)
-                # A stop sequence may begin in text already passed on but held back: search
-                # from the first character that could start one ending in the new text.
-                start = max(0, sent - max(len(s) for s in self.stops))
-                found = [i for i in (text.find(s, start) for s in self.stops) if i >= 0]
-                if found:
-                    self.stopped, self._stop_block = True, part.id
-                    return [*self._pass(part.id, min(found)), TextEndPart(id=part.id)]
-                return self._pass(part.id, len(text) - self._held(text))
-            case TextEndPart():
-                return [*self._pass(part.id, len(self._text.get(part.id, ""))), part]
-            case ToolCallPart() if not part.provider_executed:
-                self._calls.add(part.tool_call_id)
-                return [part]
-            case _:
-                return [part]
-
-    def _held(self, text: str) -> int:
-        """How many last characters of `text` could begin a stop sequence."""
-        return max(
-            (n for s in self.stops for n in range(1, len(s)) if text.endswith(s[:n])), default=0
-        )
-
-    def _pass(self, block: str, upto: int) -> list[StreamPart]:
-        sent = self._sent.get(block, 0)
-        if upto <= sent:
-            return []
-        self._sent[block] = upto
-        return [TextDeltaPart(id=block, delta=self._text[block][sent:upto])]

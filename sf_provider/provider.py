@@ -20,7 +20,14 @@ from typing import Annotated, Any, Literal, get_args
 import anyio
 import claude_agent_sdk as sdk
 from claude_agent_sdk.types import SystemPromptFile
-from pydantic import BaseModel, ConfigDict, Field, StringConstraints, ValidationError
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    StringConstraints,
+    ValidationError,
+    field_validator,
+)
 
 from ._bridge import bridge_tool_name, build_bridge_server, unavailable_tools
 from ._failures import ResultRules, exception_failure, process_died, result_failure
@@ -29,6 +36,7 @@ from ._mapping import PartMapper, ResultCollector
 from ._messages import TOOLS_NEEDED, Conversation, MessagesInput, convert_messages
 from ._outcome import finish_part
 from ._process import PROVIDER_CLOSED, CLISession, Served, WarmPool, stop_all
+from ._stop import StopCutter
 from ._tracing import TracedRequest, refused, start_query
 from .capabilities import CapabilityReport, check_capabilities, credentials_path
 from .errors import (
@@ -99,6 +107,17 @@ class CallOptions(BaseModel):
       messages hold tool calls or results (the Messages API refuses those without tool
       definitions) the tools stay defined, the query runs single-turn, the system prompt forbids
       calls, and a reply with a call raises `ToolChoiceViolationError`.
+    - `stop_sequences`: the answer ends before the first of them the model writes, as the API
+      would have stopped there (`_stop.StopCutter`): the text is cut where it begins, what the
+      model wrote after it (text, tool calls, reasoning) is left out, the finish reason is
+      `stop` (`tool-calls` when a call came before it) and the finish part's
+      `provider_details["stop_sequence"]` names it. The CLI cannot send stop sequences to the
+      API yet, so the model writes on and the tokens after the stop are still generated and
+      billed (the usage counts them); in executor mode, tools it calls after the stop still run.
+      Not with `output_schema` (the answer is the whole object).
+    - `parallel_tool_calls`: `False` (at most one tool call per model turn) is refused with
+      `UnsupportedRequestError` when tools can be called: the CLI cannot limit a turn to one call
+      yet. Without callable tools it asks for nothing and is accepted.
     """
 
     model_config = ConfigDict(extra="forbid", frozen=True, defer_build=True)
@@ -131,6 +150,20 @@ class CallOptions(BaseModel):
     require: list[str] = Field(
         default_factory=list, description="Tools the request needs; checked before dispatch."
     )
+    stop_sequences: list[str] = Field(
+        default_factory=list,
+        description="The answer ends before the first of these the model writes (see above).",
+    )
+    parallel_tool_calls: bool = Field(
+        default=True, description="Whether a model turn may call several tools (see above)."
+    )
+
+    @field_validator("stop_sequences")
+    @classmethod
+    def _distinct_stops(cls, stops: list[str]) -> list[str]:
+        if not all(stops):
+            raise ValueError("a stop sequence must not be empty")
+        return list(dict.fromkeys(stops))
 
 
 @dataclass(frozen=True)
@@ -322,6 +355,8 @@ class ClaudeAgentProvider:
         except Exception as exc:  # refused before any process starts: a failed span still
             refused(exc, call_options.get("model", self.settings.model))
             raise
+        if plan.options.stop_sequences:
+            return QueryStream(StopCutter(plan.options.stop_sequences).cut(self._run(plan)))
         return QueryStream(self._run(plan))
 
     # -- preparation (no process yet)
@@ -364,6 +399,8 @@ class ClaudeAgentProvider:
                     f"bytes per argument. Shorten the schema (e.g. move descriptions into the "
                     f"system prompt, which has no such limit)"
                 )
+        if options.stop_sequences and options.output_schema is not None:
+            raise UnsupportedRequestError(_STOP_WITH_OUTPUT_SCHEMA)
         conversation = convert_messages(messages)
         if conversation.history and not self.settings.isolate:
             raise UnsupportedRequestError(
@@ -399,6 +436,8 @@ class ClaudeAgentProvider:
             raise UnsupportedRequestError("tool_choice='required' needs at least one tool")
         if not checked and not scope_error and conversation.has_tool_blocks:
             raise InvalidMessagesError(TOOLS_NEEDED)  # else the API's 400, after CLI retries
+        if not options.parallel_tool_calls and checked and not forbid_calls:
+            raise UnsupportedRequestError(_ONE_CALL_PER_TURN)
         missing = [t.name for t in checked if t.executor is None]
         warnings = list(conversation.warnings)
         ignored = _ignored_environment(settings)
@@ -440,6 +479,15 @@ class ClaudeAgentProvider:
                     code="tool-executors-partial",
                     message=f"tools without an executor: {', '.join(missing)}; the query runs in "
                     f"single-turn mode and no tool is executed by the provider",
+                )
+            )
+        if mode == "executor" and checked and options.stop_sequences:
+            warnings.append(
+                CallWarning(
+                    code="stop-after-tools",
+                    message="stop_sequences cut the answer the caller sees, but in executor mode "
+                    "the CLI runs the tools the model calls after the stop sequence too (their "
+                    "parts are left out); use mode='single-turn' to run no tool after it",
                 )
             )
         choice = options.tool_choice
@@ -793,7 +841,10 @@ class ClaudeAgentProvider:
             id(registry.gate) if registry is not None else None,
             mode,
             tuple(system),
-            options.model_dump_json(exclude={"tool_names", "groups", "require", "timeout"}),
+            # Stop sequences are applied to the parts, not by the CLI (`_stop`).
+            options.model_dump_json(
+                exclude={"tool_names", "groups", "require", "timeout", "stop_sequences"}
+            ),
             tuple((t.model_dump_json(exclude={"executor"}), id(t.executor)) for t in tools),
         )
 
@@ -916,6 +967,18 @@ def _no_room(where: str, exc: OSError) -> ProviderCompatibilityError:
             f"writable directory with room"
         ]
     )
+
+
+_STOP_WITH_OUTPUT_SCHEMA = (
+    "stop_sequences cannot be honoured with output_schema: the answer is the whole object, "
+    "which a stop sequence would cut; leave one of them out"
+)
+
+_ONE_CALL_PER_TURN = (
+    "parallel_tool_calls=False cannot be honoured: Claude may answer with several tool calls "
+    "at once and the Claude Code CLI cannot limit a turn to one call yet; leave it out or set "
+    "it to true (every call the model makes comes back)"
+)
 
 
 def _call_options(call_options: dict[str, Any]) -> CallOptions:

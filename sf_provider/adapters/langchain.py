@@ -259,8 +259,9 @@ class ChatClaudeAgent(BaseChatModel):
         `convert_to_openai_tool` takes; Anthropic server tools such as web search are refused).
         `tool_choice`: `"auto"` / `None`, `"none"`, `"any"` / `"required"` / `True` (some call),
         a tool name, or `{"type": "tool", "name": ...}` / `{"type": "function", "function":
-        {"name": ...}}` / `{"type": "auto" | "any" | "none"}`. `strict=True` and
-        `parallel_tool_calls=False` are refused: the CLI has neither switch.
+        {"name": ...}}` / `{"type": "auto" | "any" | "none"}`. `strict=True` is refused: the CLI
+        has no such switch. `parallel_tool_calls` (and `disable_parallel_tool_use` in a
+        `tool_choice` dict) is the provider's call option, whose `False` it refuses at the call.
         """
         if strict:
             raise UnsupportedRequestError(_NO_STRICT_TOOLS)
@@ -268,6 +269,8 @@ class ChatClaudeAgent(BaseChatModel):
         for definition in definitions:
             _function_tool(definition)  # a bad name or schema fails here, not at the first call
         choice = _tool_choice(tool_choice, [d["name"] for d in definitions])
+        if _one_call(tool_choice):
+            parallel_tool_calls = False
         options = _options({"parallel_tool_calls": parallel_tool_calls, **kwargs})
         # Plain data in the binding: LangChain serialises bound kwargs (tracing, caching).
         plain = choice if isinstance(choice, str) else choice.model_dump()
@@ -530,13 +533,16 @@ def _function_tool(definition: Mapping[str, Any]) -> FunctionTool:
     )
 
 
+def _one_call(choice: Any) -> bool:
+    """Whether an Anthropic-style `tool_choice` dict asks for one call per turn at most (the
+    call option `parallel_tool_calls=False`)."""
+    return isinstance(choice, Mapping) and bool(choice.get("disable_parallel_tool_use"))
+
+
 def _tool_choice(choice: str | dict[str, Any] | bool | None, names: list[str]) -> ToolChoice:
     name: Any
-    if isinstance(choice, Mapping) and choice.get("disable_parallel_tool_use"):
-        raise UnsupportedRequestError(
-            "tool_choice with disable_parallel_tool_use is not supported: the Claude Code CLI "
-            "has no switch to turn parallel tool calls off"
-        )
+    if isinstance(choice, Mapping):  # `disable_parallel_tool_use`: see `_one_call`
+        choice = {k: v for k, v in choice.items() if k != "disable_parallel_tool_use"}
     match choice:
         case None | "auto" | False | {"type": "auto"}:
             return "auto"
@@ -572,7 +578,7 @@ _NO_STRICT_TOOLS = (
 _NO_SWITCH = {
     **dict.fromkeys(
         ("temperature", "top_p", "top_k", "seed", "presence_penalty", "frequency_penalty",
-         "logit_bias", "service_tier", "stop_sequences", "logprobs", "n"),
+         "logit_bias", "service_tier", "logprobs", "n"),
         "the Claude Code CLI has no switch for it",
     ),
     **dict.fromkeys(
@@ -593,13 +599,8 @@ def _options(kwargs: Mapping[str, Any]) -> dict[str, Any]:
     honour, or an unknown one, raises `UnsupportedRequestError` before anything starts."""
     options: dict[str, Any] = {}
     for name, value in kwargs.items():
-        if name == "parallel_tool_calls":
-            if value is False:
-                raise UnsupportedRequestError(
-                    "parallel_tool_calls=False is not supported: the Claude Code CLI has no "
-                    "switch to turn parallel tool calls off"
-                )
-            continue  # True or None: the model may call tools in parallel, as it does
+        if name == "parallel_tool_calls" and value is None:
+            continue  # bind_tools' default: not set
         if name in _NO_SWITCH:
             raise UnsupportedRequestError(f"{name} is not supported: {_NO_SWITCH[name]}")
         if name not in CallOptions.model_fields and name not in ("tools", *_LANGCHAIN_OWN):
@@ -657,15 +658,15 @@ def _request(
 ) -> tuple[list[req.Message], list[FunctionTool], dict[str, Any], list[CallWarning]]:
     """The provider's messages, tools and call options, and what the messages lost (warned of
     here, and reported with the reply's `response_metadata["warnings"]`)."""
-    if stop:
-        raise UnsupportedRequestError(
-            "stop sequences are not supported: the Claude Code CLI has no stop-sequence option"
-        )
     options = _options(kwargs)
     options.pop("stream", None)  # LangChain's own, already acted on (`_LANGCHAIN_OWN`)
+    if stop:  # LangChain's `stop` (invoke, bind): the provider's stop sequences
+        options["stop_sequences"] = [*options.get("stop_sequences", ()), *stop]
     # `bind(tools=...)` and `invoke(..., tools=...)` take what bind_tools takes.
     tools = [_function_tool(tool_definition(t)) for t in options.pop("tools", None) or []]
     if "tool_choice" in options:
+        if _one_call(options["tool_choice"]):
+            options["parallel_tool_calls"] = False
         options["tool_choice"] = _tool_choice(options["tool_choice"], [t.name for t in tools])
     converted, lost = _converted(messages)
     _warn(lost)
@@ -1145,6 +1146,7 @@ def _response_metadata(
         "model_provider": "anthropic",
         "finish_reason": finish.finish_reason,
         "stop_reason": finish.raw_stop_reason,
+        "stop_sequence": finish.provider_details.get("stop_sequence"),
         "cost_usd": finish.cost_usd,
         "session_id": finish.session_id,
         "num_turns": finish.num_turns,
@@ -1152,6 +1154,8 @@ def _response_metadata(
         # Which CLI process served the query: fresh, warm, or continued (its conversation).
         "process": finish.provider_details.get("process"),
     }
+    if metadata["stop_sequence"] is not None:  # ended at one of `stop`, as ChatAnthropic says
+        metadata["stop_reason"] = "stop_sequence"
     model = response_model(finish.provider_details) or requested_model
     if model:
         metadata["model_name"] = model

@@ -74,7 +74,6 @@ except ImportError as exc:  # pragma: no cover - exercised only without the extr
 
 import uuid
 from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
-from contextlib import aclosing
 from typing import Any, NoReturn
 
 import httpx
@@ -96,7 +95,6 @@ from .._mapping import ResultCollector
 from .._openai_format import (
     ChatRequest,
     ChunkMapper,
-    StopCutter,
     UnsupportedParameterError,
     chat_request,
     completion,
@@ -197,9 +195,9 @@ class ClaudeAgentLLM(CustomLLM):
         chat, model, options, lost = self._request(kwargs)
         collector = ResultCollector()
         try:
-            parts = self.provider.stream(chat.messages, tools=chat.tools, **options)
-            async for part in StopCutter(chat.stop).cut(parts):
-                collector.add(part)
+            async with self.provider.stream(chat.messages, tools=chat.tools, **options) as parts:
+                async for part in parts:
+                    collector.add(part)
         except ProviderError as exc:
             _raise(exc, model, self.name)
         result = collector.result()
@@ -229,8 +227,8 @@ class ClaudeAgentLLM(CustomLLM):
         cost: float | None = None
         try:
             parts = self.provider.stream(chat.messages, tools=chat.tools, **options)
-            async with aclosing(StopCutter(chat.stop).cut(parts)) as cut:
-                async for part in cut:
+            async with parts:
+                async for part in parts:
                     if isinstance(part, StreamStartPart):
                         call_warnings = [*lost, *part.warnings]
                         warn_user("ClaudeAgentLLM", call_warnings)

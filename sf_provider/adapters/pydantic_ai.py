@@ -59,7 +59,9 @@ Usage -> `RequestUsage` (input tokens include cache reads and writes, as pydanti
 calls, the last one's input is marked as the context size); cost, session id, turns, mode,
 warnings and the raw stop reason -> `provider_details`; the warnings are Python `UserWarning`s
 too. In mode='executor' the provider runs the tools inside the query, so pydantic-ai's
-`tool_calls_limit` does not count them and `parallel_tool_calls=False` cannot hold: both warn.
+`tool_calls_limit` does not count them: it warns. `stop_sequences` are the provider's (the
+answer ends before the first); `parallel_tool_calls=False` is the provider's option too, which
+it refuses while tools can be called (the CLI cannot limit a turn to one call yet).
 
 Not supported: model settings the CLI has no switch for (an `UnsupportedSettingWarning` names
 each), `strict=True` on tools (warned the same way), native (provider built-in) tools (a
@@ -204,18 +206,16 @@ class ClaudeAgentModel(Model):
     """
 
     # What the CLI cannot be told; pydantic-ai itself warns for those that change a guarantee
-    # (stop_sequences, extra_headers, ...), and this model for the rest (`_model_options`).
+    # (extra_headers, extra_body), and this model for the rest (`_model_options`).
     unsupported_settings: ClassVar[frozenset[ModelSettingName]] = frozenset(
         {
             "temperature",
             "top_p",
             "top_k",
-            "parallel_tool_calls",
             "seed",
             "presence_penalty",
             "frequency_penalty",
             "logit_bias",
-            "stop_sequences",
             "extra_headers",
             "citations",
             "service_tier",
@@ -392,13 +392,8 @@ class ClaudeAgentModel(Model):
                     "`tool_choice` chooses among the Agent's tools; mode='executor' runs the "
                     "tools given to ClaudeAgentModel(tools=...), whose choice is the model's"
                 )
-            # pydantic-ai checks both only for the tools it runs itself; these run inside the
-            # query, like a provider's native tools, so neither would be kept or reported.
-            if (model_settings or {}).get("parallel_tool_calls") is False:
-                _warn_unsupported(
-                    "`parallel_tool_calls=False` is not supported in mode='executor': the CLI "
-                    "runs the calls of one model turn together"
-                )
+            # pydantic-ai checks it only for the tools it runs itself; these run inside the
+            # query, like a provider's native tools, so it would not be kept or reported.
             if limits is not None and limits.tool_calls_limit is not None:
                 _warn_unsupported(
                     f"`UsageLimits(tool_calls_limit={limits.tool_calls_limit})` does not count "
@@ -505,8 +500,7 @@ def _warn_unsupported(message: str) -> None:
 
 
 #: pydantic-ai settings it applies itself, for every model, or warns about itself when they
-#: are in `unsupported_settings` (`parallel_tool_calls` only when False with tools: parallel
-#: calls are what the CLI does anyway); `tool_choice` is read by `_offered_tools`, and `cache`
+#: are in `unsupported_settings`; `tool_choice` is read by `_offered_tools`, and `cache`
 #: is ignored without a word like pydantic-ai's other models without cache settings do (the
 #: CLI places its own cache breakpoints).
 _HANDLED_BY_PYDANTIC_AI = frozenset(
@@ -516,10 +510,8 @@ _HANDLED_BY_PYDANTIC_AI = frozenset(
         "framing_announcement",
         "tool_choice",
         "cache",
-        "stop_sequences",
         "extra_headers",
         "extra_body",
-        "parallel_tool_calls",
     }
 )
 
@@ -529,11 +521,12 @@ def _model_options(
 ) -> dict[str, Any]:
     """The provider's call options for pydantic-ai's model settings (see the README's table).
 
-    `max_tokens`, `timeout` (the whole query, in seconds), `max_retries` and `thinking` (which
-    pydantic-ai hands over as `ModelRequestParameters.thinking`) are honoured. Every other set
-    setting draws an `UnsupportedSettingWarning` naming it (pydantic-ai warns itself for those
-    that change a guarantee), the tuning knobs pydantic-ai lets models ignore quietly too: the
-    CLI has no switch for them, and nothing set is dropped silently.
+    `max_tokens`, `timeout` (the whole query, in seconds), `max_retries`, `stop_sequences`,
+    `parallel_tool_calls` (the provider refuses False while tools can be called) and `thinking`
+    (which pydantic-ai hands over as `ModelRequestParameters.thinking`) are honoured. Every
+    other set setting draws an `UnsupportedSettingWarning` naming it (pydantic-ai warns itself
+    for those that change a guarantee), the tuning knobs pydantic-ai lets models ignore quietly
+    too: the CLI has no switch for them, and nothing set is dropped silently.
     """
     options: dict[str, Any] = {}
     if thinking is False:
@@ -543,10 +536,8 @@ def _model_options(
         options["effort"] = EFFORT_NAMES[thinking]
     # thinking=True: thinking at the model's default effort, which is what the CLI does.
     for name, value in (model_settings or {}).items():
-        if name == "max_tokens":
-            options["max_tokens"] = value
-        elif name == "max_retries":
-            options["max_retries"] = value
+        if name in ("max_tokens", "max_retries", "stop_sequences", "parallel_tool_calls"):
+            options[name] = value
         elif name == "timeout" and isinstance(value, int | float):
             options["timeout"] = float(value)
         elif name == "timeout":

@@ -2,9 +2,9 @@
 
 The request is read by `sf_provider._openai_format.chat_request` (what is honoured, what is
 refused with a 400 naming the parameter); tools come back as `tool_calls` for the client to run.
-`stop` cuts the answer before the first stop sequence (`StopCutter`); a history with tool calls
-in a request without `tools` (OpenAI's API takes it) has the called tools defined again, with
-tool_choice "none".
+`stop` is the provider's `stop_sequences` (the answer ends before the first); a history with
+tool calls in a request without `tools` (OpenAI's API takes it) has the called tools defined
+again, with tool_choice "none".
 With `stream: true` the answer is `chat.completion.chunk` events: the role, content deltas,
 tool-call deltas (index, id and name, then argument fragments), the finish reason, a usage
 chunk when `stream_options.include_usage` is set, and `data: [DONE]`.
@@ -23,13 +23,12 @@ from starlette.responses import Response
 from .._openai_format import (
     ChatRequest,
     ChunkMapper,
-    StopCutter,
     chat_request,
     completion,
     completion_id,
 )
 from .._openai_format import usage as openai_usage
-from ..provider import ClaudeAgentProvider, QueryStream
+from ..provider import ClaudeAgentProvider
 from ..types import GenerateResult, StreamPart
 from ._http import ErrorInfo, QueryResponse, json_body, openai_error
 
@@ -43,8 +42,6 @@ async def chat_completions(request: Request) -> Response:
     chat = chat_request(body)
     provider: ClaudeAgentProvider = request.app.state.provider
     parts = provider.stream(chat.messages, tools=chat.tools, **chat.options)
-    if chat.stop:
-        parts = QueryStream(StopCutter(chat.stop).cut(parts))
     model = chat.model or provider.settings.model or "default"
     answer_id, created = completion_id(), int(time.time())
 

@@ -919,27 +919,8 @@ CASES: dict[str, Expected] = {
 #: (door, case) pairs that encode behaviour issue 27 is building now: strict xfails, to drop
 #: when it lands.
 TARGET: dict[tuple[str, str], str] = {
-    **{
-        (door, case): f"issue 27: stop honoured by cutting on every door ({today})"
-        for case in ("stop", "stop-streamed")
-        for door, today in [
-            ("core", "no stop_sequences call option yet"),
-            ("pydantic-ai", "stop_sequences only warned about, the text not cut"),
-            ("langchain", "stop= refused"),
-            ("messages", "stop_sequences refused with a 400"),
-        ]
-    },
-    ("pydantic-ai", "context-window-cli"): "issue 27: pydantic-ai's context-window error when "
-    "the CLI refuses the prompt (today a ModelConnectionError: the error has no status)",
-    **{
-        (door, "stream-retraction"): f"issue 27: one StreamRetractionError in "
-        f"sf_provider.errors ({today})"
-        for door, today in [
-            ("pydantic-ai", "the redo is folded in silently after the cut text was streamed"),
-            ("langchain", "the adapter's own StreamRetractionError class"),
-            ("litellm", "LiteLLM's MidStreamFallbackError from the format's own class"),
-        ]
-    },
+    ("litellm", "stream-retraction"): "issue 27: one StreamRetractionError in "
+    "sf_provider.errors (LiteLLM's MidStreamFallbackError)",
 }
 #: (door, case) pairs a door cannot express at all.
 NOT_EXPRESSIBLE: dict[tuple[str, str], str] = {

@@ -85,6 +85,43 @@ def system_text(request: RecordedRequest) -> str:
 # -- answers
 
 
+#: A reply that goes on past a stop sequence and calls a tool after it.
+PAST_THE_STOP = reply(
+    text("Thought: I know it.\nObservation: made up"), tool_use("get_weather", {"city": "Paris"})
+)
+
+
+@pytest.mark.parametrize("stream", [False, True], ids=["message", "events"])
+async def test_stop_sequences_end_the_answer_with_stop_reason_stop_sequence(stream: bool) -> None:
+    """They were refused; now the provider's `stop_sequences`, answered as the API answers."""
+    async with ScriptedMessagesAPI([PAST_THE_STOP]) as api, gateway(api) as client:
+        create = functools.partial(
+            client.messages.create,
+            model=MODEL,
+            max_tokens=300,
+            tools=[WEATHER],
+            stop_sequences=["Calling tools:", "Observation:"],
+            messages=[{"role": "user", "content": "Weather in Paris?"}],
+        )
+        if stream:
+            events = [event async for event in await create(stream=True)]
+            blocks = [e.content_block.type for e in events if e.type == "content_block_start"]
+            said = "".join(
+                e.delta.text for e in events if e.type == "content_block_delta"
+                and e.delta.type == "text_delta"
+            )  # fmt: skip
+            delta = next(e.delta for e in events if e.type == "message_delta")
+            reason, sequence = delta.stop_reason, delta.stop_sequence
+        else:
+            message = await create()
+            blocks = [b.type for b in message.content]
+            said = "".join(b.text for b in message.content if b.type == "text")
+            reason, sequence = message.stop_reason, message.stop_sequence
+    assert (said, blocks) == ("Thought: I know it.\n", ["text"]), "no call after the stop"
+    assert (reason, sequence) == ("stop_sequence", "Observation:")
+    assert len(api.requests) == 1
+
+
 async def test_a_plain_answer_is_a_message_with_usage() -> None:
     async with ScriptedMessagesAPI([reply(text("Hello there."))]) as api, gateway(api) as client:
         message = await client.messages.create(
@@ -378,13 +415,12 @@ BAD_REQUESTS: dict[str, tuple[dict[str, Any], str]] = {
         {"tools": [{"type": "web_search_20250305", "name": "web_search"}]},
         "web_search (web_search_20250305)",
     ),
-    "stop_sequences": ({"stop_sequences": ["END"]}, "stop_sequences"),
     # Not parameters of anthropic 2.12's create(); older clients and other languages send them.
     "temperature": ({"extra_body": {"temperature": 0.2}}, "temperature"),
     "top_k": ({"extra_body": {"top_k": 5}}, "top_k"),
     "one call per turn": (
         {"tools": [WEATHER], "tool_choice": {"type": "auto", "disable_parallel_tool_use": True}},
-        "tool_choice.disable_parallel_tool_use",
+        "cannot limit a turn to one call",  # the provider's refusal of parallel_tool_calls
     ),
     "prefill": (
         {"messages": [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "{"}]},

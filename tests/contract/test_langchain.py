@@ -317,9 +317,31 @@ async def test_ainvoke_folds_a_cut_stream_correctly() -> None:
     assert answer.content == "Five, said twice over."
 
 
-def test_stop_sequences_are_refused() -> None:
-    with pytest.raises(UnsupportedRequestError, match="stop sequences"):
-        ChatClaudeAgent().invoke("hi", stop=["\n"])
+#: A reply that goes on past a stop sequence and calls a tool after it.
+PAST_THE_STOP = reply(
+    text("Thought: add them.\nObservation: made up"), tool_use("add", {"a": 2, "b": 3})
+)
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("streamed", [False, True], ids=["invoke", "bound-stream"])
+async def test_stop_ends_the_answer_before_the_first_stop_sequence(streamed: bool) -> None:
+    """`stop` was refused; now the provider's stop sequences, reported as ChatAnthropic does."""
+    async with ScriptedMessagesAPI([PAST_THE_STOP]) as api:
+        chat = ChatClaudeAgent(settings=api.settings(warm_processes=0)).bind_tools([add])
+        if streamed:
+            chunks = [c async for c in chat.bind(stop=["Observation:"]).astream("2+3?")]
+            answer: BaseMessage = chunks[0]
+            for chunk in chunks[1:]:
+                answer += chunk  # type: ignore[assignment]
+        else:
+            answer = await chat.ainvoke("2+3?", stop=["Observation:"])
+    assert isinstance(answer, AIMessage)
+    assert answer.text == "Thought: add them.\n"
+    assert answer.tool_calls == [], "written after the stop: the API would never have sent it"
+    metadata = answer.response_metadata
+    assert (metadata["stop_reason"], metadata["stop_sequence"]) == ("stop_sequence", "Observation:")
+    assert len(api.requests) == 1
 
 
 def test_importing_sf_provider_does_not_import_langchain() -> None:

@@ -342,18 +342,6 @@ def test_bad_input_is_langchains_invalid_request_error_too() -> None:
 # -- tools and tool_choice
 
 
-@pytest.mark.parametrize(
-    "tool_choice",
-    [
-        {"type": "tool", "name": "Weather", "disable_parallel_tool_use": True},
-        {"type": "any", "disable_parallel_tool_use": True},
-    ],
-)
-def test_tool_choice_disabling_parallel_calls_is_refused(tool_choice: dict[str, Any]) -> None:
-    with pytest.raises(UnsupportedRequestError, match="parallel tool calls off"):
-        ChatClaudeAgent().bind_tools([Weather], tool_choice=tool_choice)
-
-
 def test_anthropic_tool_choice_dicts_map_to_the_providers() -> None:
     model = ChatClaudeAgent()
     for given, expected in [({"type": "auto"}, "auto"), ({"type": "any"}, "required"),
@@ -362,11 +350,24 @@ def test_anthropic_tool_choice_dicts_map_to_the_providers() -> None:
         assert bound.kwargs["tool_choice"] == expected
 
 
-def test_parallel_tool_calls_false_is_refused_and_true_accepted() -> None:
-    with pytest.raises(UnsupportedRequestError, match="parallel_tool_calls=False"):
-        ChatClaudeAgent().bind_tools([Weather], parallel_tool_calls=False)
-    bound: Any = ChatClaudeAgent().bind_tools([Weather], parallel_tool_calls=True)
-    assert "parallel_tool_calls" not in bound.kwargs
+@pytest.mark.parametrize(
+    "one_call",
+    [
+        {"parallel_tool_calls": False},
+        {"tool_choice": {"type": "tool", "name": "Weather", "disable_parallel_tool_use": True}},
+        {"tool_choice": {"type": "any", "disable_parallel_tool_use": True}},
+    ],
+    ids=["parallel_tool_calls", "tool", "any"],
+)
+def test_one_call_per_turn_is_the_providers_option_which_refuses_it(
+    one_call: dict[str, Any],
+) -> None:
+    bound: Any = ChatClaudeAgent().bind_tools([Weather], **one_call)
+    assert bound.kwargs["parallel_tool_calls"] is False
+    with pytest.raises(UnsupportedRequestError, match="cannot limit a turn to one call"):
+        bound.invoke("Weather in Paris?")
+    bound = ChatClaudeAgent().bind_tools([Weather], parallel_tool_calls=True)
+    assert bound.kwargs["parallel_tool_calls"] is True
 
 
 @pytest.mark.parametrize(

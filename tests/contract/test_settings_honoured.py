@@ -228,7 +228,6 @@ async def test_pydantic_ai_max_tokens_and_thinking_level_reach_the_request() -> 
         {"temperature": 0.1},
         {"top_p": 0.5},
         {"seed": 7},
-        {"stop_sequences": ["STOP"]},
         {"extra_body": {"x": 1}},
     ],
     ids=lambda s: next(iter(s)),
@@ -276,19 +275,37 @@ def adder(calls: list[tuple[int, int]]) -> FunctionTool:
     return FunctionTool.from_function(add)
 
 
-async def test_pydantic_ai_executor_mode_warns_that_parallel_tool_calls_false_cannot_hold() -> None:
+@pytest.mark.parametrize("mode", ["single-turn", "executor"])
+async def test_pydantic_ai_parallel_tool_calls_false_is_the_providers_option_which_refuses_it(
+    mode: str,
+) -> None:
+    """It warned (pydantic-ai's own warning, or the adapter's in mode='executor') and the
+    calls of a turn came back together anyway."""
     calls: list[tuple[int, int]] = []
-    script = [
-        reply(tool_use("add", {"a": 1, "b": 2}), tool_use("add", {"a": 3, "b": 4})),
-        reply(text("3 and 7")),
-    ]
+    async with ScriptedMessagesAPI([]) as api:
+        tools = [adder(calls)]
+        if mode == "executor":
+            agent = Agent(ClaudeAgentModel(api.settings(), mode="executor", tools=tools))
+        else:
+            agent = Agent(ClaudeAgentModel(api.settings()), tools=[tools[0].executor])
+        with warnings.catch_warnings():
+            warnings.simplefilter("error", UnsupportedSettingWarning)
+            with pytest.raises(UnsupportedRequestError, match="cannot limit a turn to one call"):
+                await agent.run("add", model_settings={"parallel_tool_calls": False})
+    assert api.all_requests == [], "refused before any process started"
+
+
+async def test_pydantic_ai_stop_sequences_end_the_answer_without_a_warning() -> None:
+    """They drew pydantic-ai's own `UnsupportedSettingWarning` and the text came whole."""
+    script = [reply(text("Thought: x\nSTOP and more"))]
     async with ScriptedMessagesAPI(script) as api:
-        model = ClaudeAgentModel(
-            api.settings(warm_processes=0), mode="executor", tools=[adder(calls)]
-        )
-        with pytest.warns(UnsupportedSettingWarning, match="`parallel_tool_calls=False`"):
-            result = await Agent(model).run("add", model_settings={"parallel_tool_calls": False})
-    assert (result.output, calls) == ("3 and 7", [(1, 2), (3, 4)])
+        agent = Agent(ClaudeAgentModel(api.settings(warm_processes=0)))
+        with warnings.catch_warnings():
+            warnings.simplefilter("error", UnsupportedSettingWarning)
+            result = await agent.run("hi", model_settings={"stop_sequences": ["STOP"]})
+    assert result.output == "Thought: x\n"
+    assert result.response.finish_reason == "stop"
+    assert len(api.requests) == 1
 
 
 async def test_pydantic_ai_executor_mode_warns_that_tool_calls_limit_does_not_count_its_tools() -> (
@@ -425,9 +442,3 @@ def test_the_provider_has_no_temperature_option() -> None:
     provider = ClaudeAgentProvider()
     with pytest.raises(UnsupportedRequestError, match="temperature"):
         provider.stream("hi", temperature=0.1)
-
-
-async def test_langchain_stop_sequences_are_refused() -> None:
-    chat = ChatClaudeAgent()
-    with pytest.raises(UnsupportedRequestError, match="stop sequences"):
-        await chat.ainvoke("hi", stop=["END"])

@@ -229,6 +229,35 @@ def test_tool_choice(choice: dict[str, Any], expected: Any) -> None:
     assert call.options["tool_choice"] == expected
 
 
+def test_stop_sequences_and_one_call_per_turn_are_call_options() -> None:
+    """The provider honours or refuses them (`CallOptions`), as for every door."""
+    choice = {"type": "auto", "disable_parallel_tool_use": True}
+    call = parse_request(request(tools=[WEATHER], tool_choice=choice, stop_sequences=["END"]))
+    assert call.options["stop_sequences"] == ["END"]
+    assert call.options["parallel_tool_calls"] is False
+    call = parse_request(request(stop_sequences=[]))
+    assert "stop_sequences" not in call.options and "parallel_tool_calls" not in call.options
+
+
+STOPPED: list[StreamPart] = [
+    TextStartPart(id="t1"),
+    TextDeltaPart(id="t1", delta="Thought: x\n"),
+    TextEndPart(id="t1"),
+    FinishPart(
+        finish_reason="stop",
+        raw_stop_reason="end_turn",
+        provider_details={"stop_sequence": "Observation:"},
+    ),
+]
+
+
+def test_an_answer_ended_at_a_stop_sequence_says_so_in_both_forms() -> None:
+    delta = events_for(STOPPED)[-2]["delta"]
+    assert delta == {"stop_reason": "stop_sequence", "stop_sequence": "Observation:"}
+    answer = message(folded(STOPPED), message_id="m", model="x", structured=False)
+    assert (answer["stop_reason"], answer["stop_sequence"]) == ("stop_sequence", "Observation:")
+
+
 @pytest.mark.parametrize(
     ("thinking", "expected"),
     [
@@ -275,7 +304,8 @@ def test_parameters_the_gateway_may_accept(overrides: dict[str, Any]) -> None:
 
 
 REFUSED: dict[str, tuple[dict[str, Any], type[ProviderError], str]] = {
-    "stop_sequences": ({"stop_sequences": ["END"]}, UnsupportedRequestError, "stop_sequences:"),
+    "stop_sequences": ({"stop_sequences": ["END", ""]}, UnsupportedRequestError, "non-empty"),
+    "stop_sequences-text": ({"stop_sequences": "END"}, UnsupportedRequestError, "stop_sequences:"),
     "temperature": ({"temperature": 0.3}, UnsupportedRequestError, "temperature:"),
     "temperature-true": ({"temperature": True}, UnsupportedRequestError, "temperature:"),
     "top_p": ({"top_p": 0.9}, UnsupportedRequestError, "top_p:"),
@@ -310,8 +340,8 @@ REFUSED: dict[str, tuple[dict[str, Any], type[ProviderError], str]] = {
         InvalidToolSchemaError,
         "must describe an object",
     ),
-    "one-call-per-turn": (
-        {"tools": [WEATHER], "tool_choice": {"type": "any", "disable_parallel_tool_use": True}},
+    "one-call-per-turn-not-bool": (
+        {"tools": [WEATHER], "tool_choice": {"type": "any", "disable_parallel_tool_use": 1}},
         UnsupportedRequestError,
         "tool_choice.disable_parallel_tool_use:",
     ),
