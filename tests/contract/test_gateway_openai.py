@@ -738,7 +738,7 @@ BAD_REQUESTS: list[tuple[str, dict[str, Any], str, str | None]] = [
             },
         },
         "'nope'",
-        "tool_choice.allowed_tools.tools[0]",
+        "tool_choice.allowed_tools",
     ),
     (
         "allowed_tools with an unknown mode",
