@@ -805,9 +805,8 @@ def validate_tool_set(tools: Iterable[FunctionTool], *, bridge_name: str) -> lis
 # --------------------------------------------------------------------------- tool definitions
 
 #: Tool fields ignored on every front door: a caching hint changes cost, never the answer (the
-#: CLI places its own cache breakpoints), and eager input streaming changes only how a call's
-#: input streams, which the CLI decides.
-IGNORED_TOOL_FIELDS = frozenset({"cache_control", "eager_input_streaming"})
+#: CLI places its own cache breakpoints).
+IGNORED_TOOL_FIELDS = frozenset({"cache_control"})
 
 #: The fields read from each shape of tool definition (`strict` is read to refuse `true`).
 _OPENAI_TOOL_FIELDS = frozenset({"type", "function", "strict"})
@@ -840,11 +839,12 @@ def tool_from_spec(spec: ToolSpec, *, where: str = "") -> FunctionTool:
       LangChain's `convert_to_json_schema` gives it.
 
     The rule for fields, the same on every door (nothing is dropped silently): `cache_control`
-    and `eager_input_streaming` are ignored (`IGNORED_TOOL_FIELDS`); `strict: true` is refused,
+    is ignored (`IGNORED_TOOL_FIELDS`); `strict: true` is refused,
     since the CLI cannot constrain the model's arguments to the schema (`strict: false` asks
     for nothing and is accepted); any other field is refused unless its value asks for nothing
-    (`null`, `false`, an empty list or object), as the CLI offers a tool by its name,
-    description and schema only. The name and schema are checked by `FunctionTool` itself.
+    (`null`, `false`, an empty list or object): `defer_loading`, `input_examples`,
+    `eager_input_streaming` and the like, as the CLI offers a tool by its name, description and
+    schema only. The name and schema are checked by `FunctionTool` itself.
 
     Errors (`UnsupportedRequestError` for what cannot be honoured, `ToolDefinitionError` for a
     malformed definition, `InvalidToolNameError`/`InvalidToolSchemaError` from `FunctionTool`)
@@ -934,8 +934,8 @@ def _check_fields(fields: Mapping[str, Any], known: frozenset[str], where: str, 
     if unsent:
         raise UnsupportedRequestError(
             f"{prefix}{unsent[0]} (tool {name!r}) cannot be honoured: the Claude Code CLI offers "
-            f"a tool by its name, description and input schema only (cache_control and "
-            f"eager_input_streaming are ignored). Remove it from the tool"
+            f"a tool by its name, description and input schema only (cache_control is "
+            f"ignored). Remove it from the tool"
         )
 
 

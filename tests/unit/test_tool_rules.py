@@ -131,21 +131,21 @@ def test_strict_true_is_refused_by_one_rule(shape: str) -> None:
     [
         {"strict": False},
         {"cache_control": {"type": "ephemeral"}},
-        {"eager_input_streaming": True},
-        {"defer_loading": False, "input_examples": []},
+        {"defer_loading": False, "input_examples": [], "eager_input_streaming": False},
     ],
-    ids=["strict-false", "cache_control", "eager_input_streaming", "asking-for-nothing"],
+    ids=["strict-false", "cache_control", "asking-for-nothing"],
 )
 def test_what_asks_for_nothing_or_is_a_hint_is_accepted(shape: str, fields: Any) -> None:
     assert tool_from_spec(FIELD_SHAPES[shape](**fields)).input_schema == SCHEMA
 
 
 @pytest.mark.parametrize("shape", FIELD_SHAPES)
-def test_an_unknown_field_is_refused_naming_it_and_the_tool(shape: str) -> None:
+@pytest.mark.parametrize("field", ["defer_loading", "eager_input_streaming", "frobnicate"])
+def test_an_unknown_field_is_refused_naming_it_and_the_tool(shape: str, field: str) -> None:
     with pytest.raises(UnsupportedRequestError) as refused:
-        tool_from_spec(FIELD_SHAPES[shape](defer_loading=True), where="tools[0]")
+        tool_from_spec(FIELD_SHAPES[shape](**{field: True}), where="tools[0]")
     assert str(refused.value).startswith(
-        f"{WHERE[shape]}defer_loading (tool 'get_weather') cannot be honoured"
+        f"{WHERE[shape]}{field} (tool 'get_weather') cannot be honoured"
     )
 
 
