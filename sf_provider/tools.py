@@ -838,13 +838,13 @@ def tool_from_spec(spec: ToolSpec, *, where: str = "") -> FunctionTool:
     - a JSON Schema of the arguments with a `title` (the tool's name) and a `description`, as
       LangChain's `convert_to_json_schema` gives it.
 
-    The rule for fields, the same on every door (nothing is dropped silently): `cache_control`
-    is ignored (`IGNORED_TOOL_FIELDS`); `strict: true` is refused,
-    since the CLI cannot constrain the model's arguments to the schema (`strict: false` asks
-    for nothing and is accepted); any other field is refused unless its value asks for nothing
-    (`null`, `false`, an empty list or object): `defer_loading`, `input_examples`,
-    `eager_input_streaming` and the like, as the CLI offers a tool by its name, description and
-    schema only. The name and schema are checked by `FunctionTool` itself.
+    The rule for fields, the same on every door (nothing is dropped silently):
+    `cache_control` is ignored (`IGNORED_TOOL_FIELDS`: a caching hint, never the answer);
+    `strict: true` is refused, since the CLI cannot constrain the model's arguments to the
+    schema (`strict: false` asks for nothing and is accepted); any other field is refused
+    unless its value asks for nothing (`null`, `false`, an empty list or object):
+    `defer_loading`, `input_examples`, `eager_input_streaming` and the like, as the CLI offers
+    a tool by its name, description and schema only. `FunctionTool` checks the name and schema.
 
     Errors (`UnsupportedRequestError` for what cannot be honoured, `ToolDefinitionError` for a
     malformed definition, `InvalidToolNameError`/`InvalidToolSchemaError` from `FunctionTool`)

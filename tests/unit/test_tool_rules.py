@@ -403,3 +403,23 @@ def test_usage_counts_cached_input_once_and_every_door_renames_it() -> None:
     assert metadata["input_token_details"] == {"cache_read": 11, "cache_creation": 7}
     finish = FinishPart(finish_reason="stop", usage=usage)
     assert finish_attributes(finish)[INPUT_TOKENS] == 21
+
+
+# -- layering: the rules' modules sit below every door
+
+
+@pytest.mark.parametrize("module", ["tools", "_tool_choice"])
+def test_the_rules_import_no_door_and_no_provider(module: str) -> None:
+    import ast
+    from pathlib import Path
+
+    import sf_provider
+
+    source = Path(sf_provider.__file__).parent / f"{module}.py"
+    imported = {
+        node.module or ""
+        for node in ast.walk(ast.parse(source.read_text()))
+        if isinstance(node, ast.ImportFrom)
+    }
+    doors = {"provider", "_openai_format", "_anthropic_format", "adapters", "gateway"}
+    assert not {name.lstrip(".").split(".")[0] for name in imported} & doors
