@@ -833,8 +833,8 @@ BAD_REQUESTS: list[tuple[str, dict[str, Any], str, str | None]] = [
                 {"role": "tool", "tool_call_id": "c1", "content": "sunny"},
             ],
         },
-        "send in 'tools' the tools the history calls",
-        "tools",
+        "tool_choice 'required' needs at least one tool",  # the core's words, on every door
+        "tool_choice",
     ),
     (
         "max_tokens contradicting max_completion_tokens",
