@@ -12,8 +12,10 @@ refused with a 400 naming it, unless the API's spec lets a server ignore it.
 - Honoured: `model`, `max_tokens` (the CLI's output limit), `messages`, `system`, `stream`.
 - `tools`: custom tools (`name`, `description`, `input_schema`) are offered; their calls come back
   as `tool_use` blocks and nothing runs on the server. Any other `type` (server tools:
-  `web_search_*`, `bash_*`, `text_editor_*`, `code_execution_*`, ...): 400. A tool's
-  `strict: true`, `input_examples`, `defer_loading: true`, `allowed_callers`: 400. Messages
+  `web_search_*`, `bash_*`, `text_editor_*`, `code_execution_*`, ...): 400. A tool's fields
+  follow the rule of every door (`tools.tool_from_spec`): `strict: true` and any field beyond
+  the name, description and schema (`input_examples`, `defer_loading: true`,
+  `eager_input_streaming: true`, ...): 400; `cache_control`: ignored. Messages
   holding `tool_use` or `tool_result` blocks in a request without `tools`: 400, as the API
   answers (checked here, before a CLI starts).
 - `tool_choice`: `auto`, `any`, `tool` and `none` are honoured (`any` and `tool` by a
@@ -82,8 +84,9 @@ from ._request import (
     holds_tool_blocks,
 )
 from ._stop import STOP_SEQUENCE_DETAIL
+from ._tool_choice import NamedToolChoice, ToolChoice, offered_tools
 from .errors import InvalidMessagesError, UnsupportedRequestError
-from .tools import FunctionTool
+from .tools import FunctionTool, tools_from_specs
 from .types import (
     DiscardPart,
     ErrorPart,
@@ -302,8 +305,7 @@ def parse_request(body: Any) -> MessagesCall:
         if one_call:
             options["parallel_tool_calls"] = False
     if choice is not None:
-        if choice != "auto" and choice != "none" and not tools:
-            raise _refuse("tool_choice", "asks for a tool call, but the request has no tools")
+        offered_tools(tools, choice)  # a choice the tools cannot meet: 400 before a CLI starts
         options["tool_choice"] = choice
     messages = _system(body.get("system")) + _messages(body.get("messages"))
     if not tools and holds_tool_blocks(messages):
@@ -399,7 +401,9 @@ def thinking_option(config: Any) -> str | int | None:
     )
 
 
-def _tool_choice(choice: Any) -> str | JSON | None:
+def _tool_choice(choice: Any) -> ToolChoice | None:
+    """The Messages API's `tool_choice` -> the provider's (what it means:
+    `_tool_choice.offered_tools`)."""
     if choice is None:
         return None
     if not isinstance(choice, Mapping):
@@ -407,21 +411,19 @@ def _tool_choice(choice: Any) -> str | JSON | None:
     kind = choice.get("type")
     if kind in ("auto", "any", "none"):
         _check_keys(choice, "tool_choice", {"type", "disable_parallel_tool_use"}, set())
-        return "required" if kind == "any" else str(kind)
+        return "required" if kind == "any" else "auto" if kind == "auto" else "none"
     if kind == "tool":
         _check_keys(choice, "tool_choice", {"type", "name", "disable_parallel_tool_use"}, set())
         name = choice.get("name")
         if not isinstance(name, str) or not name:
             raise _refuse("tool_choice.name", "required for type 'tool'")
-        return {"type": "tool", "name": name}
+        return NamedToolChoice(name=name)
     raise _refuse("tool_choice.type", f"{kind!r}; use 'auto', 'any', 'tool' or 'none'")
 
 
-_TOOL_KEYS = {"type", "name", "description", "input_schema", "strict"}
-_TOOL_IGNORED = {"cache_control", "eager_input_streaming"}
-
-
 def _tools(tools: Any) -> list[FunctionTool]:
+    """Custom tools, read by the tool layer's one rule (`tool_from_spec`); server tools are
+    refused all at once, naming each."""
     if tools is None:
         return []
     if not isinstance(tools, list):
@@ -438,34 +440,12 @@ def _tools(tools: Any) -> list[FunctionTool]:
             f"tools (name, description, input_schema) can be offered; they come back to you as "
             f"tool_use blocks",
         )
-    built = []
     for i, tool in enumerate(tools):
-        where = f"tools[{i}]"
         if not isinstance(tool, Mapping):
-            raise _refuse(where, "must be an object")
-        if tool.get("strict") is True:
-            raise _refuse(
-                f"{where}.strict",
-                "the CLI cannot constrain tool input to the schema; drop it (calls whose input "
-                "violates the schema still come back)",
-            )
-        for key in ("input_examples", "defer_loading", "allowed_callers"):
-            if tool.get(key) not in (None, False, []):
-                raise _refuse(f"{where}.{key}", "not supported by this gateway; drop it")
-        _check_keys(tool, where, _TOOL_KEYS | {"input_examples", "defer_loading"}, _TOOL_IGNORED)
-        name, description = tool.get("name"), tool.get("description", "")
-        if not isinstance(name, str):
-            raise _refuse(f"{where}.name", "required: a string")
-        if not isinstance(description, str):
-            raise _refuse(f"{where}.description", "must be a string")
+            raise _refuse(f"tools[{i}]", "must be an object")
         if "input_schema" not in tool:
-            raise _refuse(f"{where}.input_schema", "required: a JSON Schema object")
-        # FunctionTool checks the name and the schema (InvalidToolNameError,
-        # InvalidToolSchemaError); no executor: the client runs the tool.
-        built.append(
-            FunctionTool(name=name, description=description, input_schema=tool["input_schema"])
-        )
-    return built
+            raise _refuse(f"tools[{i}].input_schema", "required: a JSON Schema object")
+    return tools_from_specs(tools)
 
 
 # -- system and messages

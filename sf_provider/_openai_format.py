@@ -58,10 +58,10 @@ from ._request import (
     UserMessage,
     holds_tool_blocks,
 )
+from ._tool_choice import NamedToolChoice, ToolChoice, offered_tools
 from .errors import InvalidMessagesError, UnsupportedRequestError
-from .provider import NamedToolChoice, ToolChoice
 from .settings import EFFORT_NAMES
-from .tools import FunctionTool
+from .tools import FunctionTool, tools_from_specs
 from .types import (
     DiscardPart,
     ErrorPart,
@@ -222,14 +222,15 @@ def chat_request(body: Mapping[str, Any], *, ignore: frozenset[str] = frozenset(
             raise UnsupportedParameterError("model", "must be a model name (a string)")
         options["model"] = model
     if "tool_choice" in given:
-        subset = _allowed_tools(given["tool_choice"], [t.name for t in tools])
-        if subset is not None:
-            # Only the allowed tools are offered: the model cannot call one it is not shown.
-            names, mode = subset
-            tools = [t for t in tools if t.name in names]
-            options["tool_choice"] = mode
-        else:
-            options["tool_choice"] = tool_choice(given["tool_choice"], [t.name for t in tools])
+        # Only the allowed tools are offered: the model cannot call one it is not shown.
+        subset = _allowed_tools(given["tool_choice"])
+        choice = subset[1] if subset is not None else tool_choice(given["tool_choice"])
+        try:
+            tools = offered_tools(tools, choice, allowed=subset[0] if subset else None)
+        except UnsupportedRequestError as exc:
+            param = "tool_choice.allowed_tools" if subset else "tool_choice"
+            raise UnsupportedParameterError(param, str(exc)) from None
+        options["tool_choice"] = choice
     if "parallel_tool_calls" in given:
         if not isinstance(given["parallel_tool_calls"], bool):
             raise UnsupportedParameterError("parallel_tool_calls", "must be true or false")
@@ -404,56 +405,28 @@ def _described(schema: dict[str, Any], name: Any, description: Any) -> dict[str,
 # --------------------------------------------------------------------------- tools
 
 
-#: The fields of an OpenAI function tool (`cache_control`: a caching hint, ignored like the
-#: messages' own; the CLI places its own cache breakpoints).
-_TOOL_FIELDS = frozenset({"type", "function", "cache_control"})
-_FUNCTION_FIELDS = frozenset({"name", "description", "parameters", "strict"})
-
-
 def function_tools(tools: Any) -> list[FunctionTool]:
-    """OpenAI function tools -> `FunctionTool`s without executors (the client runs them)."""
+    """OpenAI function tools -> `FunctionTool`s without executors (the client runs them), read
+    by the tool layer's one rule (`tool_from_spec`), each error naming `tools[i]...`."""
     if not isinstance(tools, Sequence) or isinstance(tools, str | bytes):
         raise UnsupportedParameterError("tools", "must be a list of function tools")
-    converted = []
     for i, tool in enumerate(tools):
         kind = tool.get("type") if isinstance(tool, Mapping) else None
-        function = tool.get("function") if isinstance(tool, Mapping) else None
-        if kind != "function" or not isinstance(function, Mapping):
+        if kind != "function":
             raise UnsupportedParameterError(
                 "tools",
                 f"tools[{i}] is not a function tool ({{'type': 'function', 'function': "
                 f"{{'name', 'description', 'parameters'}}}}); type {kind!r} cannot be offered",
             )
-        # `strict` is accepted, not enforced: the OpenAI Agents SDK sets it on every tool, and
-        # the CLI has no strict tool use (README: the gateway's parameter table). Any other field
-        # (`defer_loading`, `input_examples`, ...) would change what the model is offered.
-        for where, given, known in (
-            (f"tools[{i}]", tool, _TOOL_FIELDS),
-            (f"tools[{i}].function", function, _FUNCTION_FIELDS),
-        ):
-            unknown = sorted(set(given) - known)
-            if unknown:
-                raise UnsupportedParameterError(
-                    "tools",
-                    f"{where}.{unknown[0]} cannot be honoured: a function tool is offered with "
-                    f"its {', '.join(sorted(_FUNCTION_FIELDS))} only",
-                )
-        parameters = function.get("parameters")
-        converted.append(
-            FunctionTool(
-                name=str(function.get("name", "")),
-                description=str(function.get("description") or ""),
-                input_schema=(
-                    parameters if parameters is not None else {"type": "object", "properties": {}}
-                ),
-            )
-        )
-    return converted
+    try:
+        return tools_from_specs(tools)
+    except UnsupportedRequestError as exc:
+        raise UnsupportedParameterError("tools", str(exc)) from None
 
 
-def _allowed_tools(choice: Any, names: Sequence[str]) -> tuple[set[str], ToolChoice] | None:
-    """OpenAI's `{"type": "allowed_tools", ...}`: the tools the model may call (`mode` `auto`:
-    may; `required`: must call one of them). None for any other `tool_choice`."""
+def _allowed_tools(choice: Any) -> tuple[list[str], ToolChoice] | None:
+    """OpenAI's `{"type": "allowed_tools", ...}`: the names of the tools the model may call and
+    the mode (`auto`: may; `required`: must call one of them). None for any other `tool_choice`."""
     if not (isinstance(choice, Mapping) and choice.get("type") == "allowed_tools"):
         return None
     spec = choice.get("allowed_tools")
@@ -466,20 +439,15 @@ def _allowed_tools(choice: Any, names: Sequence[str]) -> tuple[set[str], ToolCho
         raise UnsupportedParameterError(
             "tool_choice.allowed_tools.mode", f"{json.dumps(mode)} is not 'auto' or 'required'"
         )
-    if not isinstance(listed, list) or not listed:
+    if not isinstance(listed, list):
         raise UnsupportedParameterError(
             "tool_choice.allowed_tools.tools", "must be a non-empty list of tools"
         )
-    allowed: set[str] = set()
+    allowed: list[str] = []
     for i, tool in enumerate(listed):
         match tool:
-            case {"type": "function", "function": {"name": str(name)}} if name in names:
-                allowed.add(name)
             case {"type": "function", "function": {"name": str(name)}}:
-                raise UnsupportedParameterError(
-                    f"tool_choice.allowed_tools.tools[{i}]",
-                    f"names {name!r}, which is not among the request's tools",
-                )
+                allowed.append(name)
             case _:
                 raise UnsupportedParameterError(
                     f"tool_choice.allowed_tools.tools[{i}]",
@@ -488,16 +456,12 @@ def _allowed_tools(choice: Any, names: Sequence[str]) -> tuple[set[str], ToolCho
     return allowed, mode
 
 
-def tool_choice(choice: Any, names: Sequence[str]) -> ToolChoice:
-    """OpenAI's `tool_choice` -> the provider's."""
+def tool_choice(choice: Any) -> ToolChoice:
+    """OpenAI's `tool_choice` -> the provider's (what it means: `_tool_choice.offered_tools`)."""
     match choice:
         case "auto" | "none" | "required":
             return choice  # type: ignore[no-any-return]
         case {"type": "function", "function": {"name": str(name)}}:
-            if name not in names:
-                raise UnsupportedParameterError(
-                    "tool_choice", f"names {name!r}, which is not among the request's tools"
-                )
             return NamedToolChoice(name=name)
         case _:
             raise UnsupportedParameterError(
@@ -805,11 +769,10 @@ def finish_reason(reason: FinishReason) -> str:
 
 def usage(value: Usage) -> dict[str, Any]:
     """Usage in OpenAI's shape: prompt tokens include cache reads and writes."""
-    prompt = value.input_tokens + value.cache_read_input_tokens + value.cache_creation_input_tokens
     return {
-        "prompt_tokens": prompt,
+        "prompt_tokens": value.input_total,
         "completion_tokens": value.output_tokens,
-        "total_tokens": prompt + value.output_tokens,
+        "total_tokens": value.total_tokens,
         "prompt_tokens_details": {"cached_tokens": value.cache_read_input_tokens},
     }
 

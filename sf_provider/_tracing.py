@@ -514,9 +514,7 @@ def finish_attributes(finish: FinishPart) -> dict[str, Any]:
     attributes: dict[str, Any] = {
         FINISH_REASONS: [_FINISH_REASON.get(finish.finish_reason, finish.finish_reason)],
         # The conventions count cache reads and writes as input; the Messages API does not.
-        INPUT_TOKENS: usage.input_tokens
-        + usage.cache_creation_input_tokens
-        + usage.cache_read_input_tokens,
+        INPUT_TOKENS: usage.input_total,
         OUTPUT_TOKENS: usage.output_tokens,
         CACHE_CREATION_TOKENS: usage.cache_creation_input_tokens,
         CACHE_READ_TOKENS: usage.cache_read_input_tokens,

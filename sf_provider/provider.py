@@ -37,6 +37,7 @@ from ._messages import TOOLS_NEEDED, Conversation, MessagesInput, convert_messag
 from ._outcome import finish_part
 from ._process import PROVIDER_CLOSED, CLISession, Served, WarmPool, stop_all
 from ._stop import StopCutter
+from ._tool_choice import NamedToolChoice, ToolChoice, exposed_tools
 from ._tracing import TracedRequest, refused, start_query
 from .capabilities import CapabilityReport, check_capabilities, credentials_path
 from .errors import (
@@ -71,19 +72,6 @@ _ARGUMENT_LIMIT = 128 * 1024
 #: A system prompt longer than this goes to the CLI as a file (`--system-prompt-file`).
 _SYSTEM_PROMPT_FILE_BYTES = 16 * 1024
 
-
-class NamedToolChoice(BaseModel):
-    """`tool_choice` naming the one tool the model must call."""
-
-    model_config = ConfigDict(extra="forbid", frozen=True, defer_build=True)
-
-    type: Literal["tool"] = "tool"
-    name: str
-
-
-#: How the model may use the tools: `auto` (its choice), `none` (no tool is exposed),
-#: `required` (at least one call), or one named tool (only that tool is exposed, and called).
-ToolChoice = Literal["auto", "none", "required"] | NamedToolChoice
 
 #: Per CLI and environment: the CLI's model names -> the model they run (see `_learn_models`).
 _MODEL_NAMES: dict[str, dict[str, str]] = {}
@@ -419,21 +407,11 @@ class ClaudeAgentProvider:
                 "registry=..., and do not pass tools= as well"
             )
         checked = validate_tool_set(tools or (), bridge_name=self.settings.bridge_name)
-        choice = options.tool_choice
-        # tool_choice "none": no tool is exposed, unless the conversation holds tool calls or
-        # results. The Messages API refuses those without tool definitions, so then the tools
-        # stay defined, the query runs single-turn (nothing executes) and a call is refused.
-        forbid_calls = choice == "none" and bool(checked) and conversation.has_tool_blocks
-        if choice == "none" and not forbid_calls:
-            checked = []
-        elif isinstance(choice, NamedToolChoice):
-            checked = [t for t in checked if t.name == choice.name]
-            if not checked:
-                raise UnsupportedRequestError(
-                    f"tool_choice names {choice.name!r}, which is not among this request's tools"
-                )
-        elif choice == "required" and not checked:
-            raise UnsupportedRequestError("tool_choice='required' needs at least one tool")
+        # With calls forbidden (tool_choice "none" over a history holding tool calls) the
+        # query runs single-turn: nothing executes, and a call is refused.
+        checked, forbid_calls = exposed_tools(
+            checked, options.tool_choice, history_holds_calls=conversation.has_tool_blocks
+        )
         if not checked and not scope_error and conversation.has_tool_blocks:
             raise InvalidMessagesError(TOOLS_NEEDED)  # else the API's 400, after CLI retries
         if not options.parallel_tool_calls and checked and not forbid_calls:

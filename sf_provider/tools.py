@@ -46,8 +46,11 @@ __all__ = [
     "FunctionTool",
     "RunningCall",
     "ToolOutput",
+    "ToolSpec",
     "current_call",
     "normalize_input_schema",
+    "tool_from_spec",
+    "tools_from_specs",
     "validate_tool_set",
 ]
 
@@ -797,3 +800,168 @@ def validate_tool_set(tools: Iterable[FunctionTool], *, bridge_name: str) -> lis
         seen.add(tool.name)
         result.append(tool)
     return result
+
+
+# --------------------------------------------------------------------------- tool definitions
+
+#: Tool fields ignored on every front door: a caching hint changes cost, never the answer (the
+#: CLI places its own cache breakpoints).
+IGNORED_TOOL_FIELDS = frozenset({"cache_control"})
+
+#: The fields read from each shape of tool definition (`strict` is read to refuse `true`).
+_OPENAI_TOOL_FIELDS = frozenset({"type", "function", "strict"})
+_FUNCTION_FIELDS = frozenset({"name", "description", "parameters", "strict"})
+_ANTHROPIC_TOOL_FIELDS = frozenset({"type", "name", "description", "input_schema", "strict"})
+
+#: Why `strict: true` is refused (every door says it).
+NO_STRICT_TOOLS = (
+    "strict tool use cannot be honoured: the Claude Code CLI has no constrained decoding, so the "
+    "model's arguments are not guaranteed to match the schema (they are checked after the call, "
+    "and a call that does not match comes back marked invalid). Leave strict out or set it to "
+    "false (the OpenAI Agents SDK: @function_tool(strict_mode=False))"
+)
+
+#: A tool definition in any shape a front door receives; `tool_from_spec` reads each.
+ToolSpec = FunctionTool | Mapping[str, Any]
+
+
+def tool_from_spec(spec: ToolSpec, *, where: str = "") -> FunctionTool:
+    """One tool definition, in any shape a front door receives, as a `FunctionTool`.
+
+    The one place tool definitions are read and checked, for every door. Shapes:
+
+    - a `FunctionTool`, returned as it is;
+    - an OpenAI function tool, `{"type": "function", "function": {"name", "description",
+      "parameters", "strict"}}`, or its bare function, `{"name", "description", "parameters"}`;
+    - an Anthropic tool, `{"name", "description", "input_schema", "strict"}` (`type` absent or
+      `"custom"`; a server tool such as `web_search_20250305` is refused);
+    - a JSON Schema of the arguments with a `title` (the tool's name) and a `description`, as
+      LangChain's `convert_to_json_schema` gives it.
+
+    The rule for fields, the same on every door (nothing is dropped silently):
+    `cache_control` is ignored (`IGNORED_TOOL_FIELDS`: a caching hint, never the answer);
+    `strict: true` is refused, since the CLI cannot constrain the model's arguments to the
+    schema (`strict: false` asks for nothing and is accepted); any other field is refused
+    unless its value asks for nothing (`null`, `false`, an empty list or object):
+    `defer_loading`, `input_examples`, `eager_input_streaming` and the like, as the CLI offers
+    a tool by its name, description and schema only. `FunctionTool` checks the name and schema.
+
+    Errors (`UnsupportedRequestError` for what cannot be honoured, `ToolDefinitionError` for a
+    malformed definition, `InvalidToolNameError`/`InvalidToolSchemaError` from `FunctionTool`)
+    name the tool and the field; `where` (e.g. `tools[2]`) is put before the field, so a gateway
+    can say `tools[2].function.foo`. No executor: the client runs the tools these describe.
+    """
+    if isinstance(spec, FunctionTool):
+        return spec
+    prefix = f"{where}." if where else ""
+    if not isinstance(spec, Mapping):
+        raise ToolDefinitionError(
+            f"{where or 'tool'}: a tool definition is an OpenAI function tool, an Anthropic "
+            f"tool, a JSON Schema with a title or a FunctionTool, not {type(spec).__name__}"
+        )
+    kind = spec.get("type")
+    function = spec.get("function")
+    if kind == "function" or isinstance(function, Mapping):
+        if kind != "function" or not isinstance(function, Mapping):
+            raise ToolDefinitionError(
+                f"{where or 'tool'}: an OpenAI function tool is {{'type': 'function', "
+                f"'function': {{'name', 'description', 'parameters'}}}}"
+            )
+        name = _tool_name(function, f"{prefix}function.name")
+        _check_fields(spec, _OPENAI_TOOL_FIELDS, where, name)
+        _check_fields(function, _FUNCTION_FIELDS, f"{prefix}function", name)
+        return _built(name, function.get("description"), function.get("parameters"), where)
+    if "input_schema" in spec:
+        if kind not in (None, "custom"):
+            raise _server_tool(spec, where)
+        name = _tool_name(spec, f"{prefix}name")
+        _check_fields(spec, _ANTHROPIC_TOOL_FIELDS, where, name)
+        return _built(name, spec.get("description"), spec["input_schema"], where)
+    if "parameters" in spec and "name" in spec:
+        name = _tool_name(spec, f"{prefix}name")
+        _check_fields(spec, _FUNCTION_FIELDS, where, name)
+        return _built(name, spec.get("description"), spec["parameters"], where)
+    if kind == "object" or (kind is None and "properties" in spec):
+        # A JSON Schema is all schema: its title names the tool, its description describes it.
+        title = spec.get("title")
+        if not isinstance(title, str) or not title:
+            raise ToolDefinitionError(
+                f"{prefix}title: a JSON Schema offered as a tool needs a 'title', its name"
+            )
+        schema = {k: v for k, v in spec.items() if k not in ("title", "description")}
+        return _built(title, spec.get("description"), schema, where)
+    if isinstance(kind, str):
+        raise _server_tool(spec, where)
+    raise ToolDefinitionError(
+        f"{where or 'tool'}: not a tool definition: an OpenAI function tool ({{'type': "
+        f"'function', 'function': {{...}}}}), an Anthropic tool ({{'name', 'description', "
+        f"'input_schema'}}) or a JSON Schema with a title"
+    )
+
+
+def tools_from_specs(specs: Iterable[ToolSpec], *, where: str = "tools") -> list[FunctionTool]:
+    """`tool_from_spec` for each of a request's tools (`where[i]` in errors), with the set
+    checked for duplicate names."""
+    tools = [tool_from_spec(spec, where=f"{where}[{i}]") for i, spec in enumerate(specs)]
+    seen: dict[str, int] = {}
+    for i, tool in enumerate(tools):
+        if tool.name in seen:
+            raise DuplicateToolNameError(
+                f"{where}[{i}]: two tools are named {tool.name!r} ({where}[{seen[tool.name]}] "
+                f"too); tool names must be unique"
+            )
+        seen[tool.name] = i
+    return tools
+
+
+def _tool_name(fields: Mapping[str, Any], where: str) -> str:
+    name = fields.get("name")
+    if not isinstance(name, str) or not name:
+        raise ToolDefinitionError(f"{where}: required, the tool's name (a string)")
+    return name
+
+
+def _check_fields(fields: Mapping[str, Any], known: frozenset[str], where: str, name: str) -> None:
+    """Refuse `strict: true` and any field that is not read, ignored, or asking for nothing."""
+    prefix = f"{where}." if where else ""
+    if fields.get("strict") not in (None, False):
+        raise UnsupportedRequestError(f"{prefix}strict (tool {name!r}): {NO_STRICT_TOOLS}")
+    unsent = sorted(
+        str(k)
+        for k, v in fields.items()
+        if k not in known and k not in IGNORED_TOOL_FIELDS and v not in (None, False, [], {})
+    )
+    if unsent:
+        raise UnsupportedRequestError(
+            f"{prefix}{unsent[0]} (tool {name!r}) cannot be honoured: the Claude Code CLI offers "
+            f"a tool by its name, description and input schema only (cache_control is "
+            f"ignored). Remove it from the tool"
+        )
+
+
+def _built(name: str, description: Any, schema: Any, where: str) -> FunctionTool:
+    if description is not None and not isinstance(description, str):
+        raise ToolDefinitionError(
+            f"{where + ': ' if where else ''}tool {name!r}: its description must be a string"
+        )
+    try:
+        # FunctionTool checks the name and the schema; no executor: the client runs the tool.
+        return FunctionTool(
+            name=name,
+            description=description or "",
+            input_schema={"type": "object", "properties": {}} if schema is None else schema,
+        )
+    except ToolDefinitionError as exc:
+        if not where:
+            raise
+        raise type(exc)(f"{where}: {exc}") from None
+
+
+def _server_tool(spec: Mapping[str, Any], where: str) -> UnsupportedRequestError:
+    kind = spec.get("type")
+    return UnsupportedRequestError(
+        f"{where or 'tool'}: tool {spec.get('name', kind)!r} of type {kind!r} is a server or "
+        f"built-in tool, which cannot be offered: the model would only see an empty client "
+        f"tool. Offer function tools (name, description and input schema); their calls come "
+        f"back to you"
+    )

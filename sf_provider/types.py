@@ -59,14 +59,20 @@ class Usage(_Model):
     cache_read_input_tokens: int = 0
 
     @property
+    def input_total(self) -> int:
+        """All input tokens: uncached input plus cache reads and cache writes.
+
+        `input_tokens` is the Messages API's count, without the cached input. The other
+        conventions (OpenAI's `prompt_tokens`, LangChain's and pydantic-ai's input tokens,
+        OpenTelemetry's `gen_ai.usage.input_tokens`) count it: this is the one place the sum
+        is made, and each door only renames it.
+        """
+        return self.input_tokens + self.cache_creation_input_tokens + self.cache_read_input_tokens
+
+    @property
     def total_tokens(self) -> int:
         """Input (including cache reads and writes) plus output tokens."""
-        return (
-            self.input_tokens
-            + self.output_tokens
-            + self.cache_creation_input_tokens
-            + self.cache_read_input_tokens
-        )
+        return self.input_total + self.output_tokens
 
 
 class CallWarning(_Model):

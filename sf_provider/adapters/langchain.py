@@ -53,7 +53,7 @@ except ImportError as exc:  # pragma: no cover - exercised only without the extr
     ) from exc
 
 import json
-from collections.abc import AsyncIterator, Callable, Collection, Iterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Iterator, Mapping, Sequence
 from contextlib import aclosing
 from functools import partial
 from operator import itemgetter
@@ -94,6 +94,7 @@ from .._error_kinds import ErrorKind, SentParts, classify
 from .._mapping import ResultCollector
 from .._outcome import response_model
 from .._sync import iterate_in_thread, run_sync
+from .._tool_choice import NamedToolChoice, ToolChoice, offered_tools
 from .._warnings import warn_user
 from ..errors import (
     InvalidMessagesError,
@@ -103,9 +104,9 @@ from ..errors import (
     ToolChoiceViolationError,
     UnsupportedRequestError,
 )
-from ..provider import CallOptions, ClaudeAgentProvider, NamedToolChoice, ToolChoice
+from ..provider import CallOptions, ClaudeAgentProvider
 from ..settings import Effort, ProviderSettings, Thinking
-from ..tools import FunctionTool
+from ..tools import NO_STRICT_TOOLS, FunctionTool, tool_from_spec
 from ..types import (
     CallWarning,
     DiscardPart,
@@ -264,16 +265,18 @@ class ChatClaudeAgent(BaseChatModel):
         `tool_choice` dict) is the provider's call option, whose `False` it refuses at the call.
         """
         if strict:
-            raise UnsupportedRequestError(_NO_STRICT_TOOLS)
-        definitions = [tool_definition(t) for t in tools]
-        for definition in definitions:
-            _function_tool(definition)  # a bad name or schema fails here, not at the first call
-        choice = _tool_choice(tool_choice, [d["name"] for d in definitions])
+            raise UnsupportedRequestError(f"strict=True: {NO_STRICT_TOOLS}")
+        # Each tool is checked here (a bad name or schema fails now, not at the first call).
+        offered = [_function_tool(t) for t in tools]
+        choice = _tool_choice(tool_choice)
+        offered_tools(offered, choice)
         if _one_call(tool_choice):
             parallel_tool_calls = False
         options = _options({"parallel_tool_calls": parallel_tool_calls, **kwargs})
         # Plain data in the binding: LangChain serialises bound kwargs (tracing, caching).
         plain = choice if isinstance(choice, str) else choice.model_dump()
+        fields = {"name", "description", "input_schema"}
+        definitions = [t.model_dump(include=fields) for t in offered]
         return self.bind(tools=definitions, tool_choice=plain, **options)
 
     def with_structured_output(
@@ -454,83 +457,24 @@ class ChatClaudeAgent(BaseChatModel):
 # --------------------------------------------------------------------------- tools
 
 
-def tool_definition(tool: ToolLike) -> dict[str, Any]:
-    """A LangChain tool as a JSON-schema tool definition: `{name, description, input_schema}`.
+def _function_tool(tool: ToolLike) -> FunctionTool:
+    """A LangChain tool as a `FunctionTool` without an executor (LangChain runs the calls).
 
-    Only function tools can be offered: a tool dict of another `type` (an Anthropic server or
-    built-in tool such as `web_search_20250305` or `bash_20250124`) raises
-    `UnsupportedRequestError`, and so does a tool with `"strict": true`. A tool's
-    `cache_control` is ignored: the CLI places its own cache breakpoints. Anything else beyond
-    the name, description and schema (`BaseTool.extras` such as `defer_loading` or
-    `input_examples`, another key of a tool dict) raises `UnsupportedRequestError`:
-    `convert_to_openai_tool` would drop it, and the CLI sends no such tool fields.
+    A dict (an OpenAI function tool or bare function, an Anthropic tool, a JSON Schema with a
+    title) and a `FunctionTool` go to the tool layer's one rule (`tool_from_spec`): server and
+    built-in tools, `strict: true` and fields beyond the name, description and schema are
+    refused, `cache_control` is ignored. A `BaseTool`, function or pydantic model is converted
+    with `convert_to_openai_tool` first, and a `BaseTool`'s `extras` (`defer_loading`,
+    `input_examples`, ...), which that conversion would drop, are checked by the same rule.
     """
-    kind = tool.get("type") if isinstance(tool, Mapping) else None
-    # "object": a JSON Schema, which LangChain offers as a function named by its title.
-    if isinstance(tool, Mapping) and kind not in (None, "function", "custom", "object"):
-        raise UnsupportedRequestError(
-            f"tool {tool.get('name', kind)!r} of type {kind!r} is a server or built-in tool, "
-            f"which this adapter cannot offer: the model would only see an empty client tool. "
-            f"Bind function tools (a BaseTool, function, pydantic model or function tool dict)"
-        )
-    _check_tool_fields(tool)
-    converted = convert_to_openai_tool(tool)
-    function = converted["function"]
-    anthropic_strict = isinstance(tool, Mapping) and "input_schema" in tool and tool.get("strict")
-    if converted.get("strict") or function.get("strict") or anthropic_strict:
-        raise UnsupportedRequestError(f"tool {function['name']!r}: {_NO_STRICT_TOOLS}")
-    return {
-        "name": function["name"],
-        "description": function.get("description", ""),
-        "input_schema": function.get("parameters") or {"type": "object", "properties": {}},
-    }
-
-
-#: The keys of a tool dict that reach the request (`strict` is checked), by the dict's form.
-_ANTHROPIC_TOOL_KEYS = frozenset({"type", "name", "description", "input_schema", "strict"})
-_OPENAI_TOOL_KEYS = frozenset({"type", "function", "strict"})
-_FUNCTION_KEYS = frozenset({"name", "description", "parameters", "strict"})
-#: Caching hints: caching changes cost, never the answer, and the CLI sets its own breakpoints.
-_IGNORED_TOOL_KEYS = frozenset({"cache_control"})
-
-
-def _check_tool_fields(tool: ToolLike) -> None:
-    """Refuse what a tool carries beyond its name, description and schema (`tool_definition`).
-
-    A JSON schema dict (with a `title`) is all schema, and a Bedrock `toolSpec` is read whole.
-    """
-    name: Any = None
-    unsent: list[str] = []  # the keys that would not reach the request, as the user wrote them
-    if isinstance(tool, BaseTool):
-        name, unsent = tool.name, [f"extras[{key!r}]" for key in _unknown(tool.extras, ())]
-    elif isinstance(tool, Mapping) and "name" in tool and "input_schema" in tool:  # Anthropic
-        name, unsent = tool["name"], [repr(key) for key in _unknown(tool, _ANTHROPIC_TOOL_KEYS)]
-    elif isinstance(tool, Mapping) and isinstance(tool.get("function"), Mapping):  # OpenAI
-        function = tool["function"]
-        name = function.get("name")
-        unsent = [repr(key) for key in _unknown(tool, _OPENAI_TOOL_KEYS)]
-        unsent += [f"function[{key!r}]" for key in _unknown(function, _FUNCTION_KEYS)]
-    elif isinstance(tool, Mapping) and "name" in tool:  # an OpenAI function
-        name, unsent = tool["name"], [repr(key) for key in _unknown(tool, _FUNCTION_KEYS)]
-    if unsent:
-        raise UnsupportedRequestError(
-            f"tool {name!r}: {', '.join(unsent)} cannot be sent: the Claude Code CLI offers a "
-            f"tool by its name, description and input schema only (cache_control is ignored: "
-            f"the CLI places its own cache breakpoints). Remove it from the tool"
-        )
-
-
-def _unknown(fields: Mapping[str, Any] | None, known: Collection[str]) -> list[str]:
-    return [key for key in fields or {} if key not in known and key not in _IGNORED_TOOL_KEYS]
-
-
-def _function_tool(definition: Mapping[str, Any]) -> FunctionTool:
-    # No executor: the query is single-turn and the calls go back to LangChain.
-    return FunctionTool(
-        name=definition["name"],
-        description=definition.get("description", ""),
-        input_schema=definition["input_schema"],
-    )
+    if isinstance(tool, FunctionTool):
+        return tool
+    if isinstance(tool, Mapping) and "toolSpec" not in tool:  # Bedrock's: LangChain reads it
+        return tool_from_spec(tool)
+    spec = convert_to_openai_tool(tool)
+    if isinstance(tool, BaseTool) and tool.extras:
+        spec = {**tool.extras, **spec}
+    return tool_from_spec(spec)
 
 
 def _one_call(choice: Any) -> bool:
@@ -539,7 +483,9 @@ def _one_call(choice: Any) -> bool:
     return isinstance(choice, Mapping) and bool(choice.get("disable_parallel_tool_use"))
 
 
-def _tool_choice(choice: str | dict[str, Any] | bool | None, names: list[str]) -> ToolChoice:
+def _tool_choice(choice: str | dict[str, Any] | bool | None) -> ToolChoice:
+    """LangChain's `tool_choice` (ChatAnthropic's and ChatOpenAI's forms) -> the provider's
+    (what it means for the tools: `_tool_choice.offered_tools`)."""
     name: Any
     if isinstance(choice, Mapping):  # `disable_parallel_tool_use`: see `_one_call`
         choice = {k: v for k, v in choice.items() if k != "disable_parallel_tool_use"}
@@ -552,27 +498,17 @@ def _tool_choice(choice: str | dict[str, Any] | bool | None, names: list[str]) -
             return "required"
         case str():
             name = choice
-        case {"type": "tool", "name": name}:
+        case {"type": "tool", "name": str(name)}:
             pass
-        case {"type": "function", "function": {"name": name}}:
+        case {"type": "function", "function": {"name": str(name)}}:
             pass
         case _:
             raise UnsupportedRequestError(
                 f"tool_choice {choice!r} is not understood: use 'auto', 'none', 'any', "
                 f"'required' or a tool name"
             )
-    if name not in names:
-        raise UnsupportedRequestError(
-            f"tool_choice names {name!r}, which is not among the bound tools {names}"
-        )
     return NamedToolChoice(name=name)
 
-
-_NO_STRICT_TOOLS = (
-    "strict tool schemas are not supported: the Claude Code CLI has no constrained decoding; "
-    "arguments are checked against the schema after the call, and a call that does not match "
-    "comes back in invalid_tool_calls. Leave strict off"
-)
 
 #: Keyword arguments other chat models take that the CLI cannot honour, and why.
 _NO_SWITCH = {
@@ -663,11 +599,12 @@ def _request(
     if stop:  # LangChain's `stop` (invoke, bind): the provider's stop sequences
         options["stop_sequences"] = [*options.get("stop_sequences", ()), *stop]
     # `bind(tools=...)` and `invoke(..., tools=...)` take what bind_tools takes.
-    tools = [_function_tool(tool_definition(t)) for t in options.pop("tools", None) or []]
+    tools = [_function_tool(t) for t in options.pop("tools", None) or []]
     if "tool_choice" in options:
         if _one_call(options["tool_choice"]):
             options["parallel_tool_calls"] = False
-        options["tool_choice"] = _tool_choice(options["tool_choice"], [t.name for t in tools])
+        options["tool_choice"] = _tool_choice(options["tool_choice"])
+        offered_tools(tools, options["tool_choice"])
     converted, lost = _converted(messages)
     _warn(lost)
     return converted, tools, options, lost
@@ -1120,13 +1057,10 @@ def _text_block(block: Mapping[str, Any], where: str) -> str:
 
 def usage_metadata(usage: Usage) -> UsageMetadata:
     """The provider's usage as LangChain's: input tokens include cache reads and writes."""
-    input_tokens = (
-        usage.input_tokens + usage.cache_read_input_tokens + usage.cache_creation_input_tokens
-    )
     return UsageMetadata(
-        input_tokens=input_tokens,
+        input_tokens=usage.input_total,
         output_tokens=usage.output_tokens,
-        total_tokens=input_tokens + usage.output_tokens,
+        total_tokens=usage.total_tokens,
         input_token_details=InputTokenDetails(
             cache_read=usage.cache_read_input_tokens,
             cache_creation=usage.cache_creation_input_tokens,

@@ -64,10 +64,10 @@ answer ends before the first); `parallel_tool_calls=False` is the provider's opt
 it refuses while tools can be called (the CLI cannot limit a turn to one call yet).
 
 Not supported: model settings the CLI has no switch for (an `UnsupportedSettingWarning` names
-each), `strict=True` on tools (warned the same way), native (provider built-in) tools (a
-`UserError`), file parts and non-image files (a `UserError`). `cache` and `CachePoint` are ignored
-without a word, as by pydantic-ai's models without cache settings: the CLI places its own cache
-breakpoints.
+each), `strict=True` on tools (an `UnsupportedRequestError`, as on every door), native
+(provider built-in) tools (a `UserError`), file parts and non-image files (a `UserError`).
+`cache` and `CachePoint` are ignored without a word, as by pydantic-ai's models without cache
+settings: the CLI places its own cache breakpoints.
 """
 
 from __future__ import annotations
@@ -158,10 +158,11 @@ from .._request import (
     UserMessage,
     media_parts,
 )
+from .._tool_choice import NamedToolChoice, ToolChoice, offered_tools
 from .._warnings import warn_user
-from ..provider import ClaudeAgentProvider, NamedToolChoice, ToolChoice
+from ..provider import ClaudeAgentProvider
 from ..settings import EFFORT_NAMES, ProviderSettings
-from ..tools import FunctionTool
+from ..tools import FunctionTool, tool_from_spec
 
 __all__ = ["ClaudeAgentModel"]
 
@@ -401,17 +402,9 @@ class ClaudeAgentModel(Model):
                     f"a provider's native tools); bound them with ProviderSettings.max_turns"
                 )
             return self.tools, {"mode": "executor", **_native_output(params)}
-        definitions, choice = _offered_tools(model_settings, params)
-        strict = [t.name for t in definitions if t.strict]
-        if strict:
-            _warn_unsupported(
-                f"`strict=True` (on {', '.join(strict)}) is not supported by ClaudeAgentModel: the "
-                f"Claude Code CLI has no strict tool use, so the model's arguments are not "
-                f"constrained to the schema (pydantic-ai still validates them and sends invalid "
-                f"ones back to the model as retries)"
-            )
+        tools, choice = _offered_tools(model_settings, params)
         options: dict[str, Any] = {"mode": "single-turn", "tool_choice": choice}
-        return [_function_tool(t) for t in definitions], {**options, **_native_output(params)}
+        return tools, {**options, **_native_output(params)}
 
 
 def _native_output(params: ModelRequestParameters) -> dict[str, Any]:
@@ -424,38 +417,39 @@ def _native_output(params: ModelRequestParameters) -> dict[str, Any]:
 
 def _offered_tools(
     model_settings: ModelSettings | None, params: ModelRequestParameters
-) -> tuple[list[ToolDefinition], ToolChoice]:
+) -> tuple[list[FunctionTool], ToolChoice]:
     """The Agent tools to offer and the provider's `tool_choice`, from pydantic-ai's `tool_choice`.
 
     Only the tools pydantic-ai declares are offered (a `defer_loading` tool is not, until tool
     search reveals it). pydantic-ai leaves `tool_choice` to each model (its own resolver is
-    private), so this follows the setting's documented meaning the way its Anthropic model maps
-    it: a restriction to named tools offers only those, and one required tool is named.
+    private), so this maps the setting's documented meaning the way its Anthropic model maps
+    it: a restriction to named tools offers only those, and one required tool is named. What a
+    choice means for the tools is checked by the core (`_tool_choice.offered_tools`), its
+    errors raised as pydantic-ai's `UserError`.
     """
-    declared = params.declared_tool_defs
-    functions = [t.name for t in params.declared_function_tools]
+    declared = {name: _function_tool(t) for name, t in params.declared_tool_defs.items()}
+    functions = [declared[t.name] for t in params.declared_function_tools]
     outputs = [t.name for t in params.output_tools]
     setting = (model_settings or {}).get("tool_choice")
     required = not (params.allow_text_output or params.allow_image_output)
     names = list(declared)
-    if (setting == "none" or setting == []) and not outputs:
-        # The provider's "none": no tool exposed, or, when the history holds tool calls (the
-        # Messages API needs their tools defined), defined with calls forbidden.
-        return [declared[n] for n in functions], "none"
-    if setting == "none" or setting == []:
-        names = outputs
-    elif setting == "required":
-        if not functions:
-            raise UserError(
-                "`tool_choice` is 'required', but this request offers no function tools; define "
-                "some or use tool_choice='auto' or 'none'"
-            )
-        required = True
-    elif isinstance(setting, list):
-        names, required = _chosen(setting, declared, "tools"), True
-    elif isinstance(setting, ToolOrOutput):
-        chosen = setting.function_tools
-        names = [*(_chosen(chosen, functions, "function tools") if chosen else []), *outputs]
+    try:
+        if (setting == "none" or setting == []) and not outputs:
+            # The provider's "none": no tool exposed, or, when the history holds tool calls
+            # (the Messages API needs their tools defined), defined with calls forbidden.
+            return functions, "none"
+        if setting == "none" or setting == []:
+            names = outputs
+        elif setting == "required":
+            offered_tools(functions, "required")
+            required = True
+        elif isinstance(setting, list):
+            names, required = _chosen(setting, list(declared.values())), True
+        elif isinstance(setting, ToolOrOutput):
+            chosen = setting.function_tools
+            names = [*(_chosen(chosen, functions) if chosen else []), *outputs]
+    except errors.UnsupportedRequestError as exc:
+        raise UserError(str(exc)) from None
     if not names:
         return [], "auto"  # nothing offered, so nothing to choose
     choice: ToolChoice = "required" if required else "auto"
@@ -475,23 +469,19 @@ def _call_for_output(model_settings: ModelSettings | None, params: ModelRequestP
     return not (params.allow_text_output or params.allow_image_output or explicit)
 
 
-def _chosen(names: Sequence[str], offered: Iterable[str], kind: str) -> list[str]:
-    """The offered tools among `names`; pydantic-ai's rule: none offered raises, some warns."""
-    offered = list(offered)
-    unknown = sorted(set(names) - set(offered))
-    if unknown and len(unknown) == len(set(names)):
-        raise UserError(
-            f"No tool named in `tool_choice` is offered in this request: {unknown}; offered "
-            f"{kind}: {offered or 'none'}"
-        )
-    if unknown:
+def _chosen(names: Sequence[str], offered: Sequence[FunctionTool]) -> list[str]:
+    """The offered tools among `names`. pydantic-ai's rule: names not offered are left out with
+    a warning while one is offered; none offered is the core's error for an allowed subset."""
+    known = [t.name for t in offered if t.name in names]
+    unknown = sorted(set(names) - set(known))
+    if unknown and known:
         warnings.warn(
             f"Some tools in `tool_choice` are not offered in this request and are ignored: "
-            f"{unknown}; offered {kind}: {offered}",
+            f"{unknown}; offered: {[t.name for t in offered]}",
             UserWarning,
             stacklevel=6,
         )
-    return [n for n in offered if n in names]
+    return [t.name for t in offered_tools(offered, allowed=known or names)]
 
 
 def _warn_unsupported(message: str) -> None:
@@ -554,11 +544,15 @@ def _model_options(
 
 
 def _function_tool(definition: ToolDefinition) -> FunctionTool:
-    """An Agent tool as a provider tool without an executor: the Agent runs it."""
-    return FunctionTool(
-        name=definition.name,
-        description=definition.description or "",
-        input_schema=definition.parameters_json_schema,
+    """An Agent tool as a provider tool without an executor (the Agent runs it), read by the
+    tool layer's one rule (`tool_from_spec`: `strict=True` is refused)."""
+    return tool_from_spec(
+        {
+            "name": definition.name,
+            "description": definition.description,
+            "input_schema": definition.parameters_json_schema,
+            "strict": definition.strict,
+        }
     )
 
 
@@ -921,9 +915,8 @@ class ClaudeStreamedResponse(StreamedResponse):
 
     def _finish(self, part: sf.FinishPart) -> None:
         usage = part.usage
-        cached = usage.cache_read_input_tokens + usage.cache_creation_input_tokens
         self._usage = RequestUsage(
-            input_tokens=usage.input_tokens + cached,
+            input_tokens=usage.input_total,
             output_tokens=usage.output_tokens,
             cache_read_tokens=usage.cache_read_input_tokens,
             cache_write_tokens=usage.cache_creation_input_tokens,

@@ -181,8 +181,8 @@ async def test_tool_choice_none_after_tool_calls_keeps_the_tools_defined() -> No
 @pytest.mark.parametrize(
     ("tool_choice", "error"),
     [
-        (["tool_c"], "No tool named in `tool_choice` is offered"),
-        (ToolOrOutput(function_tools=["tool_c"]), "No tool named in `tool_choice` is offered"),
+        (["tool_c"], "tool_choice names 'tool_c', which is not among the request's tools"),
+        (ToolOrOutput(function_tools=["tool_c"]), "tool_choice names 'tool_c', which is not"),
     ],
     ids=["list", "tool-or-output"],
 )
@@ -202,7 +202,7 @@ async def test_tool_choice_naming_no_offered_tool_is_a_user_error(
 
 async def test_tool_choice_required_without_function_tools_is_a_user_error() -> None:
     async with ScriptedMessagesAPI([reply(text("ok"))]) as api:
-        with pytest.raises(UserError, match="no function tools"):
+        with pytest.raises(UserError, match="tool_choice 'required' needs at least one tool"):
             await model_request(
                 model_for(api),
                 [ModelRequest.user_text_prompt("hi")],
@@ -262,19 +262,20 @@ class City(BaseModel):
     name: str
 
 
-async def test_a_strict_tool_warns_that_the_cli_has_no_strict_tool_use() -> None:
+@pytest.mark.parametrize("on", ["tool", "output"])
+async def test_a_strict_tool_is_refused_before_any_request(on: str) -> None:
+    # The CLI has no strict tool use: refused as on every door (tools.tool_from_spec).
     async with ScriptedMessagesAPI(tools_model) as api:
-        agent = Agent(model_for(api), output_type=ToolOutput(City, strict=True))
+        agent = Agent(model_for(api), output_type=ToolOutput(City, strict=on == "output"))
 
-        @agent.tool_plain(strict=True)
+        @agent.tool_plain(strict=on == "tool")
         def tool_a(x: int) -> int:
             return x
 
-        with pytest.warns(UnsupportedSettingWarning, match=r"`strict=True` \(on tool_a, final"):
-            result = await agent.run("hi")
-    assert result.output == City(name="Paris")
-    assert offered(api.requests[0]) == ["final_result", "tool_a"]
-    assert all("strict" not in t for t in api.requests[0].tools)
+        name = "tool_a" if on == "tool" else "final_result"
+        with pytest.raises(sf_errors.UnsupportedRequestError, match=rf"strict \(tool '{name}'\)"):
+            await agent.run("hi")
+    assert api.requests == []
 
 
 # -- user prompt parts
