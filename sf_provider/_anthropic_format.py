@@ -13,9 +13,10 @@ refused with a 400 naming it, unless the API's spec lets a server ignore it.
 - `tools`: custom tools (`name`, `description`, `input_schema`) are offered; their calls come back
   as `tool_use` blocks and nothing runs on the server. Any other `type` (server tools:
   `web_search_*`, `bash_*`, `text_editor_*`, `code_execution_*`, ...): 400. A tool's fields
-  follow the rule of every door (`tools.tool_from_spec`): `strict: true` and any field beyond
-  the name, description and schema (`input_examples`, `defer_loading: true`,
-  `eager_input_streaming: true`, ...): 400; `cache_control`: ignored. Messages
+  follow the rule of every door (`tools.tool_from_spec`): `strict: true` is held by checking
+  each call (off the schema: a retryable error); any field beyond the name, description,
+  schema and `strict` (`input_examples`, `defer_loading: true`, `eager_input_streaming: true`,
+  ...): 400; `cache_control`: ignored. Messages
   holding `tool_use` or `tool_result` blocks in a request without `tools`: 400, as the API
   answers (checked here, before a CLI starts).
 - `tool_choice`: `auto`, `any`, `tool` and `none` are honoured (`any` and `tool` by a

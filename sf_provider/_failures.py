@@ -28,6 +28,7 @@ from .errors import (
     ProcessDiedError,
     ProviderError,
     RateLimitError,
+    StrictToolCallError,
     StructuredOutputError,
     ToolChoiceViolationError,
 )
@@ -48,6 +49,8 @@ class ResultRules:
     max_turns: int
     #: tool_choice "none" with the tools still defined (the conversation holds tool calls).
     forbid_calls: bool = False
+    #: Tools whose calls must match their schema (`FunctionTool.strict`).
+    strict_tools: frozenset[str] = frozenset()
 
 
 def process_died(exit_code: int | None, stderr: Iterable[str]) -> ProcessDiedError:
@@ -115,6 +118,15 @@ def result_failure(
                 f"tool_choice='none' forbade tool calls, but the model made {calls} (the tools "
                 f"stay defined because the conversation holds tool calls, which the Messages API "
                 f"refuses without them); retry, or leave tool_choice at 'auto'"
+            )
+        off_schema = [c for c in collected.invalid_calls if c.tool_name in rules.strict_tools]
+        if off_schema:
+            call = off_schema[0]
+            return StrictToolCallError(
+                f"the model's call of the strict tool {call.tool_name!r} does not match its "
+                f"schema ({call.invalid_reason}); the Claude Code CLI cannot constrain the "
+                f"model's arguments, so strict is held by this check: retry, or make the tool "
+                f"non-strict to receive such calls marked invalid"
             )
         if rules.required_call is not None and not calls:
             return ToolChoiceViolationError(

@@ -655,6 +655,11 @@ class ResultCollector:
         return len(self._calls)
 
     @property
+    def invalid_calls(self) -> list[ToolCallRecord]:
+        """The calls so far marked invalid (unknown tool, arguments off the schema)."""
+        return [call for call in self._calls.values() if call.invalid]
+
+    @property
     def text_chars(self) -> int:
         """Characters of text so far, every turn's."""
         return sum(len(chunk) for part_id in self._text_order for chunk in self._texts[part_id])

@@ -47,14 +47,26 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Annotated, Any, Literal
 
-from .errors import InvalidMessagesError
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    StringConstraints,
+    ValidationError,
+    field_validator,
+)
+
+from ._tool_choice import ToolChoice
+from .errors import InvalidMessagesError, UnsupportedRequestError
+from .settings import Effort, Thinking
 from .tools import FunctionTool
 
 __all__ = [
     "AssistantMessage",
     "AssistantPart",
+    "CallOptions",
     "Image",
     "Message",
     "MessagesInput",
@@ -67,6 +79,7 @@ __all__ = [
     "ToolResult",
     "UserMessage",
     "UserPart",
+    "call_options",
     "holds_tool_blocks",
     "media_parts",
     "parse_messages",
@@ -172,14 +185,95 @@ Message = SystemMessage | UserMessage | AssistantMessage | ToolMessage
 MessagesInput = str | Sequence[Mapping[str, Any] | Message]
 
 
+# --------------------------------------------------------------------------- options
+
+
+class CallOptions(BaseModel):
+    """Per-call options of `generate` / `stream`; each overrides the provider's settings.
+
+    - `mode`: `auto` runs executor mode when every exposed tool has an executor and single-turn
+      mode otherwise; `executor` / `single-turn` force one.
+    - `tool_choice`: see `ToolChoice`. `required` and a named tool are honoured by an instruction
+      in the system prompt (the CLI has no tool_choice switch) and checked on the reply: a reply
+      without a tool call raises `ToolChoiceViolationError`. `none` exposes no tool; when the
+      messages hold tool calls or results (the Messages API refuses those without tool
+      definitions) the tools stay defined, the query runs single-turn, the system prompt forbids
+      calls, and a reply with a call raises `ToolChoiceViolationError`.
+    - `stop_sequences`: the answer ends before the first of them the model writes, as the API
+      would have stopped there (`_stop.StopCutter`): the text is cut where it begins, what the
+      model wrote after it (text, tool calls, reasoning) is left out, the finish reason is
+      `stop` (`tool-calls` when a call came before it) and the finish part's
+      `provider_details["stop_sequence"]` names it. The CLI cannot send stop sequences to the
+      API yet, so the model writes on and the tokens after the stop are still generated and
+      billed (the usage counts them); in executor mode, tools it calls after the stop still run.
+      Not with `output_schema` (the answer is the whole object).
+    - `parallel_tool_calls`: `False` (at most one tool call per model turn) is refused with
+      `UnsupportedRequestError` when tools can be called: the CLI cannot limit a turn to one call
+      yet. Without callable tools it asks for nothing and is accepted.
+    """
+
+    model_config = ConfigDict(extra="forbid", frozen=True, defer_build=True)
+
+    model: str | None = Field(default=None, min_length=1)
+    system_prompt: str | None = None
+    max_turns: int | None = Field(default=None, ge=1)
+    max_budget_usd: float | None = Field(default=None, gt=0)
+    tool_timeout: float | None = Field(default=None, gt=0)
+    max_tokens: int | None = Field(default=None, ge=1, description="See ProviderSettings.")
+    thinking: Thinking | None = Field(default=None, description="See ProviderSettings.")
+    effort: Effort | None = Field(default=None, description="See ProviderSettings.")
+    timeout: float | None = Field(default=None, gt=0, description="See ProviderSettings.")
+    max_retries: int | None = Field(default=None, ge=0, description="See ProviderSettings.")
+    mode: Literal["auto", "executor", "single-turn"] = "auto"
+    tool_choice: ToolChoice = "auto"
+    betas: list[Annotated[str, StringConstraints(pattern=r"^[a-z0-9][a-z0-9.-]*$")]] = Field(
+        default_factory=list,
+        description="API betas for this call, added to the request's anthropic-beta header "
+        "(through the CLI's ANTHROPIC_BETAS) next to the ones the CLI sends itself.",
+    )
+    output_schema: dict[str, Any] | None = Field(
+        default=None,
+        description="JSON Schema of the object the answer must be (see structured_output).",
+    )
+    tool_names: list[str] | None = Field(
+        default=None, description="Expose only these registry tools (one workflow step)."
+    )
+    groups: list[str] | None = Field(default=None, description="Expose only these registry groups.")
+    require: list[str] = Field(
+        default_factory=list, description="Tools the request needs; checked before dispatch."
+    )
+    stop_sequences: list[str] = Field(
+        default_factory=list,
+        description="The answer ends before the first of these the model writes (see above).",
+    )
+    parallel_tool_calls: bool = Field(
+        default=True, description="Whether a model turn may call several tools (see above)."
+    )
+
+    @field_validator("stop_sequences")
+    @classmethod
+    def _distinct_stops(cls, stops: list[str]) -> list[str]:
+        if not all(stops):
+            raise ValueError("a stop sequence must not be empty")
+        return list(dict.fromkeys(stops))
+
+
+def call_options(options: Mapping[str, Any]) -> CallOptions:
+    """`CallOptions` from keyword options; invalid ones raise `UnsupportedRequestError`."""
+    try:
+        return CallOptions(**options)
+    except ValidationError as exc:
+        raise UnsupportedRequestError(f"invalid call options: {exc}") from None
+
+
 @dataclass(frozen=True)
 class Request:
     """One call of the provider, as a front door parsed it: typed messages, the tools offered
-    and the call options (`CallOptions` fields; checked by the provider)."""
+    and the call options."""
 
     messages: tuple[Message, ...]
     tools: tuple[FunctionTool, ...] = ()
-    options: Mapping[str, Any] = field(default_factory=dict)
+    options: CallOptions = field(default_factory=lambda: CallOptions())
 
 
 def holds_tool_blocks(messages: Sequence[Message]) -> bool:

@@ -34,6 +34,7 @@ __all__ = [
     "QueryTimeoutError",
     "RateLimitError",
     "StreamRetractionError",
+    "StrictToolCallError",
     "StructuredOutputError",
     "ToolChoiceViolationError",
     "ToolDefinitionError",
@@ -110,6 +111,12 @@ class EmptyToolRoutingError(ToolRoutingError):
 
 class ToolChoiceViolationError(ToolRoutingError):
     """`tool_choice` required a tool call and the reply had none."""
+
+
+class StrictToolCallError(ToolRoutingError):
+    """A call of a `strict` tool did not match its schema (the CLI cannot constrain the model's
+    arguments, so `strict` is held by this check); the message names the tool and what did not
+    match. Retryable: the model may well answer right the next time."""
 
 
 # -- the CLI and the API

@@ -15,19 +15,11 @@ from collections.abc import AsyncGenerator, Callable, Hashable, Mapping, Sequenc
 from contextlib import aclosing
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Annotated, Any, Literal, get_args
+from typing import Any, Literal, get_args
 
 import anyio
 import claude_agent_sdk as sdk
 from claude_agent_sdk.types import SystemPromptFile
-from pydantic import (
-    BaseModel,
-    ConfigDict,
-    Field,
-    StringConstraints,
-    ValidationError,
-    field_validator,
-)
 
 from ._bridge import bridge_tool_name, build_bridge_server, unavailable_tools
 from ._failures import ResultRules, exception_failure, process_died, result_failure
@@ -36,6 +28,8 @@ from ._mapping import PartMapper, ResultCollector
 from ._messages import TOOLS_NEEDED, Conversation, MessagesInput, convert_messages
 from ._outcome import finish_part
 from ._process import PROVIDER_CLOSED, CLISession, Served, WarmPool, stop_all
+from ._request import CallOptions
+from ._request import call_options as _checked_options
 from ._stop import StopCutter
 from ._tool_choice import NamedToolChoice, ToolChoice, exposed_tools
 from ._tracing import TracedRequest, refused, start_query
@@ -82,76 +76,6 @@ _REQUIRED_INSTRUCTION = "You must answer by calling {what}; do not answer with t
 #: The smallest thinking budget the Messages API takes (and the CLI sends).
 _MIN_THINKING_BUDGET = 1024
 _FORBIDDEN_INSTRUCTION = "Do not call any tool in this reply; answer with text only."
-
-
-class CallOptions(BaseModel):
-    """Per-call options of `generate` / `stream`; each overrides the provider's settings.
-
-    - `mode`: `auto` runs executor mode when every exposed tool has an executor and single-turn
-      mode otherwise; `executor` / `single-turn` force one.
-    - `tool_choice`: see `ToolChoice`. `required` and a named tool are honoured by an instruction
-      in the system prompt (the CLI has no tool_choice switch) and checked on the reply: a reply
-      without a tool call raises `ToolChoiceViolationError`. `none` exposes no tool; when the
-      messages hold tool calls or results (the Messages API refuses those without tool
-      definitions) the tools stay defined, the query runs single-turn, the system prompt forbids
-      calls, and a reply with a call raises `ToolChoiceViolationError`.
-    - `stop_sequences`: the answer ends before the first of them the model writes, as the API
-      would have stopped there (`_stop.StopCutter`): the text is cut where it begins, what the
-      model wrote after it (text, tool calls, reasoning) is left out, the finish reason is
-      `stop` (`tool-calls` when a call came before it) and the finish part's
-      `provider_details["stop_sequence"]` names it. The CLI cannot send stop sequences to the
-      API yet, so the model writes on and the tokens after the stop are still generated and
-      billed (the usage counts them); in executor mode, tools it calls after the stop still run.
-      Not with `output_schema` (the answer is the whole object).
-    - `parallel_tool_calls`: `False` (at most one tool call per model turn) is refused with
-      `UnsupportedRequestError` when tools can be called: the CLI cannot limit a turn to one call
-      yet. Without callable tools it asks for nothing and is accepted.
-    """
-
-    model_config = ConfigDict(extra="forbid", frozen=True, defer_build=True)
-
-    model: str | None = Field(default=None, min_length=1)
-    system_prompt: str | None = None
-    max_turns: int | None = Field(default=None, ge=1)
-    max_budget_usd: float | None = Field(default=None, gt=0)
-    tool_timeout: float | None = Field(default=None, gt=0)
-    max_tokens: int | None = Field(default=None, ge=1, description="See ProviderSettings.")
-    thinking: Thinking | None = Field(default=None, description="See ProviderSettings.")
-    effort: Effort | None = Field(default=None, description="See ProviderSettings.")
-    timeout: float | None = Field(default=None, gt=0, description="See ProviderSettings.")
-    max_retries: int | None = Field(default=None, ge=0, description="See ProviderSettings.")
-    mode: Literal["auto", "executor", "single-turn"] = "auto"
-    tool_choice: ToolChoice = "auto"
-    betas: list[Annotated[str, StringConstraints(pattern=r"^[a-z0-9][a-z0-9.-]*$")]] = Field(
-        default_factory=list,
-        description="API betas for this call, added to the request's anthropic-beta header "
-        "(through the CLI's ANTHROPIC_BETAS) next to the ones the CLI sends itself.",
-    )
-    output_schema: dict[str, Any] | None = Field(
-        default=None,
-        description="JSON Schema of the object the answer must be (see structured_output).",
-    )
-    tool_names: list[str] | None = Field(
-        default=None, description="Expose only these registry tools (one workflow step)."
-    )
-    groups: list[str] | None = Field(default=None, description="Expose only these registry groups.")
-    require: list[str] = Field(
-        default_factory=list, description="Tools the request needs; checked before dispatch."
-    )
-    stop_sequences: list[str] = Field(
-        default_factory=list,
-        description="The answer ends before the first of these the model writes (see above).",
-    )
-    parallel_tool_calls: bool = Field(
-        default=True, description="Whether a model turn may call several tools (see above)."
-    )
-
-    @field_validator("stop_sequences")
-    @classmethod
-    def _distinct_stops(cls, stops: list[str]) -> list[str]:
-        if not all(stops):
-            raise ValueError("a stop sequence must not be empty")
-        return list(dict.fromkeys(stops))
 
 
 @dataclass(frozen=True)
@@ -295,7 +219,7 @@ class ClaudeAgentProvider:
         self, tools: Sequence[FunctionTool] | None = None, **call_options: Any
     ) -> CapabilityReport:
         """What a request with these tools and options would need, and what is missing."""
-        options = _call_options(call_options)
+        options = _checked_options(call_options)
         return check_capabilities(
             self.settings,
             self.registry,
@@ -355,7 +279,7 @@ class ClaudeAgentProvider:
         tools: Sequence[FunctionTool] | None,
         call_options: dict[str, Any],
     ) -> _Plan:
-        options = _call_options(call_options)
+        options = _checked_options(call_options)
         settings = self.settings
         thinking = options.thinking if options.thinking is not None else settings.thinking
         effort = options.effort or settings.effort
@@ -489,6 +413,7 @@ class ClaudeAgentProvider:
             wants_object=options.output_schema is not None,
             budget_usd=options.max_budget_usd or settings.max_budget_usd,
             max_turns=options.max_turns or settings.max_turns,
+            strict_tools=frozenset(t.name for t in checked if t.strict),
         )
         return _Plan(
             conversation=conversation,
@@ -957,13 +882,6 @@ _ONE_CALL_PER_TURN = (
     "at once and the Claude Code CLI cannot limit a turn to one call yet; leave it out or set "
     "it to true (every call the model makes comes back)"
 )
-
-
-def _call_options(call_options: dict[str, Any]) -> CallOptions:
-    try:
-        return CallOptions(**call_options)
-    except ValidationError as exc:
-        raise UnsupportedRequestError(f"invalid call options: {exc}") from None
 
 
 def _ours(info: Any) -> bool:

@@ -406,6 +406,14 @@ class FunctionTool(BaseModel):
         default=False,
         description="Free of side effects: parallel calls of it may overlap (MCP readOnlyHint).",
     )
+    strict: bool = Field(
+        default=False,
+        description="The model's calls must match input_schema (OpenAI's and Anthropic's "
+        "`strict`). The CLI cannot constrain the model's output, so it is held by a check: a "
+        "reply whose call of this tool does not match is a StrictToolCallError (retryable), "
+        "never a call handed back; in executor mode arguments are checked before the executor "
+        "runs, as for every tool.",
+    )
 
     @field_validator("name")
     @classmethod
@@ -808,18 +816,10 @@ def validate_tool_set(tools: Iterable[FunctionTool], *, bridge_name: str) -> lis
 #: CLI places its own cache breakpoints).
 IGNORED_TOOL_FIELDS = frozenset({"cache_control"})
 
-#: The fields read from each shape of tool definition (`strict` is read to refuse `true`).
+#: The fields read from each shape of tool definition (`strict`: `FunctionTool.strict`).
 _OPENAI_TOOL_FIELDS = frozenset({"type", "function", "strict"})
 _FUNCTION_FIELDS = frozenset({"name", "description", "parameters", "strict"})
 _ANTHROPIC_TOOL_FIELDS = frozenset({"type", "name", "description", "input_schema", "strict"})
-
-#: Why `strict: true` is refused (every door says it).
-NO_STRICT_TOOLS = (
-    "strict tool use cannot be honoured: the Claude Code CLI has no constrained decoding, so the "
-    "model's arguments are not guaranteed to match the schema (they are checked after the call, "
-    "and a call that does not match comes back marked invalid). Leave strict out or set it to "
-    "false (the OpenAI Agents SDK: @function_tool(strict_mode=False))"
-)
 
 #: A tool definition in any shape a front door receives; `tool_from_spec` reads each.
 ToolSpec = FunctionTool | Mapping[str, Any]
@@ -840,8 +840,8 @@ def tool_from_spec(spec: ToolSpec, *, where: str = "") -> FunctionTool:
 
     The rule for fields, the same on every door (nothing is dropped silently):
     `cache_control` is ignored (`IGNORED_TOOL_FIELDS`: a caching hint, never the answer);
-    `strict: true` is refused, since the CLI cannot constrain the model's arguments to the
-    schema (`strict: false` asks for nothing and is accepted); any other field is refused
+    `strict` is `FunctionTool.strict` (held by checking each call against the schema, as the
+    CLI cannot constrain the model's arguments); any other field is refused
     unless its value asks for nothing (`null`, `false`, an empty list or object):
     `defer_loading`, `input_examples`, `eager_input_streaming` and the like, as the CLI offers
     a tool by its name, description and schema only. `FunctionTool` checks the name and schema.
@@ -868,19 +868,21 @@ def tool_from_spec(spec: ToolSpec, *, where: str = "") -> FunctionTool:
                 f"'function': {{'name', 'description', 'parameters'}}}}"
             )
         name = _tool_name(function, f"{prefix}function.name")
-        _check_fields(spec, _OPENAI_TOOL_FIELDS, where, name)
-        _check_fields(function, _FUNCTION_FIELDS, f"{prefix}function", name)
-        return _built(name, function.get("description"), function.get("parameters"), where)
+        strict = _check_fields(spec, _OPENAI_TOOL_FIELDS, where, name)
+        strict |= _check_fields(function, _FUNCTION_FIELDS, f"{prefix}function", name)
+        return _built(
+            name, function.get("description"), function.get("parameters"), where, strict=strict
+        )
     if "input_schema" in spec:
         if kind not in (None, "custom"):
             raise _server_tool(spec, where)
         name = _tool_name(spec, f"{prefix}name")
-        _check_fields(spec, _ANTHROPIC_TOOL_FIELDS, where, name)
-        return _built(name, spec.get("description"), spec["input_schema"], where)
+        strict = _check_fields(spec, _ANTHROPIC_TOOL_FIELDS, where, name)
+        return _built(name, spec.get("description"), spec["input_schema"], where, strict=strict)
     if "parameters" in spec and "name" in spec:
         name = _tool_name(spec, f"{prefix}name")
-        _check_fields(spec, _FUNCTION_FIELDS, where, name)
-        return _built(name, spec.get("description"), spec["parameters"], where)
+        strict = _check_fields(spec, _FUNCTION_FIELDS, where, name)
+        return _built(name, spec.get("description"), spec["parameters"], where, strict=strict)
     if kind == "object" or (kind is None and "properties" in spec):
         # A JSON Schema is all schema: its title names the tool, its description describes it.
         title = spec.get("title")
@@ -921,11 +923,13 @@ def _tool_name(fields: Mapping[str, Any], where: str) -> str:
     return name
 
 
-def _check_fields(fields: Mapping[str, Any], known: frozenset[str], where: str, name: str) -> None:
-    """Refuse `strict: true` and any field that is not read, ignored, or asking for nothing."""
+def _check_fields(fields: Mapping[str, Any], known: frozenset[str], where: str, name: str) -> bool:
+    """Refuse any field that is not read, ignored, or asking for nothing; whether `strict` is
+    true."""
     prefix = f"{where}." if where else ""
-    if fields.get("strict") not in (None, False):
-        raise UnsupportedRequestError(f"{prefix}strict (tool {name!r}): {NO_STRICT_TOOLS}")
+    strict = fields.get("strict")
+    if strict is not None and not isinstance(strict, bool):
+        raise ToolDefinitionError(f"{prefix}strict (tool {name!r}): must be true or false")
     unsent = sorted(
         str(k)
         for k, v in fields.items()
@@ -937,9 +941,12 @@ def _check_fields(fields: Mapping[str, Any], known: frozenset[str], where: str, 
             f"a tool by its name, description and input schema only (cache_control is "
             f"ignored). Remove it from the tool"
         )
+    return bool(strict)
 
 
-def _built(name: str, description: Any, schema: Any, where: str) -> FunctionTool:
+def _built(
+    name: str, description: Any, schema: Any, where: str, *, strict: bool = False
+) -> FunctionTool:
     if description is not None and not isinstance(description, str):
         raise ToolDefinitionError(
             f"{where + ': ' if where else ''}tool {name!r}: its description must be a string"
@@ -950,6 +957,7 @@ def _built(name: str, description: Any, schema: Any, where: str) -> FunctionTool
             name=name,
             description=description or "",
             input_schema={"type": "object", "properties": {}} if schema is None else schema,
+            strict=strict,
         )
     except ToolDefinitionError as exc:
         if not where:

@@ -106,7 +106,7 @@ from ..errors import (
 )
 from ..provider import CallOptions, ClaudeAgentProvider
 from ..settings import Effort, ProviderSettings, Thinking
-from ..tools import NO_STRICT_TOOLS, FunctionTool, tool_from_spec
+from ..tools import FunctionTool, tool_from_spec
 from ..types import (
     CallWarning,
     DiscardPart,
@@ -260,14 +260,15 @@ class ChatClaudeAgent(BaseChatModel):
         `convert_to_openai_tool` takes; Anthropic server tools such as web search are refused).
         `tool_choice`: `"auto"` / `None`, `"none"`, `"any"` / `"required"` / `True` (some call),
         a tool name, or `{"type": "tool", "name": ...}` / `{"type": "function", "function":
-        {"name": ...}}` / `{"type": "auto" | "any" | "none"}`. `strict=True` is refused: the CLI
-        has no such switch. `parallel_tool_calls` (and `disable_parallel_tool_use` in a
+        {"name": ...}}` / `{"type": "auto" | "any" | "none"}`. `strict=True` makes every tool
+        `FunctionTool.strict` (a call off its schema is a `StrictToolCallError`, as the CLI
+        cannot constrain the arguments). `parallel_tool_calls` (and `disable_parallel_tool_use` in a
         `tool_choice` dict) is the provider's call option, whose `False` it refuses at the call.
         """
-        if strict:
-            raise UnsupportedRequestError(f"strict=True: {NO_STRICT_TOOLS}")
         # Each tool is checked here (a bad name or schema fails now, not at the first call).
         offered = [_function_tool(t) for t in tools]
+        if strict:
+            offered = [t.model_copy(update={"strict": True}) for t in offered]
         choice = _tool_choice(tool_choice)
         offered_tools(offered, choice)
         if _one_call(tool_choice):
@@ -275,7 +276,7 @@ class ChatClaudeAgent(BaseChatModel):
         options = _options({"parallel_tool_calls": parallel_tool_calls, **kwargs})
         # Plain data in the binding: LangChain serialises bound kwargs (tracing, caching).
         plain = choice if isinstance(choice, str) else choice.model_dump()
-        fields = {"name", "description", "input_schema"}
+        fields = {"name", "description", "input_schema", "strict"}
         definitions = [t.model_dump(include=fields) for t in offered]
         return self.bind(tools=definitions, tool_choice=plain, **options)
 
@@ -291,12 +292,12 @@ class ChatClaudeAgent(BaseChatModel):
         """Answers as `schema` (a pydantic model, TypedDict or JSON Schema dict).
 
         `method="function_calling"` (the default) asks for a call of a tool shaped like the
-        schema, as `bind_tools` does; `strict=True` is refused there (arguments are checked
-        after the fact, not constrained). `method="json_schema"` uses the provider's structured
-        output (the `output_schema` option: the CLI's `StructuredOutput` tool, whose object is
-        checked against the schema, and asked for again when it does not match); `strict=True`
-        is accepted there. `include_raw=True` returns `{"raw", "parsed", "parsing_error"}`, also
-        when the model answered in text instead (`parsed` None, the provider's error message in
+        schema, as `bind_tools` does (`strict=True`: a call off the schema is a
+        `StrictToolCallError`). `method="json_schema"` uses the provider's structured output
+        (the `output_schema` option: the CLI's `StructuredOutput` tool, whose object is checked
+        against the schema, and asked for again when it does not match, strict or not).
+        `include_raw=True` returns `{"raw", "parsed", "parsing_error"}`, also when the model
+        answered in text instead (`parsed` None, the provider's error message in
         an `OutputParserException`); without it that raises `ToolChoiceViolationError`
         (`function_calling`) or `StructuredOutputError` (`json_schema`).
 
@@ -310,13 +311,7 @@ class ChatClaudeAgent(BaseChatModel):
                 f"'function_calling' (a tool call, the default) or 'json_schema' (the CLI's "
                 f"structured output); the CLI has no JSON mode"
             )
-        if method == "function_calling" and strict:
-            raise UnsupportedRequestError(
-                "with_structured_output(strict=True) needs method='json_schema': with "
-                "'function_calling' the arguments are checked against the schema after the "
-                "call (a mismatch comes back as an invalid tool call), not constrained"
-            )
-        if method == "function_calling" and not include_raw:
+        if method == "function_calling" and not include_raw and not strict:
             return super().with_structured_output(schema, **kwargs)
         if kwargs:
             raise UnsupportedRequestError(
@@ -324,7 +319,7 @@ class ChatClaudeAgent(BaseChatModel):
             )
         parser: Runnable[Any, Any]
         if method == "function_calling":
-            llm = self.bind_tools([schema], tool_choice="any")
+            llm = self.bind_tools([schema], tool_choice="any", strict=strict)
             if isinstance(schema, type) and issubclass(schema, (BaseModel, BaseModelV1)):
                 parser = PydanticToolsParser(tools=[schema], first_tool_only=True)
             else:
@@ -462,7 +457,7 @@ def _function_tool(tool: ToolLike) -> FunctionTool:
 
     A dict (an OpenAI function tool or bare function, an Anthropic tool, a JSON Schema with a
     title) and a `FunctionTool` go to the tool layer's one rule (`tool_from_spec`): server and
-    built-in tools, `strict: true` and fields beyond the name, description and schema are
+    built-in tools and fields beyond the name, description, schema and `strict` are
     refused, `cache_control` is ignored. A `BaseTool`, function or pydantic model is converted
     with `convert_to_openai_tool` first, and a `BaseTool`'s `extras` (`defer_loading`,
     `input_examples`, ...), which that conversion would drop, are checked by the same rule.

@@ -64,7 +64,7 @@ answer ends before the first); `parallel_tool_calls=False` is the provider's opt
 it refuses while tools can be called (the CLI cannot limit a turn to one call yet).
 
 Not supported: model settings the CLI has no switch for (an `UnsupportedSettingWarning` names
-each), `strict=True` on tools (an `UnsupportedRequestError`, as on every door), native
+each), `strict=True` on tools (`FunctionTool.strict`, as on every door), native
 (provider built-in) tools (a `UserError`), file parts and non-image files (a `UserError`).
 `cache` and `CachePoint` are ignored without a word, as by pydantic-ai's models without cache
 settings: the CLI places its own cache breakpoints.
@@ -545,7 +545,7 @@ def _model_options(
 
 def _function_tool(definition: ToolDefinition) -> FunctionTool:
     """An Agent tool as a provider tool without an executor (the Agent runs it), read by the
-    tool layer's one rule (`tool_from_spec`: `strict=True` is refused)."""
+    tool layer's one rule (`tool_from_spec`: `strict` is `FunctionTool.strict`)."""
     return tool_from_spec(
         {
             "name": definition.name,

@@ -410,9 +410,8 @@ async def test_an_openai_agents_sdk_agent_runs_its_function_tool_through_the_gat
     agents.set_tracing_disabled(True)
     runs: list[str] = []
 
-    # strict_mode=False: the Agents SDK's default (strict: true on every tool) is refused, as
-    # on every door: the CLI cannot constrain the model's arguments to the schema.
-    @agents.function_tool(strict_mode=False)
+    # The Agents SDK's default: strict: true on every tool (held by checking each call).
+    @agents.function_tool
     def get_weather(city: str) -> str:
         """Current weather for a city."""
         runs.append(city)

@@ -259,8 +259,6 @@ async def test_an_object_the_model_refuses_fails_alike_for_pydantic_v1_and_v2(
     [
         ({"method": "json_mode"}, "'function_calling'.*'json_schema'"),
         ({"method": "no-such-method"}, "'function_calling'.*'json_schema'"),
-        ({"strict": True}, "strict=True.*method='json_schema'"),
-        ({"method": "function_calling", "strict": True}, "strict=True.*method='json_schema'"),
     ],
 )
 def test_structured_output_refuses_what_it_cannot_do(
@@ -383,10 +381,10 @@ def test_server_and_built_in_tools_are_refused(server_tool: dict[str, Any]) -> N
         ChatClaudeAgent().bind_tools([Weather, server_tool])
 
 
-def test_bind_tools_strict_is_refused() -> None:
+def test_bind_tools_strict_marks_every_tool_strict() -> None:
     # `strict: true` in a tool dict: tests/unit/test_tool_rules.py, the same on every door.
-    with pytest.raises(UnsupportedRequestError, match="strict=True: strict tool use"):
-        ChatClaudeAgent().bind_tools([Weather], strict=True)
+    bound = ChatClaudeAgent().bind_tools([Weather], strict=True)
+    assert [t["strict"] for t in bound.kwargs["tools"]] == [True]  # type: ignore[attr-defined]
 
 
 @pytest.mark.anyio

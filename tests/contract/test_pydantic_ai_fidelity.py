@@ -263,19 +263,24 @@ class City(BaseModel):
 
 
 @pytest.mark.parametrize("on", ["tool", "output"])
-async def test_a_strict_tool_is_refused_before_any_request(on: str) -> None:
-    # The CLI has no strict tool use: refused as on every door (tools.tool_from_spec).
-    async with ScriptedMessagesAPI(tools_model) as api:
+async def test_a_strict_tool_or_output_is_held_by_checking_the_call(on: str) -> None:
+    # strict=True is FunctionTool.strict (tools.tool_from_spec, the same on every door): a call
+    # off the schema is a StrictToolCallError, not a call pydantic-ai would run or retry.
+    name = "tool_a" if on == "tool" else "final_result"
+
+    def off_schema(request: RecordedRequest) -> Reply:
+        return reply(tool_use(name, {"wrong": 1}))
+
+    async with ScriptedMessagesAPI(off_schema) as api:
         agent = Agent(model_for(api), output_type=ToolOutput(City, strict=on == "output"))
 
         @agent.tool_plain(strict=on == "tool")
         def tool_a(x: int) -> int:
             return x
 
-        name = "tool_a" if on == "tool" else "final_result"
-        with pytest.raises(sf_errors.UnsupportedRequestError, match=rf"strict \(tool '{name}'\)"):
+        with pytest.raises(sf_errors.StrictToolCallError, match=f"'{name}' does not match"):
             await agent.run("hi")
-    assert api.requests == []
+    assert len(api.requests) == 1
 
 
 # -- user prompt parts

@@ -13,6 +13,7 @@ from sf_provider import (
     FinishPart,
     FunctionTool,
     StreamPart,
+    StrictToolCallError,
     TextDeltaPart,
     ToolCallPart,
     ToolChoiceViolationError,
@@ -208,3 +209,26 @@ async def test_calls_are_recovered_from_tool_use_blocks_after_error_max_turns() 
         ("get_weather", {"city": "Paris"})
     ]
     assert len(api.requests) == 1
+
+
+@pytest.mark.parametrize("strict", [True, False])
+async def test_a_call_off_a_strict_tools_schema_is_an_error_not_a_call(strict: bool) -> None:
+    """`strict` (OpenAI's and Anthropic's tool flag, set by the OpenAI Agents SDK on every
+    tool) promises calls that match the schema; the CLI cannot constrain the arguments, so the
+    provider holds the promise by a check: such a call never reaches the application."""
+    weather = FunctionTool(name="get_weather", input_schema=WEATHER_SCHEMA, strict=strict)
+    off_schema = [reply(tool_use("get_weather", {"town": "Paris"}))]
+    async with ScriptedMessagesAPI(off_schema) as api:
+        provider = ClaudeAgentProvider(api.settings(warm_processes=0))
+        if strict:
+            with pytest.raises(StrictToolCallError, match="'get_weather' does not match") as e:
+                await provider.generate("Weather?", tools=[weather])
+            assert e.value.retryable
+        else:
+            result = await provider.generate("Weather?", tools=[weather])
+            assert [(c.input, c.invalid) for c in result.tool_calls] == [({"town": "Paris"}, True)]
+    assert len(api.requests) == 1
+    on_schema = [reply(tool_use("get_weather", {"city": "Paris"}))]
+    async with ScriptedMessagesAPI(on_schema) as api:
+        result = await ClaudeAgentProvider(api.settings()).generate("Weather?", tools=[weather])
+    assert [(c.input, c.invalid) for c in result.tool_calls] == [({"city": "Paris"}, False)]

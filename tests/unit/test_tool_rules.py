@@ -41,7 +41,7 @@ from sf_provider._tool_choice import (
 from sf_provider._tracing import INPUT_TOKENS, finish_attributes
 from sf_provider.adapters import langchain as lc
 from sf_provider.adapters import pydantic_ai as pai
-from sf_provider.tools import NO_STRICT_TOOLS, tool_from_spec, tools_from_specs
+from sf_provider.tools import tool_from_spec, tools_from_specs
 from sf_provider.types import FinishPart
 
 SCHEMA = {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}
@@ -119,10 +119,11 @@ WHERE = {"openai": "tools[0].", "openai-function": "tools[0].function.", "anthro
 
 
 @pytest.mark.parametrize("shape", FIELD_SHAPES)
-def test_strict_true_is_refused_by_one_rule(shape: str) -> None:
-    with pytest.raises(UnsupportedRequestError) as refused:
-        tool_from_spec(FIELD_SHAPES[shape](strict=True), where="tools[0]")
-    assert str(refused.value) == f"{WHERE[shape]}strict (tool 'get_weather'): {NO_STRICT_TOOLS}"
+def test_strict_is_the_tools_strict_flag_by_one_rule(shape: str) -> None:
+    assert tool_from_spec(FIELD_SHAPES[shape](strict=True)).strict
+    with pytest.raises(ToolDefinitionError) as refused:
+        tool_from_spec(FIELD_SHAPES[shape](strict="yes"), where="tools[0]")
+    assert str(refused.value) == f"{WHERE[shape]}strict (tool 'get_weather'): must be true or false"
 
 
 @pytest.mark.parametrize("shape", FIELD_SHAPES)
@@ -175,23 +176,24 @@ def test_what_is_no_function_tool_is_refused(spec: Any, error: type, message: st
 # -- tool definitions: every door reads them by the one rule
 
 
-def _openai_door(spec: dict[str, Any]) -> None:
-    chat_request({"messages": [{"role": "user", "content": "hi"}], "tools": [spec]})
+def _openai_door(spec: dict[str, Any]) -> list[FunctionTool]:
+    return chat_request({"messages": [{"role": "user", "content": "hi"}], "tools": [spec]}).tools
 
 
-def _anthropic_door(spec: dict[str, Any]) -> None:
-    parse_request(
+def _anthropic_door(spec: dict[str, Any]) -> list[FunctionTool]:
+    return parse_request(
         {"model": "m", "max_tokens": 10, "messages": [{"role": "user", "content": "hi"}],
          "tools": [spec]}
-    )  # fmt: skip
+    ).tools  # fmt: skip
 
 
-def _langchain_door(spec: dict[str, Any]) -> None:
-    lc.ChatClaudeAgent().bind_tools([spec])
+def _langchain_door(spec: dict[str, Any]) -> list[FunctionTool]:
+    bound = lc.ChatClaudeAgent().bind_tools([spec])
+    return [lc._function_tool(tool) for tool in bound.kwargs["tools"]]  # type: ignore[attr-defined]
 
 
-def _pydantic_ai_door(spec: dict[str, Any]) -> None:
-    pai._function_tool(
+def _pydantic_ai_door(spec: dict[str, Any]) -> list[FunctionTool]:
+    tool = pai._function_tool(
         ToolDefinition(
             name=spec["name"],
             description=spec["description"],
@@ -199,9 +201,12 @@ def _pydantic_ai_door(spec: dict[str, Any]) -> None:
             strict=spec.get("strict"),
         )
     )
+    return [tool]
 
 
-DOORS: dict[str, tuple[Callable[[dict[str, Any]], None], Callable[..., dict[str, Any]]]] = {
+DOORS: dict[
+    str, tuple[Callable[[dict[str, Any]], list[FunctionTool]], Callable[..., dict[str, Any]]]
+] = {
     "openai": (_openai_door, openai_tool),
     "anthropic": (_anthropic_door, anthropic_tool),
     "langchain": (_langchain_door, anthropic_tool),
@@ -210,11 +215,11 @@ DOORS: dict[str, tuple[Callable[[dict[str, Any]], None], Callable[..., dict[str,
 
 
 @pytest.mark.parametrize("door", DOORS)
-def test_every_door_refuses_strict_with_the_same_words(door: str) -> None:
+def test_every_door_reads_strict_into_the_tools_strict_flag(door: str) -> None:
     call, shape = DOORS[door]
-    with pytest.raises(UnsupportedRequestError) as refused:
-        call(shape(strict=True) if door != "openai" else shape(function={"strict": True}))
-    assert str(refused.value).endswith(f"strict (tool 'get_weather'): {NO_STRICT_TOOLS}")
+    strict = call(shape(strict=True) if door != "openai" else shape(function={"strict": True}))
+    assert [t.strict for t in strict] == [True]
+    assert [t.strict for t in call(shape())] == [False]
 
 
 @pytest.mark.parametrize("door", DOORS)
