@@ -606,9 +606,9 @@ async def test_a_termination_signal_exits_0_at_once(tmp_path: Path, signum: sign
         await server.initialize()  # answered: the signal handler is in place
         await server.call(1, "add", {"a": 1, "b": 1})
         server.process.send_signal(signum)
-        # stdin stays open: without the signal handled, the process never exits. 10 s, not 2:
+        # stdin stays open: without the signal handled, the process never exits. 30 s, not 2:
         # a loaded machine's interpreter shutdown can take seconds.
-        code = await server.exit_code_within(10)
+        code = await server.exit_code_within(30)
     assert code == 0
     assert f"{signum.name} received: shutting down" in server.stderr.read_text()
 
