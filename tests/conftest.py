@@ -47,7 +47,7 @@ def cli_processes() -> list[str]:
     return [line for line in out.splitlines() if "claude" in line and "<defunct>" not in line]
 
 
-async def no_cli_left(seconds: float = 10.0) -> None:
+async def no_cli_left(seconds: float = 30.0) -> None:
     """Wait until no bundled CLI started by this test process runs and no per-query dir is
     left, at most `seconds` (a "no hang" bound only, never a speed claim): a process is stopped
     first and its dir removed after it exited. Callers assert `not cli_processes()` (and

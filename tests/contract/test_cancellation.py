@@ -23,8 +23,8 @@ async def never_answers(_request: RecordedRequest) -> Reply:
 
 async def assert_clean() -> None:
     """No CLI child and no query dir is left, once a stop under way has ended (waited for at
-    most 10 s: a "no hang" bound, never a speed claim)."""
-    for _ in range(100):
+    most 30 s: a "no hang" bound, never a speed claim)."""
+    for _ in range(300):
         if not (cli_processes() or leftover_query_dirs()):
             break
         await anyio.sleep(0.1)

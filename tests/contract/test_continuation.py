@@ -448,7 +448,7 @@ async def test_a_process_that_died_between_steps_is_replaced_by_the_fresh_path()
         first = await provider.generate(messages, tools=ROUTED)
         (line,) = cli_processes()
         os.kill(int(line.split()[0]), signal.SIGKILL)  # killed from outside while idle
-        await no_cli_left(10)
+        await no_cli_left()
         second = await provider.generate(next_messages(messages, first), tools=ROUTED)
     assert process(second) == "fresh"
     assert second.tool_calls[0].input == {"n": 1004}
@@ -462,7 +462,7 @@ async def test_an_evicted_or_expired_conversation_takes_the_fresh_path() -> None
         # The pool is full: a new conversation takes the least recently used process, emptied.
         b1 = await provider.generate(first_messages(6), tools=ROUTED)
         a2 = await provider.generate(next_messages(first_messages(5), a1), tools=ROUTED)
-        await no_cli_left(20)
+        await no_cli_left()
         assert not cli_processes(), "the idle process outlived warm_idle_timeout"
         a3 = await provider.generate(
             next_messages(next_messages(first_messages(5), a1), a2), tools=ROUTED

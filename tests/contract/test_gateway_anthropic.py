@@ -518,7 +518,7 @@ async def test_bad_requests_are_400s_in_the_api_shape_and_the_gateway_keeps_answ
             assert body["type"] == "error", name
             assert body["error"]["type"] == "invalid_request_error", name
             assert named in body["error"]["message"], name
-        async with httpx.AsyncClient() as http:
+        async with httpx.AsyncClient(timeout=60) as http:
             malformed = await http.post(
                 str(client.base_url).rstrip("/") + "/v1/messages",
                 content=b'{"model": "x", "messages": [',

@@ -85,7 +85,7 @@ async def test_a_thread_is_refused_in_the_apis_own_terms_before_any_cli_starts()
             thread = client.beta.messages.thread(model=MODEL, max_tokens=100)
             with pytest.raises(anthropic.BadRequestError) as info:
                 await thread.send({"role": "user", "content": "hi"})
-        async with httpx.AsyncClient() as http:
+        async with httpx.AsyncClient(timeout=60) as http:
             continued = await http.post(
                 f"{url}/v1/messages",
                 json={
@@ -114,7 +114,7 @@ async def test_a_thread_that_is_not_an_object_of_a_known_type_is_a_plain_400() -
     async with (
         ScriptedMessagesAPI([]) as api,
         gateway(api) as url,
-        httpx.AsyncClient() as http,
+        httpx.AsyncClient(timeout=60) as http,
     ):
         answer = await http.post(f"{url}/v1/messages", content=json.dumps(body))
     assert answer.status_code == 400

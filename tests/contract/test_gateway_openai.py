@@ -77,7 +77,7 @@ async def gateway(
 
 
 async def health(base_url: str) -> dict[str, Any]:
-    async with httpx.AsyncClient() as http:
+    async with httpx.AsyncClient(timeout=60) as http:
         response = await http.get(f"{base_url}/healthz")
     assert response.status_code == 200
     body: dict[str, Any] = response.json()
@@ -508,7 +508,8 @@ async def test_a_history_with_tool_calls_needs_no_tools_the_model_answers_in_tex
     async with (
         ScriptedMessagesAPI([reply(text("Paris: 18 C."))]) as api,
         gateway(api.settings()) as (base_url, _),
-        httpx.AsyncClient() as http,
+        # httpx's default 5 s read timeout: a loaded machine's CLI can take longer to answer.
+        httpx.AsyncClient(timeout=60) as http,
     ):
         response = await http.post(f"{base_url}/v1/chat/completions", json=AUTOGEN_REFLECTION)
     assert response.status_code == 200, response.text
@@ -527,7 +528,8 @@ async def test_a_call_made_anyway_after_a_history_without_tools_is_an_error() ->
     async with (
         ScriptedMessagesAPI(script) as api,
         gateway(api.settings()) as (base_url, _),
-        httpx.AsyncClient() as http,
+        # httpx's default 5 s read timeout: a loaded machine's CLI can take longer to answer.
+        httpx.AsyncClient(timeout=60) as http,
     ):
         response = await http.post(f"{base_url}/v1/chat/completions", json=AUTOGEN_REFLECTION)
     assert response.status_code == 502
@@ -594,7 +596,7 @@ async def test_a_prompt_too_long_is_context_length_exceeded() -> None:
 
 
 async def raw_post(base_url: str, body: bytes, **headers: str) -> httpx.Response:
-    async with httpx.AsyncClient() as http:
+    async with httpx.AsyncClient(timeout=60) as http:
         return await http.post(
             f"{base_url}/v1/chat/completions",
             content=body,
@@ -1055,7 +1057,7 @@ async def test_a_wrong_or_missing_key_is_a_401_and_the_right_one_passes() -> Non
     ):
         with pytest.raises(openai.AuthenticationError) as wrong:
             await client.chat.completions.create(model=MODEL, messages=QUESTION)
-        async with httpx.AsyncClient() as http:
+        async with httpx.AsyncClient(timeout=60) as http:
             missing = await http.get(f"{base_url}/v1/models")
             by_header = await http.get(f"{base_url}/v1/models", headers={"x-api-key": "key-one"})
         right = client.with_options(api_key="key-two")
@@ -1151,7 +1153,7 @@ async def test_models_and_unknown_routes() -> None:
         gateway(api.settings(model="opus")) as (base_url, client),
     ):
         models = await client.models.list()
-        async with httpx.AsyncClient() as http:
+        async with httpx.AsyncClient(timeout=60) as http:
             anthropic_style = await http.get(
                 f"{base_url}/v1/models", headers={"anthropic-version": "2023-06-01"}
             )
@@ -1169,7 +1171,7 @@ async def test_a_model_is_retrieved_and_an_unknown_one_is_a_404_in_the_clients_s
         sonnet = await client.models.retrieve("sonnet")
         with pytest.raises(openai.NotFoundError) as unknown:
             await client.models.retrieve("gpt-4o")
-        async with httpx.AsyncClient() as http:
+        async with httpx.AsyncClient(timeout=60) as http:
             anthropic_headers = {"anthropic-version": "2023-06-01"}
             as_anthropic = await http.get(f"{base_url}/v1/models/gpt-4o", headers=anthropic_headers)
             by_x_api_key = await http.get(

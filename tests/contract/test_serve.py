@@ -162,7 +162,9 @@ class RawServer:
         await self.stdin.send((json.dumps(message) + "\n").encode())
 
     async def receive(self) -> dict[str, Any]:
-        with anyio.fail_after(10):
+        # A "no hang" bound only: the first answer waits for the server process to start, which
+        # takes seconds on a loaded machine.
+        with anyio.fail_after(60):
             line = await self._stdout.receive_until(b"\n", 64 * MiB)
         self.stdout_lines.append(line)
         message: dict[str, Any] = json.loads(line)
@@ -184,7 +186,7 @@ class RawServer:
 
     async def rest_of_stdout(self) -> bytes:
         rest = bytearray()
-        with anyio.fail_after(10):
+        with anyio.fail_after(60):
             while True:
                 try:
                     rest += await self._stdout.receive()
@@ -496,7 +498,7 @@ async def test_stdout_carries_only_json_rpc_and_logs_go_to_stderr(tmp_path: Path
         echo = await server.call(2, "echo", {"text": "after the boom"})
         await server.stdin.aclose()
         rest = await server.rest_of_stdout()
-        code = await server.exit_code_within(5)
+        code = await server.exit_code_within(30)  # a "no hang" bound
     assert boom == {"content": [{"type": "text", "text": BOOM}], "isError": True}
     assert echo["content"][0]["text"] == "after the boom" and not echo.get("isError")
     assert rest == b""
@@ -512,12 +514,15 @@ async def test_end_of_stdin_exits_0_without_waiting_for_a_timed_out_tool_thread(
     tmp_path: Path,
 ) -> None:
     finished = tmp_path / "slow-finished"
-    async with raw_server(tmp_path, SERVE_TOOLS_SLOW_FINISHED=str(finished)) as server:
+    # The executor sleeps 60 s: a shutdown that waited for it runs past the 30 s bound; one that
+    # did not has all that time to exit, however loaded the machine.
+    env = {"SERVE_TOOLS_SLOW_FINISHED": str(finished), "SERVE_TOOLS_SLOW_SECONDS": "60"}
+    async with raw_server(tmp_path, **env) as server:
         await server.initialize()
         slow = await server.call(1, "slow", {})
         assert slow["isError"]
         await server.stdin.aclose()
-        code = await server.exit_code_within(2 * serve_tools.SLOW_SECONDS)
+        code = await server.exit_code_within(30)
     assert code == 0
     # The executor's thread writes the file when its sleep ends: shutdown did not wait for it.
     assert not finished.exists(), "shutdown waited for the sleeping executor"
@@ -575,14 +580,14 @@ async def test_a_client_gone_during_a_call_ends_serve_with_0_and_no_traceback(
             {"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {"name": "wait"}},
         ]:
             await process.stdin.send((json.dumps(message) + "\n").encode())
-        for _ in range(500):  # until the call runs: at most 10 s
+        for _ in range(3000):  # until the call runs (the process started): at most 60 s
             if call_log.exists():
                 break
             await anyio.sleep(0.02)
         assert call_log.exists(), "the call did not start"
         os.close(stdout_read)  # what a killed client leaves: no reader...
         await process.stdin.aclose()  # ...and the end of stdin
-        with anyio.fail_after(5):
+        with anyio.fail_after(30):  # a "no hang" bound
             code = await process.wait()
     finally:
         with anyio.CancelScope(shield=True):
@@ -596,14 +601,14 @@ async def test_a_client_gone_during_a_call_ends_serve_with_0_and_no_traceback(
 
 
 @pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT], ids=["SIGTERM", "SIGINT"])
-async def test_a_termination_signal_exits_0_within_2_seconds(
-    tmp_path: Path, signum: signal.Signals
-) -> None:
+async def test_a_termination_signal_exits_0_at_once(tmp_path: Path, signum: signal.Signals) -> None:
     async with raw_server(tmp_path) as server:
         await server.initialize()  # answered: the signal handler is in place
         await server.call(1, "add", {"a": 1, "b": 1})
         server.process.send_signal(signum)
-        code = await server.exit_code_within(2)
+        # stdin stays open: without the signal handled, the process never exits. 30 s, not 2:
+        # a loaded machine's interpreter shutdown can take seconds.
+        code = await server.exit_code_within(30)
     assert code == 0
     assert f"{signum.name} received: shutting down" in server.stderr.read_text()
 
@@ -645,7 +650,7 @@ async def test_the_claude_cli_gets_the_same_tool_results_from_serve_as_from_the_
         assert isinstance(result, sdk.ResultMessage) and not result.is_error, result
         assert api.errors == []
         assert "mcp__ext__add" in api.requests[0].tool_names
-        for _ in range(60):  # the CLI stops its stdio servers (with SIGINT): allow 3 s
+        for _ in range(200):  # the CLI stops its stdio servers (with SIGINT): allow 10 s
             if not processes_running(server_name):
                 break
             await anyio.sleep(0.05)

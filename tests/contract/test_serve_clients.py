@@ -116,8 +116,8 @@ def logged_calls(call_log: Path) -> list[str]:
 
 
 async def until_logged(call_log: Path, entry: str) -> list[str]:
-    """The recorded calls once `entry` is among them (at most 10 s: a "no hang" bound)."""
-    for _ in range(500):
+    """The recorded calls once `entry` is among them (at most 30 s: a "no hang" bound)."""
+    for _ in range(1500):
         if entry in logged_calls(call_log):
             break
         await anyio.sleep(0.02)

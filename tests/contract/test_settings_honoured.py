@@ -53,7 +53,9 @@ def sent(request: RecordedRequest) -> dict[str, Any]:
 
 
 async def answer_late(_request: RecordedRequest) -> Reply:
-    await anyio.sleep(30)
+    # Far past the timeouts below (20 s: room for a loaded machine to start the CLI); the
+    # timeout stops the CLI, which ends this wait.
+    await anyio.sleep(120)
     return reply(text("too late"))
 
 
@@ -247,10 +249,10 @@ async def test_pydantic_ai_timeout_bounds_the_query() -> None:
     async with ScriptedMessagesAPI(answer_late) as api:
         agent = Agent(ClaudeAgentModel(api.settings(warm_processes=0)))
         with pytest.raises(ModelTimeoutError) as caught:  # what pydantic-ai's `timeout` raises
-            await agent.run("hi", model_settings={"timeout": 1.5})
+            await agent.run("hi", model_settings={"timeout": 20})
     cause = caught.value.__cause__
     assert isinstance(cause, QueryTimeoutError)
-    assert (cause.kind, cause.seconds) == ("timeout", 1.5)
+    assert (cause.kind, cause.seconds) == ("timeout", 20.0)
     assert len(api.all_requests) == 1, "it expired while the model was answering"
 
 
@@ -366,10 +368,11 @@ async def test_langchain_model_max_tokens_and_effort_reach_the_request() -> None
 
 async def test_langchain_timeout_bounds_the_call() -> None:
     async with ScriptedMessagesAPI(answer_late) as api:
-        chat = ChatClaudeAgent(settings=api.settings(warm_processes=0), timeout=1.5)
+        chat = ChatClaudeAgent(settings=api.settings(warm_processes=0), timeout=20)
         with pytest.raises(QueryTimeoutError) as caught:
             await chat.ainvoke("hi")
-    assert caught.value.seconds == 1.5
+    assert (caught.value.kind, caught.value.seconds) == ("timeout", 20.0)
+    assert len(api.all_requests) == 1, "it expired while the model was answering"
 
 
 @pytest.mark.parametrize(

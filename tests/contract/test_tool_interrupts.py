@@ -338,7 +338,7 @@ def run_script(how: str) -> tuple[subprocess.CompletedProcess[str], int, Path]:
 
 
 def gone(pid: int) -> bool:
-    for _ in range(100):  # "no hang" bound only: 10 s
+    for _ in range(300):  # "no hang" bound only: 30 s
         try:
             os.kill(pid, 0)
         except ProcessLookupError:

@@ -263,8 +263,14 @@ async def test_a_query_the_application_stops_is_closed_early_not_an_error(
     async with ScriptedMessagesAPI([fault("hang", seconds=30)]) as api:
         provider = ClaudeAgentProvider(api.settings(model=MODEL, warm_processes=0))
         if how == "cancelled":
-            with anyio.move_on_after(2) as scope:
-                await provider.generate("2+3?")
+            # Cancelled once the model holds the request (not after a fixed delay, which a
+            # loaded machine's CLI start-up can outlast).
+            with anyio.CancelScope() as scope:
+                async with anyio.create_task_group() as group:
+                    group.start_soon(provider.generate, "2+3?")
+                    while not api.requests:  # noqa: ASYNC110 - the scripted API has no event
+                        await anyio.sleep(0.05)
+                    scope.cancel()
             assert scope.cancelled_caught
         else:
             async with provider.stream("2+3?") as parts:
