@@ -1,46 +1,17 @@
 """LangChain adapter: `ChatClaudeAgent`, a `BaseChatModel` over `ClaudeAgentProvider`.
 
-LangChain runs its own tools, so every call is a **single-turn** query: the tools bound with
-`bind_tools` are offered to the model without executors, and the calls come back as
-`AIMessage.tool_calls` for the application (or an agent loop) to run. History reaches the model
-natively: `AIMessage.tool_calls` become `tool_use` blocks and `ToolMessage`s `tool_result`
-blocks, with the same ids. A reply with signed thinking or tool calls comes back as
-`ChatAnthropic` gives it (Anthropic content blocks, streamed with an `index`), so that the
-thinking is replayed with the calls; a text reply is a plain string.
+LangChain runs its own tools, so every call is a single-turn query: the tools bound with
+`bind_tools` are offered without executors and the calls come back as `AIMessage.tool_calls`;
+history (calls, `ToolMessage`s, signed thinking) reaches the model natively, and replies come
+back as `ChatAnthropic` gives them. This module only converts messages in and results out::
 
-History the Messages API cannot carry as given is sent as `ChatAnthropic` sends it, with a
-warning where something is lost (a Python `UserWarning`, and in the reply's
-`response_metadata["warnings"]`), or refused with `InvalidMessagesError` before anything
-starts. `invalid_tool_calls` go as calls, with their arguments when they are a JSON object, else
-with none (`tool-call-arguments-dropped`), and each needs a `ToolMessage` answering it. An empty
-assistant message is left out (`empty-turn-dropped`; a last one, an empty prefill, silently).
-`name`s are not sent (`names-dropped` when one role's messages carry different names), nor
-citations (`citations-dropped`). Reasoning without a signature (a `reasoning` block, another
-provider's `reasoning_content`) goes as text (`history-flattened`); a refusal as the text it is.
-
-Example::
-
-    from langchain_core.messages import HumanMessage, ToolMessage
-    from langchain_core.tools import tool
-
-    from sf_provider import ProviderSettings
-    from sf_provider.adapters.langchain import ChatClaudeAgent
-
-    @tool
-    def get_weather(city: str) -> str:
-        "Current weather for a city."
-        return "sunny"
-
-    model = ChatClaudeAgent(settings=ProviderSettings(model="claude-sonnet-5-5"))
-    agent = model.bind_tools([get_weather])
-    messages = [HumanMessage("Weather in Paris?")]
+    agent = ChatClaudeAgent(settings=ProviderSettings(model="...")).bind_tools([get_weather])
     while (reply := await agent.ainvoke(messages)).tool_calls:
-        messages.append(reply)
-        messages += [get_weather.invoke(call) for call in reply.tool_calls]  # ToolMessages
-    print(reply.content, reply.usage_metadata)
+        messages += [reply, *(get_weather.invoke(call) for call in reply.tool_calls)]
 
-Everything goes through `ClaudeAgentProvider.generate` / `stream`: this module only converts
-messages in and results out.
+What each setting does: the README's "Model settings" table; history sent as `ChatAnthropic`
+sends it (with warnings), what is refused, errors and replies: the README's "Frameworks:
+pydantic-ai and LangChain".
 """
 
 from __future__ import annotations
@@ -89,6 +60,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 from pydantic.v1 import BaseModel as BaseModelV1
 
 from .. import _request as req
+from .. import types as sf
 from .._anthropic_format import thinking_option
 from .._error_kinds import ErrorKind, SentParts, classify
 from .._mapping import ResultCollector
@@ -107,27 +79,6 @@ from ..errors import (
 from ..provider import CallOptions, ClaudeAgentProvider
 from ..settings import Effort, ProviderSettings, Thinking
 from ..tools import NO_STRICT_TOOLS, FunctionTool, tool_from_spec
-from ..types import (
-    CallWarning,
-    DiscardPart,
-    ErrorPart,
-    FinishPart,
-    GenerateResult,
-    ReasoningDeltaPart,
-    ReasoningEndPart,
-    ReasoningStartPart,
-    StreamPart,
-    StreamStartPart,
-    TextDeltaPart,
-    TextEndPart,
-    TextStartPart,
-    ToolCallPart,
-    ToolInputDeltaPart,
-    ToolInputEndPart,
-    ToolInputStartPart,
-    ToolResultPart,
-    Usage,
-)
 
 __all__ = ["ChatClaudeAgent", "StreamRetractionError"]  # (the error is `sf_provider`'s, kept here)
 
@@ -376,14 +327,14 @@ class ChatClaudeAgent(BaseChatModel):
         _warn(result.warnings)
         if lost:
             result = result.model_copy(update={"warnings": [*lost, *result.warnings]})
-        message = ai_message(result, self._requested_model(options))
+        message = _ai_message(result, self._requested_model(options))
         if failure is not None:
             message.response_metadata[_NOT_ANSWERED] = str(failure)
         return ChatResult(generations=[ChatGeneration(message=message)])
 
     async def _kept_reply(
         self, messages: list[req.Message], tools: list[FunctionTool], options: dict[str, Any]
-    ) -> tuple[GenerateResult, ProviderError | None]:
+    ) -> tuple[sf.GenerateResult, ProviderError | None]:
         """The reply, also when it is not the call or object asked for (`_KEEP_REPLY`), with
         the error the provider raised for that."""
         collector = ResultCollector()
@@ -591,7 +542,7 @@ def _structured_output(schema: dict[str, Any] | type, message: BaseMessage) -> A
 
 def _request(
     messages: list[BaseMessage], stop: list[str] | None, kwargs: dict[str, Any]
-) -> tuple[list[req.Message], list[FunctionTool], dict[str, Any], list[CallWarning]]:
+) -> tuple[list[req.Message], list[FunctionTool], dict[str, Any], list[sf.CallWarning]]:
     """The provider's messages, tools and call options, and what the messages lost (warned of
     here, and reported with the reply's `response_metadata["warnings"]`)."""
     options = _options(kwargs)
@@ -605,27 +556,15 @@ def _request(
             options["parallel_tool_calls"] = False
         options["tool_choice"] = _tool_choice(options["tool_choice"])
         offered_tools(tools, options["tool_choice"])
-    converted, lost = _converted(messages)
+    converted, lost = _provider_messages(messages)
     _warn(lost)
     return converted, tools, options, lost
 
 
-def _warn(call_warnings: Sequence[CallWarning]) -> None:
+def _warn(call_warnings: Sequence[sf.CallWarning]) -> None:
     """What was not sent as given, as a Python `UserWarning` too, so it is seen without looking
     at `response_metadata["warnings"]` (as the pydantic-ai adapter does)."""
     warn_user("ChatClaudeAgent", call_warnings, stacklevel=2)
-
-
-def provider_messages(messages: Sequence[BaseMessage]) -> list[req.Message]:
-    """LangChain messages as the provider's typed messages (`sf_provider._request`).
-
-    What the request cannot carry as given is sent as `ChatAnthropic` sends it with a Python
-    `UserWarning` (an empty assistant turn left out, different speaker `name`s, citations,
-    an invalid tool call's unparsable arguments), or refused with `InvalidMessagesError`.
-    """
-    converted, lost = _converted(messages)
-    _warn(lost)
-    return converted
 
 
 #: req.Message types (and ChatMessage roles) of speakers, by the role the request gives them.
@@ -634,11 +573,13 @@ _SPEAKERS = dict.fromkeys(("human", "HumanMessageChunk", "user"), "user") | dict
 )
 
 
-def _converted(
+def _provider_messages(
     messages: Sequence[BaseMessage],
-) -> tuple[list[req.Message], list[CallWarning]]:
+) -> tuple[list[req.Message], list[sf.CallWarning]]:
+    """LangChain messages as the provider's typed messages, and what they lost (sent as
+    `ChatAnthropic` sends it); what cannot be sent is an `InvalidMessagesError`."""
     converted: list[req.Message] = []
-    lost: list[CallWarning] = []
+    lost: list[sf.CallWarning] = []
     answered: dict[str, int] = {}  # tool call id -> the last message answering it
     for i, message in enumerate(messages):
         if isinstance(message, ToolMessage):
@@ -671,7 +612,7 @@ def _converted(
                 # The API refuses an empty assistant turn but a last one (an empty prefill,
                 # which asks for nothing: left out silently there, as the request is the same).
                 lost.append(
-                    CallWarning(
+                    sf.CallWarning(
                         code="empty-turn-dropped",
                         message=f"{where}: an assistant message with no content (no text, "
                         f"thinking or tool calls) was left out, as ChatAnthropic leaves it out: "
@@ -687,7 +628,7 @@ def _converted(
     for role, names in speakers.items():
         if len(names) > 1:  # one speaker per role: the role already says who spoke
             lost.append(
-                CallWarning(
+                sf.CallWarning(
                     code="names-dropped",
                     message=f"the {role} messages carry different names "
                     f"({', '.join(map(repr, sorted(names)))}), which were not sent: the "
@@ -715,7 +656,7 @@ def _text_blocks(content: str | list[str | dict[str, Any]], where: str) -> tuple
 
 
 def _user_content(
-    content: str | list[str | dict[str, Any]], where: str, lost: list[CallWarning]
+    content: str | list[str | dict[str, Any]], where: str, lost: list[sf.CallWarning]
 ) -> tuple[req.Text | req.Image, ...]:
     blocks: list[req.Text | req.Image] = []
     for block in _content_blocks(content):
@@ -781,10 +722,10 @@ def _image_url(image: Any, where: str) -> req.Image:
     return req.Image(url=str(image["url"]), detail=_string(image.get("detail"), where))
 
 
-def _note_citations(block: Mapping[str, Any], where: str, lost: list[CallWarning]) -> None:
+def _note_citations(block: Mapping[str, Any], where: str, lost: list[sf.CallWarning]) -> None:
     """A `citations-dropped` warning (once per message) when a text block carries citations
     (Anthropic's `citations`, LangChain v1 `annotations`): only the text is sent."""
-    warning = CallWarning(
+    warning = sf.CallWarning(
         code="citations-dropped",
         message=f"{where}: the citations of its text were not sent, only the text: the "
         f"provider sends message text without citations",
@@ -799,7 +740,7 @@ def _source(block: Mapping[str, Any]) -> Mapping[str, Any]:
 
 
 def _assistant_content(
-    message: BaseMessage, where: str, answered: set[str], lost: list[CallWarning]
+    message: BaseMessage, where: str, answered: set[str], lost: list[sf.CallWarning]
 ) -> tuple[req.AssistantPart, ...]:
     """An AI message's parts; `answered` holds the call ids later tool messages answer."""
     blocks: list[req.AssistantPart] = []
@@ -893,7 +834,7 @@ def _reasoning(text: Any, signature: Any, where: str) -> req.Reasoning:
 
 
 def _invalid_call(
-    call: Mapping[str, Any], where: str, answered: set[str], lost: list[CallWarning]
+    call: Mapping[str, Any], where: str, answered: set[str], lost: list[sf.CallWarning]
 ) -> req.ToolCall:
     """An invalid tool call (unparsable arguments) as a call, as ChatAnthropic sends it: its
     arguments when they are a JSON object, else none (`{}`) and a warning."""
@@ -920,7 +861,7 @@ def _invalid_call(
         arguments = {}
     if not isinstance(arguments, Mapping):
         lost.append(
-            CallWarning(
+            sf.CallWarning(
                 code="tool-call-arguments-dropped",
                 message=f"{where}: invalid tool call {name!r} ({call_id}) was sent with no "
                 f"arguments ({{}}), as ChatAnthropic sends it: its arguments {args!r} are not "
@@ -955,7 +896,7 @@ def _result_blocks(message: ToolMessage) -> list[dict[str, Any]]:
 
 
 def _tool_results(
-    message: ToolMessage, where: str, lost: list[CallWarning]
+    message: ToolMessage, where: str, lost: list[sf.CallWarning]
 ) -> tuple[req.ToolResult, ...]:
     blocks = _result_blocks(message)
     is_error = message.status == "error"
@@ -982,7 +923,7 @@ def _tool_result(
     content: str | list[str | dict[str, Any]],
     is_error: bool,
     where: str,
-    lost: list[CallWarning],
+    lost: list[sf.CallWarning],
 ) -> req.ToolResult:
     """A tool message's result: text or JSON; with images, content parts."""
     blocks = [] if isinstance(content, str) else _content_blocks(content)
@@ -1002,7 +943,7 @@ _TEXTS = {"text", "text-plain"}
 
 
 def _tool_output(
-    content: str | list[str | dict[str, Any]], where: str, lost: list[CallWarning]
+    content: str | list[str | dict[str, Any]], where: str, lost: list[sf.CallWarning]
 ) -> str | tuple[req.Text, ...]:
     """A tool result's output (a string; a list of plain data, sent as JSON) or, for several
     text blocks (a tool that returned a list of strings, say), its `content`: each its own text
@@ -1055,7 +996,7 @@ def _text_block(block: Mapping[str, Any], where: str) -> str:
 # --------------------------------------------------------------------------- results out
 
 
-def usage_metadata(usage: Usage) -> UsageMetadata:
+def _usage_metadata(usage: sf.Usage) -> UsageMetadata:
     """The provider's usage as LangChain's: input tokens include cache reads and writes."""
     return UsageMetadata(
         input_tokens=usage.input_total,
@@ -1069,8 +1010,8 @@ def usage_metadata(usage: Usage) -> UsageMetadata:
 
 
 def _response_metadata(
-    finish: FinishPart | GenerateResult,
-    warnings: list[CallWarning],
+    finish: sf.FinishPart | sf.GenerateResult,
+    warnings: list[sf.CallWarning],
     invalid: dict[str, str],
     requested_model: str | None,
 ) -> dict[str, Any]:
@@ -1103,7 +1044,7 @@ def _response_metadata(
     return metadata
 
 
-def ai_message(result: GenerateResult, requested_model: str | None = None) -> AIMessage:
+def _ai_message(result: sf.GenerateResult, requested_model: str | None = None) -> AIMessage:
     """A `GenerateResult` of a single-turn query as an `AIMessage`.
 
     Its content is the text, or, when the reply has signed or redacted thinking or tool calls,
@@ -1136,7 +1077,7 @@ def ai_message(result: GenerateResult, requested_model: str | None = None) -> AI
     return AIMessage(
         content=content,
         tool_calls=calls,
-        usage_metadata=usage_metadata(result.usage),
+        usage_metadata=_usage_metadata(result.usage),
         response_metadata=_response_metadata(result, result.warnings, invalid, requested_model),
         additional_kwargs=additional,
     )
@@ -1164,7 +1105,7 @@ class _ChunkMapper:
     def __init__(self, requested_model: str | None, *, blocks: bool = False) -> None:
         self.requested_model = requested_model
         self.blocks = blocks
-        self.warnings: list[CallWarning] = []
+        self.warnings: list[sf.CallWarning] = []
         self.invalid: dict[str, str] = {}
         self.streamed = SentParts()  # part and call ids already handed to LangChain
         self.index: dict[str, int | None] = {}  # part id -> its content block (None: a string)
@@ -1175,34 +1116,34 @@ class _ChunkMapper:
             self.index[part_id] = len(self.index) if block or blocks else None
         return self.index[part_id]
 
-    def chunk(self, part: StreamPart) -> ChatGenerationChunk | None:
+    def chunk(self, part: sf.StreamPart) -> ChatGenerationChunk | None:
         match part:
-            case StreamStartPart():
+            case sf.StreamStartPart():
                 _warn(part.warnings)
                 self.warnings.extend(part.warnings)
-            case TextDeltaPart():
+            case sf.TextDeltaPart():
                 self.streamed.add(part.id)
                 index = self._index(part.id, block=False)
                 if index is None:
                     return _chunk(AIMessageChunk(content=part.delta))
                 return _chunk(AIMessageChunk(content=[
                     {"type": "text", "text": part.delta, "index": index}]))  # fmt: skip
-            case ReasoningDeltaPart():
+            case sf.ReasoningDeltaPart():
                 self.streamed.add(part.id)
                 block = {"type": "thinking", "thinking": part.delta,
                          "index": self._index(part.id, block=True)}  # fmt: skip
                 return _chunk(AIMessageChunk(content=[block], additional_kwargs={
                     "reasoning_content": part.delta}))  # fmt: skip
-            case ReasoningEndPart() if part.redacted:  # whole, as ChatAnthropic streams it
+            case sf.ReasoningEndPart() if part.redacted:  # whole, as ChatAnthropic streams it
                 self.streamed.add(part.id)
                 block = {"type": "redacted_thinking", "data": part.redacted,
                          "index": self._index(part.id, block=True)}  # fmt: skip
                 return _chunk(AIMessageChunk(content=[block]))
-            case ReasoningEndPart() if part.signature and part.id in self.index:
+            case sf.ReasoningEndPart() if part.signature and part.id in self.index:
                 block = {"type": "thinking", "thinking": "", "signature": part.signature,
                          "index": self.index[part.id]}  # fmt: skip
                 return _chunk(AIMessageChunk(content=[block]))
-            case ToolCallPart():
+            case sf.ToolCallPart():
                 _app_call(part.provider_executed, part.tool_name)
                 self.streamed.add(part.tool_call_id)
                 if part.invalid:
@@ -1217,13 +1158,13 @@ class _ChunkMapper:
                     index=index,
                 )
                 return _chunk(AIMessageChunk(content=[use], tool_call_chunks=[call]))
-            case ToolResultPart():
+            case sf.ToolResultPart():
                 _app_call(part.provider_executed, part.tool_name)
-            case DiscardPart():
+            case sf.DiscardPart():
                 self.streamed.discard(
                     part, "retry, or use invoke/ainvoke, which fold the redo correctly"
                 )
-            case FinishPart():
+            case sf.FinishPart():
                 metadata = _response_metadata(
                     part, self.warnings, self.invalid, self.requested_model
                 )
@@ -1232,20 +1173,20 @@ class _ChunkMapper:
                 return _chunk(
                     AIMessageChunk(
                         content=[] if blocks else "",
-                        usage_metadata=usage_metadata(part.usage),
+                        usage_metadata=_usage_metadata(part.usage),
                         response_metadata=metadata,
                         chunk_position="last",
                     )
                 )
             case (
-                ErrorPart()  # the provider raises right after it
-                | TextStartPart()
-                | TextEndPart()
-                | ReasoningStartPart()
-                | ReasoningEndPart()  # unsigned, or with no text streamed
-                | ToolInputStartPart()
-                | ToolInputDeltaPart()  # the call is streamed whole, as its tool-call part
-                | ToolInputEndPart()
+                sf.ErrorPart()  # the provider raises right after it
+                | sf.TextStartPart()
+                | sf.TextEndPart()
+                | sf.ReasoningStartPart()
+                | sf.ReasoningEndPart()  # unsigned, or with no text streamed
+                | sf.ToolInputStartPart()
+                | sf.ToolInputDeltaPart()  # the call is streamed whole, as its tool-call part
+                | sf.ToolInputEndPart()
             ):
                 pass
         return None
