@@ -28,7 +28,7 @@ from collections.abc import AsyncIterator, Callable, Iterator, Mapping, Sequence
 from contextlib import aclosing
 from functools import partial
 from operator import itemgetter
-from typing import Any, Literal, TypeVar
+from typing import Any, Literal
 
 from langchain_core import exceptions as langchain_errors
 from langchain_core.callbacks import (
@@ -82,8 +82,6 @@ from ..tools import NO_STRICT_TOOLS, FunctionTool, tool_from_spec
 
 __all__ = ["ChatClaudeAgent", "StreamRetractionError"]  # (the error is `sf_provider`'s, kept here)
 
-_T = TypeVar("_T")
-
 #: What `bind_tools` accepts, like every LangChain chat model.
 ToolLike = Mapping[str, Any] | type | Callable[..., Any] | BaseTool
 
@@ -115,12 +113,8 @@ class ChatClaudeAgent(BaseChatModel):
     starts. `invoke(..., stream=True)`, or `streaming=True` for every call, streams (token
     callbacks), as LangChain means it (`stream=False` or `disable_streaming` win over it).
     With `cache=`, the LLM cache keys on these settings and the provider's that shape the
-    answer (`_identifying_params`).
-
-    A failure is raised as the provider's error that is also LangChain's standard model error
-    (`langchain_core.exceptions`), as ChatAnthropic raises them: `ModelRateLimitError`,
-    `ModelAuthenticationError`, `ContextOverflowError`, `ModelAPIError`, `ModelTimeoutError`,
-    `ModelInvalidRequestError` for input the API would refuse, ... (with their `is_retryable`).
+    answer (`_identifying_params`). A failure is the provider's error that is also LangChain's
+    standard model error (`_as_langchain_error`).
     """
 
     model_config = ConfigDict(arbitrary_types_allowed=True, extra="forbid")
@@ -217,17 +211,16 @@ class ChatClaudeAgent(BaseChatModel):
         """
         if strict:
             raise UnsupportedRequestError(f"strict=True: {NO_STRICT_TOOLS}")
-        # Each tool is checked here (a bad name or schema fails now, not at the first call).
-        offered = [_function_tool(t) for t in tools]
-        choice = _tool_choice(tool_choice)
-        offered_tools(offered, choice)
-        if _one_call(tool_choice):
-            parallel_tool_calls = False
-        options = _options({"parallel_tool_calls": parallel_tool_calls, **kwargs})
+        # Checked here too, so that a bad tool or choice fails now, not at the first call.
+        options = _options({"tool_choice": tool_choice, "parallel_tool_calls": parallel_tool_calls,
+                            **kwargs})  # fmt: skip
+        offered = _bound_tools(tools, options)
         # Plain data in the binding: LangChain serialises bound kwargs (tracing, caching).
+        choice = options.pop("tool_choice")
         plain = choice if isinstance(choice, str) else choice.model_dump()
-        fields = {"name", "description", "input_schema"}
-        definitions = [t.model_dump(include=fields) for t in offered]
+        definitions = [
+            t.model_dump(include={"name", "description", "input_schema"}) for t in offered
+        ]
         return self.bind(tools=definitions, tool_choice=plain, **options)
 
     def with_structured_output(
@@ -313,17 +306,24 @@ class ChatClaudeAgent(BaseChatModel):
     ) -> ChatResult:
         keep_reply = bool(kwargs.pop(_KEEP_REPLY, False))
         failure: ProviderError | None = None
+        collector = ResultCollector()  # `provider.generate`, keeping a reply that did not answer
         try:
             provider_messages, tools, options, lost = _request(
                 messages, stop, self._call_options(kwargs)
             )
-            if keep_reply:
-                result, failure = await self._kept_reply(provider_messages, tools, options)
-            else:
-                result = await self.provider.generate(provider_messages, tools=tools, **options)
+            stream = self.provider.stream(provider_messages, tools=tools, **options)
+            async with aclosing(stream) as parts:
+                async for part in parts:
+                    collector.add(part)
+        except _NOT_ANSWERING as exc:
+            if not keep_reply:
+                _as_langchain_error(exc)
+                raise
+            failure = exc  # the reply, also when it is not the call or object asked for
         except ProviderError as exc:
             _as_langchain_error(exc)
             raise
+        result = collector.result()
         _warn(result.warnings)
         if lost:
             result = result.model_copy(update={"warnings": [*lost, *result.warnings]})
@@ -331,20 +331,6 @@ class ChatClaudeAgent(BaseChatModel):
         if failure is not None:
             message.response_metadata[_NOT_ANSWERED] = str(failure)
         return ChatResult(generations=[ChatGeneration(message=message)])
-
-    async def _kept_reply(
-        self, messages: list[req.Message], tools: list[FunctionTool], options: dict[str, Any]
-    ) -> tuple[sf.GenerateResult, ProviderError | None]:
-        """The reply, also when it is not the call or object asked for (`_KEEP_REPLY`), with
-        the error the provider raised for that."""
-        collector = ResultCollector()
-        try:
-            async with aclosing(self.provider.stream(messages, tools=tools, **options)) as parts:
-                async for part in parts:
-                    collector.add(part)
-        except _NOT_ANSWERING as exc:
-            return collector.result(), exc
-        return collector.result(), None
 
     async def _astream(
         self,
@@ -409,15 +395,9 @@ class ChatClaudeAgent(BaseChatModel):
 
 
 def _function_tool(tool: ToolLike) -> FunctionTool:
-    """A LangChain tool as a `FunctionTool` without an executor (LangChain runs the calls).
-
-    A dict (an OpenAI function tool or bare function, an Anthropic tool, a JSON Schema with a
-    title) and a `FunctionTool` go to the tool layer's one rule (`tool_from_spec`): server and
-    built-in tools, `strict: true` and fields beyond the name, description and schema are
-    refused, `cache_control` is ignored. A `BaseTool`, function or pydantic model is converted
-    with `convert_to_openai_tool` first, and a `BaseTool`'s `extras` (`defer_loading`,
-    `input_examples`, ...), which that conversion would drop, are checked by the same rule.
-    """
+    """A LangChain tool as a `FunctionTool` without an executor (LangChain runs the calls), by
+    the tool layer's one rule (`tool_from_spec`); a `BaseTool`, function or pydantic model goes
+    through `convert_to_openai_tool` first, with the `BaseTool.extras` that conversion drops."""
     if isinstance(tool, FunctionTool):
         return tool
     if isinstance(tool, Mapping) and "toolSpec" not in tool:  # Bedrock's: LangChain reads it
@@ -428,17 +408,24 @@ def _function_tool(tool: ToolLike) -> FunctionTool:
     return tool_from_spec(spec)
 
 
-def _one_call(choice: Any) -> bool:
-    """Whether an Anthropic-style `tool_choice` dict asks for one call per turn at most (the
-    call option `parallel_tool_calls=False`)."""
-    return isinstance(choice, Mapping) and bool(choice.get("disable_parallel_tool_use"))
+def _bound_tools(tools: Sequence[ToolLike], options: dict[str, Any]) -> list[FunctionTool]:
+    """The tools, and the call options' `tool_choice` read as the provider's (in place; an
+    Anthropic-style `disable_parallel_tool_use` is `parallel_tool_calls=False`)."""
+    offered = [_function_tool(t) for t in tools]
+    if "tool_choice" in options:
+        choice = options["tool_choice"]
+        if isinstance(choice, Mapping) and choice.get("disable_parallel_tool_use"):
+            options["parallel_tool_calls"] = False
+        options["tool_choice"] = _tool_choice(choice)
+        offered_tools(offered, options["tool_choice"])
+    return offered
 
 
 def _tool_choice(choice: str | dict[str, Any] | bool | None) -> ToolChoice:
     """LangChain's `tool_choice` (ChatAnthropic's and ChatOpenAI's forms) -> the provider's
     (what it means for the tools: `_tool_choice.offered_tools`)."""
     name: Any
-    if isinstance(choice, Mapping):  # `disable_parallel_tool_use`: see `_one_call`
+    if isinstance(choice, Mapping):  # `disable_parallel_tool_use`: see `_bound_tools`
         choice = {k: v for k, v in choice.items() if k != "disable_parallel_tool_use"}
     match choice:
         case None | "auto" | False | {"type": "auto"}:
@@ -550,12 +537,7 @@ def _request(
     if stop:  # LangChain's `stop` (invoke, bind): the provider's stop sequences
         options["stop_sequences"] = [*options.get("stop_sequences", ()), *stop]
     # `bind(tools=...)` and `invoke(..., tools=...)` take what bind_tools takes.
-    tools = [_function_tool(t) for t in options.pop("tools", None) or []]
-    if "tool_choice" in options:
-        if _one_call(options["tool_choice"]):
-            options["parallel_tool_calls"] = False
-        options["tool_choice"] = _tool_choice(options["tool_choice"])
-        offered_tools(tools, options["tool_choice"])
+    tools = _bound_tools(options.pop("tools", None) or [], options)
     converted, lost = _provider_messages(messages)
     _warn(lost)
     return converted, tools, options, lost
