@@ -201,13 +201,10 @@ class ChatClaudeAgent(BaseChatModel):
     ) -> Runnable[LanguageModelInput, AIMessage]:
         """Offer these tools to the model; LangChain (or the application) runs the calls.
 
-        `tools`: `BaseTool`s, functions, pydantic models or function tool dicts (anything
-        `convert_to_openai_tool` takes; Anthropic server tools such as web search are refused).
-        `tool_choice`: `"auto"` / `None`, `"none"`, `"any"` / `"required"` / `True` (some call),
-        a tool name, or `{"type": "tool", "name": ...}` / `{"type": "function", "function":
-        {"name": ...}}` / `{"type": "auto" | "any" | "none"}`. `strict=True` is refused: the CLI
-        has no such switch. `parallel_tool_calls` (and `disable_parallel_tool_use` in a
-        `tool_choice` dict) is the provider's call option, whose `False` it refuses at the call.
+        `tools`: anything `convert_to_openai_tool` takes (server tools are refused);
+        `tool_choice`: ChatAnthropic's and ChatOpenAI's forms (`_tool_choice`); `strict=True`
+        is refused; `parallel_tool_calls` (and `disable_parallel_tool_use`) is the provider's
+        call option, whose `False` it refuses at the call.
         """
         if strict:
             raise UnsupportedRequestError(f"strict=True: {NO_STRICT_TOOLS}")
@@ -232,22 +229,10 @@ class ChatClaudeAgent(BaseChatModel):
         strict: bool | None = None,
         **kwargs: Any,
     ) -> Runnable[LanguageModelInput, dict[str, Any] | BaseModel]:
-        """Answers as `schema` (a pydantic model, TypedDict or JSON Schema dict).
-
-        `method="function_calling"` (the default) asks for a call of a tool shaped like the
-        schema, as `bind_tools` does; `strict=True` is refused there (arguments are checked
-        after the fact, not constrained). `method="json_schema"` uses the provider's structured
-        output (the `output_schema` option: the CLI's `StructuredOutput` tool, whose object is
-        checked against the schema, and asked for again when it does not match); `strict=True`
-        is accepted there. `include_raw=True` returns `{"raw", "parsed", "parsing_error"}`, also
-        when the model answered in text instead (`parsed` None, the provider's error message in
-        an `OutputParserException`); without it that raises `ToolChoiceViolationError`
-        (`function_calling`) or `StructuredOutputError` (`json_schema`).
-
-        Example::
-
-            answer = await model.with_structured_output(Answer, method="json_schema").ainvoke(q)
-        """
+        """Answers as `schema` (a pydantic model, TypedDict or JSON Schema dict):
+        `method="function_calling"` (the default) by a tool call, `"json_schema"` by the
+        provider's `output_schema` (the CLI's `StructuredOutput` tool); `include_raw=True`
+        hands back a text answer with a `parsing_error` (see the README, "Frameworks")."""
         if method not in ("function_calling", "json_schema"):
             raise UnsupportedRequestError(
                 f"with_structured_output(method={method!r}) is not supported: use "
@@ -580,8 +565,13 @@ def _provider_messages(
                     f"the request has one system prompt, so this one would move; put it at "
                     f"the start or send it as a HumanMessage"
                 )
-            # Its text blocks on their own lines.
-            lines = [t.text for t in _text_blocks(message.content, where)]
+            lines = []  # its text blocks, on their own lines
+            for block in _content_blocks(message.content):
+                if block.get("type") != "text":
+                    raise InvalidMessagesError(
+                        f"{where}: only text can go here, not {block.get('type')!r}"
+                    )
+                lines.append(str(block.get("text", "")))
             converted.append(req.SystemMessage("\n".join(lines)))
         elif isinstance(message, HumanMessage) or role == "user":
             converted.append(req.UserMessage(_user_content(message.content, where, lost)))
@@ -625,16 +615,6 @@ def _content_blocks(content: str | list[str | dict[str, Any]]) -> list[dict[str,
     if isinstance(content, str):
         return [{"type": "text", "text": content}]
     return [{"type": "text", "text": b} if isinstance(b, str) else b for b in content]
-
-
-def _text_blocks(content: str | list[str | dict[str, Any]], where: str) -> tuple[req.Text, ...]:
-    """The text blocks of a message that holds text only (each its own block, never glued)."""
-    blocks = []
-    for block in _content_blocks(content):
-        if block.get("type") != "text":
-            raise InvalidMessagesError(f"{where}: only text can go here, not {block.get('type')!r}")
-        blocks.append(req.Text(str(block.get("text", ""))))
-    return tuple(blocks)
 
 
 def _user_content(
@@ -1027,14 +1007,9 @@ def _response_metadata(
 
 
 def _ai_message(result: sf.GenerateResult, requested_model: str | None = None) -> AIMessage:
-    """A `GenerateResult` of a single-turn query as an `AIMessage`.
-
-    Its content is the text, or, when the reply has signed or redacted thinking or tool calls,
-    Anthropic content blocks as `ChatAnthropic` gives them (`thinking` with its signature,
-    `redacted_thinking`, `text`, `tool_use`): the next request replays the thinking, which the
-    API wants back with the calls.
-    `requested_model` is the `model_name` when the CLI does not report which model answered.
-    """
+    """A `GenerateResult` of a single-turn query as an `AIMessage`: the text, or, with signed
+    or redacted thinking or tool calls, Anthropic content blocks as `ChatAnthropic` gives them
+    (the next request replays the thinking, which the API wants back with the calls)."""
     calls: list[ToolCall] = []
     for call in result.tool_calls:
         _app_call(call.provider_executed, call.tool_name)
@@ -1207,11 +1182,6 @@ _LANGCHAIN_ERRORS: dict[ErrorKind, str | None] = {
 }
 
 
-def _langchain_error(exc: ProviderError) -> str | None:
-    """The name of LangChain's standard model error for `exc`, by its kind."""
-    return _LANGCHAIN_ERRORS[classify(exc).kind]
-
-
 #: (provider error class, LangChain error class) -> the class deriving from both.
 _MIXED: dict[tuple[type[ProviderError], type[Exception]], type[ProviderError]] = {}
 
@@ -1222,7 +1192,7 @@ def _as_langchain_error(exc: ProviderError) -> None:
     decides on it (`ModelRetryMiddleware` does not retry what `is_retryable` says will fail
     again; summarization cuts the history on `ContextOverflowError`), and code catching the
     provider's error still catches it. Kept as it is with a langchain-core without them."""
-    name = _langchain_error(exc)
+    name = _LANGCHAIN_ERRORS[classify(exc).kind]
     kind = getattr(langchain_errors, name, None) if name else None
     if isinstance(kind, type) and issubclass(kind, Exception) and not isinstance(exc, kind):
         exc.__class__ = _mixed(type(exc), kind)

@@ -225,7 +225,10 @@ class ClaudeAgentLLM(CustomLLM):
                      f"Claude Code CLI makes the API request and takes no headers from the call")
             for name in sorted(headers.keys() - {"anthropic-beta"})
         ]  # fmt: skip
-        body = {**restored, **optional, **extra, "messages": _plain(kwargs.get("messages") or [])}
+        # LiteLLM lets an application send back its `Message` objects: as plain dicts.
+        given_messages = kwargs.get("messages") or []
+        messages = [m.model_dump() if hasattr(m, "model_dump") else m for m in given_messages]
+        body = {**restored, **optional, **extra, "messages": messages}
         if model != "default":
             body["model"] = model
         try:
@@ -315,11 +318,6 @@ def _usage(usage: Usage, cost_usd: float | None) -> dict[str, Any]:
     if cost_usd is not None:
         answer["cost"] = cost_usd
     return answer
-
-
-def _plain(messages: Sequence[Any]) -> list[Any]:
-    """Messages as plain dicts: LiteLLM lets an application send back its `Message` objects."""
-    return [m.model_dump() if hasattr(m, "model_dump") else m for m in messages]
 
 
 def _stream_chunk(stream_id: str, model: str, choice: Mapping[str, Any]) -> ModelResponseStream:
