@@ -65,6 +65,7 @@ from .._anthropic_format import thinking_option
 from .._error_kinds import ErrorKind, SentParts, classify
 from .._mapping import ResultCollector
 from .._outcome import response_model
+from .._stop import STOP_SEQUENCE_DETAIL
 from .._sync import iterate_in_thread, run_sync
 from .._tool_choice import NamedToolChoice, ToolChoice, offered_tools
 from .._warnings import warn_user
@@ -983,7 +984,7 @@ def _response_metadata(
         "model_provider": "anthropic",
         "finish_reason": finish.finish_reason,
         "stop_reason": finish.raw_stop_reason,
-        "stop_sequence": finish.provider_details.get("stop_sequence"),
+        "stop_sequence": finish.provider_details.get(STOP_SEQUENCE_DETAIL),
         "cost_usd": finish.cost_usd,
         "session_id": finish.session_id,
         "num_turns": finish.num_turns,
@@ -1067,10 +1068,12 @@ class _ChunkMapper:
         self.streamed = SentParts()  # part and call ids already handed to LangChain
         self.index: dict[str, int | None] = {}  # part id -> its content block (None: a string)
 
+    def _in_blocks(self) -> bool:
+        return self.blocks or any(i is not None for i in self.index.values())
+
     def _index(self, part_id: str, *, block: bool) -> int | None:
         if part_id not in self.index:
-            blocks = self.blocks or any(i is not None for i in self.index.values())
-            self.index[part_id] = len(self.index) if block or blocks else None
+            self.index[part_id] = len(self.index) if block or self._in_blocks() else None
         return self.index[part_id]
 
     def chunk(self, part: sf.StreamPart) -> ChatGenerationChunk | None:
@@ -1126,10 +1129,9 @@ class _ChunkMapper:
                     part, self.warnings, self.invalid, self.requested_model
                 )
                 # Empty content of the stream's own kind (a string would become a text block).
-                blocks = self.blocks or any(i is not None for i in self.index.values())
                 return _chunk(
                     AIMessageChunk(
-                        content=[] if blocks else "",
+                        content=[] if self._in_blocks() else "",
                         usage_metadata=_usage_metadata(part.usage),
                         response_metadata=metadata,
                         chunk_position="last",

@@ -827,17 +827,15 @@ class ClaudeStreamedResponse(StreamedResponse):
         response_id = part.provider_details.get("response_id")
         if isinstance(response_id, str):  # the last API message's id (`msg_...`)
             self.provider_response_id = response_id
-        self._details().update(
-            {
-                **part.provider_details,
-                "cost_usd": part.cost_usd,
-                "session_id": part.session_id,
-                "num_turns": part.num_turns,
-                "api_calls": part.api_calls,
-                "raw_stop_reason": part.raw_stop_reason,
-                "duration_ms": part.duration_ms,
-            }
-        )
+        facts = {
+            "cost_usd",
+            "session_id",
+            "num_turns",
+            "api_calls",
+            "raw_stop_reason",
+            "duration_ms",
+        }
+        self._details().update(part.provider_details, **part.model_dump(include=facts))
 
     def get(self) -> ModelResponse:
         """The response so far, without the parts of API streams that were cut and redone."""
