@@ -368,11 +368,9 @@ def _offered_tools(
 
 
 def _call_for_output(model_settings: ModelSettings | None, params: ModelRequestParameters) -> bool:
-    """Whether the request requires a tool call only because the Agent needs its output from a
-    tool (no text output allowed), not because `tool_choice` says so. The CLI cannot force a
-    call (the provider's `required` is an instruction, checked on the reply); a text reply then
-    goes back to the Agent, which asks again as it does with any model (its validation feedback
-    on the text), instead of ending the run with `ToolChoiceViolationError`."""
+    """Whether a call is required only because the Agent needs its output from a tool, not by
+    `tool_choice`: the CLI cannot force a call, so a text reply then goes back to the Agent,
+    which asks again as with any model, instead of a `ToolChoiceViolationError`."""
     setting = (model_settings or {}).get("tool_choice")
     explicit = setting == "required" or isinstance(setting, list)
     return not (params.allow_text_output or params.allow_image_output or explicit)
