@@ -1,46 +1,17 @@
 """LangChain adapter: `ChatClaudeAgent`, a `BaseChatModel` over `ClaudeAgentProvider`.
 
-LangChain runs its own tools, so every call is a **single-turn** query: the tools bound with
-`bind_tools` are offered to the model without executors, and the calls come back as
-`AIMessage.tool_calls` for the application (or an agent loop) to run. History reaches the model
-natively: `AIMessage.tool_calls` become `tool_use` blocks and `ToolMessage`s `tool_result`
-blocks, with the same ids. A reply with signed thinking or tool calls comes back as
-`ChatAnthropic` gives it (Anthropic content blocks, streamed with an `index`), so that the
-thinking is replayed with the calls; a text reply is a plain string.
+LangChain runs its own tools, so every call is a single-turn query: the tools bound with
+`bind_tools` are offered without executors and the calls come back as `AIMessage.tool_calls`;
+history (calls, `ToolMessage`s, signed thinking) reaches the model natively, and replies come
+back as `ChatAnthropic` gives them. This module only converts messages in and results out::
 
-History the Messages API cannot carry as given is sent as `ChatAnthropic` sends it, with a
-warning where something is lost (a Python `UserWarning`, and in the reply's
-`response_metadata["warnings"]`), or refused with `InvalidMessagesError` before anything
-starts. `invalid_tool_calls` go as calls, with their arguments when they are a JSON object, else
-with none (`tool-call-arguments-dropped`), and each needs a `ToolMessage` answering it. An empty
-assistant message is left out (`empty-turn-dropped`; a last one, an empty prefill, silently).
-`name`s are not sent (`names-dropped` when one role's messages carry different names), nor
-citations (`citations-dropped`). Reasoning without a signature (a `reasoning` block, another
-provider's `reasoning_content`) goes as text (`history-flattened`); a refusal as the text it is.
-
-Example::
-
-    from langchain_core.messages import HumanMessage, ToolMessage
-    from langchain_core.tools import tool
-
-    from sf_provider import ProviderSettings
-    from sf_provider.adapters.langchain import ChatClaudeAgent
-
-    @tool
-    def get_weather(city: str) -> str:
-        "Current weather for a city."
-        return "sunny"
-
-    model = ChatClaudeAgent(settings=ProviderSettings(model="claude-sonnet-5-5"))
-    agent = model.bind_tools([get_weather])
-    messages = [HumanMessage("Weather in Paris?")]
+    agent = ChatClaudeAgent(settings=ProviderSettings(model="...")).bind_tools([get_weather])
     while (reply := await agent.ainvoke(messages)).tool_calls:
-        messages.append(reply)
-        messages += [get_weather.invoke(call) for call in reply.tool_calls]  # ToolMessages
-    print(reply.content, reply.usage_metadata)
+        messages += [reply, *(get_weather.invoke(call) for call in reply.tool_calls)]
 
-Everything goes through `ClaudeAgentProvider.generate` / `stream`: this module only converts
-messages in and results out.
+What each setting does: the README's "Model settings" table; history sent as `ChatAnthropic`
+sends it (with warnings), what is refused, errors and replies: the README's "Frameworks:
+pydantic-ai and LangChain".
 """
 
 from __future__ import annotations
@@ -57,7 +28,7 @@ from collections.abc import AsyncIterator, Callable, Iterator, Mapping, Sequence
 from contextlib import aclosing
 from functools import partial
 from operator import itemgetter
-from typing import Any, Literal, TypeVar
+from typing import Any, Literal
 
 from langchain_core import exceptions as langchain_errors
 from langchain_core.callbacks import (
@@ -89,10 +60,12 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 from pydantic.v1 import BaseModel as BaseModelV1
 
 from .. import _request as req
+from .. import types as sf
 from .._anthropic_format import thinking_option
 from .._error_kinds import ErrorKind, SentParts, classify
 from .._mapping import ResultCollector
 from .._outcome import response_model
+from .._stop import STOP_SEQUENCE_DETAIL
 from .._sync import iterate_in_thread, run_sync
 from .._tool_choice import NamedToolChoice, ToolChoice, offered_tools
 from .._warnings import warn_user
@@ -107,31 +80,8 @@ from ..errors import (
 from ..provider import CallOptions, ClaudeAgentProvider
 from ..settings import Effort, ProviderSettings, Thinking
 from ..tools import FunctionTool, tool_from_spec
-from ..types import (
-    CallWarning,
-    DiscardPart,
-    ErrorPart,
-    FinishPart,
-    GenerateResult,
-    ReasoningDeltaPart,
-    ReasoningEndPart,
-    ReasoningStartPart,
-    StreamPart,
-    StreamStartPart,
-    TextDeltaPart,
-    TextEndPart,
-    TextStartPart,
-    ToolCallPart,
-    ToolInputDeltaPart,
-    ToolInputEndPart,
-    ToolInputStartPart,
-    ToolResultPart,
-    Usage,
-)
 
 __all__ = ["ChatClaudeAgent", "StreamRetractionError"]  # (the error is `sf_provider`'s, kept here)
-
-_T = TypeVar("_T")
 
 #: What `bind_tools` accepts, like every LangChain chat model.
 ToolLike = Mapping[str, Any] | type | Callable[..., Any] | BaseTool
@@ -164,12 +114,8 @@ class ChatClaudeAgent(BaseChatModel):
     starts. `invoke(..., stream=True)`, or `streaming=True` for every call, streams (token
     callbacks), as LangChain means it (`stream=False` or `disable_streaming` win over it).
     With `cache=`, the LLM cache keys on these settings and the provider's that shape the
-    answer (`_identifying_params`).
-
-    A failure is raised as the provider's error that is also LangChain's standard model error
-    (`langchain_core.exceptions`), as ChatAnthropic raises them: `ModelRateLimitError`,
-    `ModelAuthenticationError`, `ContextOverflowError`, `ModelAPIError`, `ModelTimeoutError`,
-    `ModelInvalidRequestError` for input the API would refuse, ... (with their `is_retryable`).
+    answer (`_identifying_params`). A failure is the provider's error that is also LangChain's
+    standard model error (`_as_langchain_error`).
     """
 
     model_config = ConfigDict(arbitrary_types_allowed=True, extra="forbid")
@@ -256,25 +202,20 @@ class ChatClaudeAgent(BaseChatModel):
     ) -> Runnable[LanguageModelInput, AIMessage]:
         """Offer these tools to the model; LangChain (or the application) runs the calls.
 
-        `tools`: `BaseTool`s, functions, pydantic models or function tool dicts (anything
-        `convert_to_openai_tool` takes; Anthropic server tools such as web search are refused).
-        `tool_choice`: `"auto"` / `None`, `"none"`, `"any"` / `"required"` / `True` (some call),
-        a tool name, or `{"type": "tool", "name": ...}` / `{"type": "function", "function":
-        {"name": ...}}` / `{"type": "auto" | "any" | "none"}`. `strict=True` makes every tool
-        `FunctionTool.strict` (a call off its schema is a `StrictToolCallError`, as the CLI
-        cannot constrain the arguments). `parallel_tool_calls` (and `disable_parallel_tool_use` in a
-        `tool_choice` dict) is the provider's call option, whose `False` it refuses at the call.
+        `tools`: anything `convert_to_openai_tool` takes (server tools are refused);
+        `tool_choice`: ChatAnthropic's and ChatOpenAI's forms (`_tool_choice`); `strict=True`
+        makes every tool `FunctionTool.strict` (a call off its schema is a
+        `StrictToolCallError`); `parallel_tool_calls` (and `disable_parallel_tool_use`) is the
+        provider's call option, whose `False` it refuses at the call.
         """
-        # Each tool is checked here (a bad name or schema fails now, not at the first call).
-        offered = [_function_tool(t) for t in tools]
+        # Checked here too, so that a bad tool or choice fails now, not at the first call.
+        options = _options({"tool_choice": tool_choice, "parallel_tool_calls": parallel_tool_calls,
+                            **kwargs})  # fmt: skip
+        offered = _bound_tools(tools, options)
         if strict:
             offered = [t.model_copy(update={"strict": True}) for t in offered]
-        choice = _tool_choice(tool_choice)
-        offered_tools(offered, choice)
-        if _one_call(tool_choice):
-            parallel_tool_calls = False
-        options = _options({"parallel_tool_calls": parallel_tool_calls, **kwargs})
         # Plain data in the binding: LangChain serialises bound kwargs (tracing, caching).
+        choice = options.pop("tool_choice")
         plain = choice if isinstance(choice, str) else choice.model_dump()
         fields = {"name", "description", "input_schema", "strict"}
         definitions = [t.model_dump(include=fields) for t in offered]
@@ -289,22 +230,10 @@ class ChatClaudeAgent(BaseChatModel):
         strict: bool | None = None,
         **kwargs: Any,
     ) -> Runnable[LanguageModelInput, dict[str, Any] | BaseModel]:
-        """Answers as `schema` (a pydantic model, TypedDict or JSON Schema dict).
-
-        `method="function_calling"` (the default) asks for a call of a tool shaped like the
-        schema, as `bind_tools` does (`strict=True`: a call off the schema is a
-        `StrictToolCallError`). `method="json_schema"` uses the provider's structured output
-        (the `output_schema` option: the CLI's `StructuredOutput` tool, whose object is checked
-        against the schema, and asked for again when it does not match, strict or not).
-        `include_raw=True` returns `{"raw", "parsed", "parsing_error"}`, also when the model
-        answered in text instead (`parsed` None, the provider's error message in
-        an `OutputParserException`); without it that raises `ToolChoiceViolationError`
-        (`function_calling`) or `StructuredOutputError` (`json_schema`).
-
-        Example::
-
-            answer = await model.with_structured_output(Answer, method="json_schema").ainvoke(q)
-        """
+        """Answers as `schema` (a pydantic model, TypedDict or JSON Schema dict):
+        `method="function_calling"` (the default) by a tool call, `"json_schema"` by the
+        provider's `output_schema` (the CLI's `StructuredOutput` tool); `include_raw=True`
+        hands back a text answer with a `parsing_error` (see the README, "Frameworks")."""
         if method not in ("function_calling", "json_schema"):
             raise UnsupportedRequestError(
                 f"with_structured_output(method={method!r}) is not supported: use "
@@ -357,38 +286,31 @@ class ChatClaudeAgent(BaseChatModel):
     ) -> ChatResult:
         keep_reply = bool(kwargs.pop(_KEEP_REPLY, False))
         failure: ProviderError | None = None
+        collector = ResultCollector()  # `provider.generate`, keeping a reply that did not answer
         try:
             provider_messages, tools, options, lost = _request(
                 messages, stop, self._call_options(kwargs)
             )
-            if keep_reply:
-                result, failure = await self._kept_reply(provider_messages, tools, options)
-            else:
-                result = await self.provider.generate(provider_messages, tools=tools, **options)
-        except ProviderError as exc:
-            _as_langchain_error(exc)
-            raise
-        _warn(result.warnings)
-        if lost:
-            result = result.model_copy(update={"warnings": [*lost, *result.warnings]})
-        message = ai_message(result, self._requested_model(options))
-        if failure is not None:
-            message.response_metadata[_NOT_ANSWERED] = str(failure)
-        return ChatResult(generations=[ChatGeneration(message=message)])
-
-    async def _kept_reply(
-        self, messages: list[req.Message], tools: list[FunctionTool], options: dict[str, Any]
-    ) -> tuple[GenerateResult, ProviderError | None]:
-        """The reply, also when it is not the call or object asked for (`_KEEP_REPLY`), with
-        the error the provider raised for that."""
-        collector = ResultCollector()
-        try:
-            async with aclosing(self.provider.stream(messages, tools=tools, **options)) as parts:
+            stream = self.provider.stream(provider_messages, tools=tools, **options)
+            async with aclosing(stream) as parts:
                 async for part in parts:
                     collector.add(part)
         except _NOT_ANSWERING as exc:
-            return collector.result(), exc
-        return collector.result(), None
+            if not keep_reply:
+                _as_langchain_error(exc)
+                raise
+            failure = exc  # the reply, also when it is not the call or object asked for
+        except ProviderError as exc:
+            _as_langchain_error(exc)
+            raise
+        result = collector.result()
+        _warn(result.warnings)
+        if lost:
+            result = result.model_copy(update={"warnings": [*lost, *result.warnings]})
+        message = _ai_message(result, self._requested_model(options))
+        if failure is not None:
+            message.response_metadata[_NOT_ANSWERED] = str(failure)
+        return ChatResult(generations=[ChatGeneration(message=message)])
 
     async def _astream(
         self,
@@ -453,15 +375,9 @@ class ChatClaudeAgent(BaseChatModel):
 
 
 def _function_tool(tool: ToolLike) -> FunctionTool:
-    """A LangChain tool as a `FunctionTool` without an executor (LangChain runs the calls).
-
-    A dict (an OpenAI function tool or bare function, an Anthropic tool, a JSON Schema with a
-    title) and a `FunctionTool` go to the tool layer's one rule (`tool_from_spec`): server and
-    built-in tools and fields beyond the name, description, schema and `strict` are
-    refused, `cache_control` is ignored. A `BaseTool`, function or pydantic model is converted
-    with `convert_to_openai_tool` first, and a `BaseTool`'s `extras` (`defer_loading`,
-    `input_examples`, ...), which that conversion would drop, are checked by the same rule.
-    """
+    """A LangChain tool as a `FunctionTool` without an executor (LangChain runs the calls), by
+    the tool layer's one rule (`tool_from_spec`); a `BaseTool`, function or pydantic model goes
+    through `convert_to_openai_tool` first, with the `BaseTool.extras` that conversion drops."""
     if isinstance(tool, FunctionTool):
         return tool
     if isinstance(tool, Mapping) and "toolSpec" not in tool:  # Bedrock's: LangChain reads it
@@ -472,17 +388,24 @@ def _function_tool(tool: ToolLike) -> FunctionTool:
     return tool_from_spec(spec)
 
 
-def _one_call(choice: Any) -> bool:
-    """Whether an Anthropic-style `tool_choice` dict asks for one call per turn at most (the
-    call option `parallel_tool_calls=False`)."""
-    return isinstance(choice, Mapping) and bool(choice.get("disable_parallel_tool_use"))
+def _bound_tools(tools: Sequence[ToolLike], options: dict[str, Any]) -> list[FunctionTool]:
+    """The tools, and the call options' `tool_choice` read as the provider's (in place; an
+    Anthropic-style `disable_parallel_tool_use` is `parallel_tool_calls=False`)."""
+    offered = [_function_tool(t) for t in tools]
+    if "tool_choice" in options:
+        choice = options["tool_choice"]
+        if isinstance(choice, Mapping) and choice.get("disable_parallel_tool_use"):
+            options["parallel_tool_calls"] = False
+        options["tool_choice"] = _tool_choice(choice)
+        offered_tools(offered, options["tool_choice"])
+    return offered
 
 
 def _tool_choice(choice: str | dict[str, Any] | bool | None) -> ToolChoice:
     """LangChain's `tool_choice` (ChatAnthropic's and ChatOpenAI's forms) -> the provider's
     (what it means for the tools: `_tool_choice.offered_tools`)."""
     name: Any
-    if isinstance(choice, Mapping):  # `disable_parallel_tool_use`: see `_one_call`
+    if isinstance(choice, Mapping):  # `disable_parallel_tool_use`: see `_bound_tools`
         choice = {k: v for k, v in choice.items() if k != "disable_parallel_tool_use"}
     match choice:
         case None | "auto" | False | {"type": "auto"}:
@@ -586,7 +509,7 @@ def _structured_output(schema: dict[str, Any] | type, message: BaseMessage) -> A
 
 def _request(
     messages: list[BaseMessage], stop: list[str] | None, kwargs: dict[str, Any]
-) -> tuple[list[req.Message], list[FunctionTool], dict[str, Any], list[CallWarning]]:
+) -> tuple[list[req.Message], list[FunctionTool], dict[str, Any], list[sf.CallWarning]]:
     """The provider's messages, tools and call options, and what the messages lost (warned of
     here, and reported with the reply's `response_metadata["warnings"]`)."""
     options = _options(kwargs)
@@ -594,33 +517,16 @@ def _request(
     if stop:  # LangChain's `stop` (invoke, bind): the provider's stop sequences
         options["stop_sequences"] = [*options.get("stop_sequences", ()), *stop]
     # `bind(tools=...)` and `invoke(..., tools=...)` take what bind_tools takes.
-    tools = [_function_tool(t) for t in options.pop("tools", None) or []]
-    if "tool_choice" in options:
-        if _one_call(options["tool_choice"]):
-            options["parallel_tool_calls"] = False
-        options["tool_choice"] = _tool_choice(options["tool_choice"])
-        offered_tools(tools, options["tool_choice"])
-    converted, lost = _converted(messages)
+    tools = _bound_tools(options.pop("tools", None) or [], options)
+    converted, lost = _provider_messages(messages)
     _warn(lost)
     return converted, tools, options, lost
 
 
-def _warn(call_warnings: Sequence[CallWarning]) -> None:
+def _warn(call_warnings: Sequence[sf.CallWarning]) -> None:
     """What was not sent as given, as a Python `UserWarning` too, so it is seen without looking
     at `response_metadata["warnings"]` (as the pydantic-ai adapter does)."""
     warn_user("ChatClaudeAgent", call_warnings, stacklevel=2)
-
-
-def provider_messages(messages: Sequence[BaseMessage]) -> list[req.Message]:
-    """LangChain messages as the provider's typed messages (`sf_provider._request`).
-
-    What the request cannot carry as given is sent as `ChatAnthropic` sends it with a Python
-    `UserWarning` (an empty assistant turn left out, different speaker `name`s, citations,
-    an invalid tool call's unparsable arguments), or refused with `InvalidMessagesError`.
-    """
-    converted, lost = _converted(messages)
-    _warn(lost)
-    return converted
 
 
 #: req.Message types (and ChatMessage roles) of speakers, by the role the request gives them.
@@ -629,11 +535,13 @@ _SPEAKERS = dict.fromkeys(("human", "HumanMessageChunk", "user"), "user") | dict
 )
 
 
-def _converted(
+def _provider_messages(
     messages: Sequence[BaseMessage],
-) -> tuple[list[req.Message], list[CallWarning]]:
+) -> tuple[list[req.Message], list[sf.CallWarning]]:
+    """LangChain messages as the provider's typed messages, and what they lost (sent as
+    `ChatAnthropic` sends it); what cannot be sent is an `InvalidMessagesError`."""
     converted: list[req.Message] = []
-    lost: list[CallWarning] = []
+    lost: list[sf.CallWarning] = []
     answered: dict[str, int] = {}  # tool call id -> the last message answering it
     for i, message in enumerate(messages):
         if isinstance(message, ToolMessage):
@@ -652,8 +560,13 @@ def _converted(
                     f"the request has one system prompt, so this one would move; put it at "
                     f"the start or send it as a HumanMessage"
                 )
-            # Its text blocks on their own lines.
-            lines = [t.text for t in _text_blocks(message.content, where)]
+            lines = []  # its text blocks, on their own lines
+            for block in _content_blocks(message.content):
+                if block.get("type") != "text":
+                    raise InvalidMessagesError(
+                        f"{where}: only text can go here, not {block.get('type')!r}"
+                    )
+                lines.append(str(block.get("text", "")))
             converted.append(req.SystemMessage("\n".join(lines)))
         elif isinstance(message, HumanMessage) or role == "user":
             converted.append(req.UserMessage(_user_content(message.content, where, lost)))
@@ -666,7 +579,7 @@ def _converted(
                 # The API refuses an empty assistant turn but a last one (an empty prefill,
                 # which asks for nothing: left out silently there, as the request is the same).
                 lost.append(
-                    CallWarning(
+                    sf.CallWarning(
                         code="empty-turn-dropped",
                         message=f"{where}: an assistant message with no content (no text, "
                         f"thinking or tool calls) was left out, as ChatAnthropic leaves it out: "
@@ -682,7 +595,7 @@ def _converted(
     for role, names in speakers.items():
         if len(names) > 1:  # one speaker per role: the role already says who spoke
             lost.append(
-                CallWarning(
+                sf.CallWarning(
                     code="names-dropped",
                     message=f"the {role} messages carry different names "
                     f"({', '.join(map(repr, sorted(names)))}), which were not sent: the "
@@ -699,18 +612,8 @@ def _content_blocks(content: str | list[str | dict[str, Any]]) -> list[dict[str,
     return [{"type": "text", "text": b} if isinstance(b, str) else b for b in content]
 
 
-def _text_blocks(content: str | list[str | dict[str, Any]], where: str) -> tuple[req.Text, ...]:
-    """The text blocks of a message that holds text only (each its own block, never glued)."""
-    blocks = []
-    for block in _content_blocks(content):
-        if block.get("type") != "text":
-            raise InvalidMessagesError(f"{where}: only text can go here, not {block.get('type')!r}")
-        blocks.append(req.Text(str(block.get("text", ""))))
-    return tuple(blocks)
-
-
 def _user_content(
-    content: str | list[str | dict[str, Any]], where: str, lost: list[CallWarning]
+    content: str | list[str | dict[str, Any]], where: str, lost: list[sf.CallWarning]
 ) -> tuple[req.Text | req.Image, ...]:
     blocks: list[req.Text | req.Image] = []
     for block in _content_blocks(content):
@@ -776,10 +679,10 @@ def _image_url(image: Any, where: str) -> req.Image:
     return req.Image(url=str(image["url"]), detail=_string(image.get("detail"), where))
 
 
-def _note_citations(block: Mapping[str, Any], where: str, lost: list[CallWarning]) -> None:
+def _note_citations(block: Mapping[str, Any], where: str, lost: list[sf.CallWarning]) -> None:
     """A `citations-dropped` warning (once per message) when a text block carries citations
     (Anthropic's `citations`, LangChain v1 `annotations`): only the text is sent."""
-    warning = CallWarning(
+    warning = sf.CallWarning(
         code="citations-dropped",
         message=f"{where}: the citations of its text were not sent, only the text: the "
         f"provider sends message text without citations",
@@ -794,7 +697,7 @@ def _source(block: Mapping[str, Any]) -> Mapping[str, Any]:
 
 
 def _assistant_content(
-    message: BaseMessage, where: str, answered: set[str], lost: list[CallWarning]
+    message: BaseMessage, where: str, answered: set[str], lost: list[sf.CallWarning]
 ) -> tuple[req.AssistantPart, ...]:
     """An AI message's parts; `answered` holds the call ids later tool messages answer."""
     blocks: list[req.AssistantPart] = []
@@ -888,7 +791,7 @@ def _reasoning(text: Any, signature: Any, where: str) -> req.Reasoning:
 
 
 def _invalid_call(
-    call: Mapping[str, Any], where: str, answered: set[str], lost: list[CallWarning]
+    call: Mapping[str, Any], where: str, answered: set[str], lost: list[sf.CallWarning]
 ) -> req.ToolCall:
     """An invalid tool call (unparsable arguments) as a call, as ChatAnthropic sends it: its
     arguments when they are a JSON object, else none (`{}`) and a warning."""
@@ -915,7 +818,7 @@ def _invalid_call(
         arguments = {}
     if not isinstance(arguments, Mapping):
         lost.append(
-            CallWarning(
+            sf.CallWarning(
                 code="tool-call-arguments-dropped",
                 message=f"{where}: invalid tool call {name!r} ({call_id}) was sent with no "
                 f"arguments ({{}}), as ChatAnthropic sends it: its arguments {args!r} are not "
@@ -950,7 +853,7 @@ def _result_blocks(message: ToolMessage) -> list[dict[str, Any]]:
 
 
 def _tool_results(
-    message: ToolMessage, where: str, lost: list[CallWarning]
+    message: ToolMessage, where: str, lost: list[sf.CallWarning]
 ) -> tuple[req.ToolResult, ...]:
     blocks = _result_blocks(message)
     is_error = message.status == "error"
@@ -977,7 +880,7 @@ def _tool_result(
     content: str | list[str | dict[str, Any]],
     is_error: bool,
     where: str,
-    lost: list[CallWarning],
+    lost: list[sf.CallWarning],
 ) -> req.ToolResult:
     """A tool message's result: text or JSON; with images, content parts."""
     blocks = [] if isinstance(content, str) else _content_blocks(content)
@@ -997,7 +900,7 @@ _TEXTS = {"text", "text-plain"}
 
 
 def _tool_output(
-    content: str | list[str | dict[str, Any]], where: str, lost: list[CallWarning]
+    content: str | list[str | dict[str, Any]], where: str, lost: list[sf.CallWarning]
 ) -> str | tuple[req.Text, ...]:
     """A tool result's output (a string; a list of plain data, sent as JSON) or, for several
     text blocks (a tool that returned a list of strings, say), its `content`: each its own text
@@ -1050,7 +953,7 @@ def _text_block(block: Mapping[str, Any], where: str) -> str:
 # --------------------------------------------------------------------------- results out
 
 
-def usage_metadata(usage: Usage) -> UsageMetadata:
+def _usage_metadata(usage: sf.Usage) -> UsageMetadata:
     """The provider's usage as LangChain's: input tokens include cache reads and writes."""
     return UsageMetadata(
         input_tokens=usage.input_total,
@@ -1064,8 +967,8 @@ def usage_metadata(usage: Usage) -> UsageMetadata:
 
 
 def _response_metadata(
-    finish: FinishPart | GenerateResult,
-    warnings: list[CallWarning],
+    finish: sf.FinishPart | sf.GenerateResult,
+    warnings: list[sf.CallWarning],
     invalid: dict[str, str],
     requested_model: str | None,
 ) -> dict[str, Any]:
@@ -1075,7 +978,7 @@ def _response_metadata(
         "model_provider": "anthropic",
         "finish_reason": finish.finish_reason,
         "stop_reason": finish.raw_stop_reason,
-        "stop_sequence": finish.provider_details.get("stop_sequence"),
+        "stop_sequence": finish.provider_details.get(STOP_SEQUENCE_DETAIL),
         "cost_usd": finish.cost_usd,
         "session_id": finish.session_id,
         "num_turns": finish.num_turns,
@@ -1098,15 +1001,10 @@ def _response_metadata(
     return metadata
 
 
-def ai_message(result: GenerateResult, requested_model: str | None = None) -> AIMessage:
-    """A `GenerateResult` of a single-turn query as an `AIMessage`.
-
-    Its content is the text, or, when the reply has signed or redacted thinking or tool calls,
-    Anthropic content blocks as `ChatAnthropic` gives them (`thinking` with its signature,
-    `redacted_thinking`, `text`, `tool_use`): the next request replays the thinking, which the
-    API wants back with the calls.
-    `requested_model` is the `model_name` when the CLI does not report which model answered.
-    """
+def _ai_message(result: sf.GenerateResult, requested_model: str | None = None) -> AIMessage:
+    """A `GenerateResult` of a single-turn query as an `AIMessage`: the text, or, with signed
+    or redacted thinking or tool calls, Anthropic content blocks as `ChatAnthropic` gives them
+    (the next request replays the thinking, which the API wants back with the calls)."""
     calls: list[ToolCall] = []
     for call in result.tool_calls:
         _app_call(call.provider_executed, call.tool_name)
@@ -1131,7 +1029,7 @@ def ai_message(result: GenerateResult, requested_model: str | None = None) -> AI
     return AIMessage(
         content=content,
         tool_calls=calls,
-        usage_metadata=usage_metadata(result.usage),
+        usage_metadata=_usage_metadata(result.usage),
         response_metadata=_response_metadata(result, result.warnings, invalid, requested_model),
         additional_kwargs=additional,
     )
@@ -1159,45 +1057,47 @@ class _ChunkMapper:
     def __init__(self, requested_model: str | None, *, blocks: bool = False) -> None:
         self.requested_model = requested_model
         self.blocks = blocks
-        self.warnings: list[CallWarning] = []
+        self.warnings: list[sf.CallWarning] = []
         self.invalid: dict[str, str] = {}
         self.streamed = SentParts()  # part and call ids already handed to LangChain
         self.index: dict[str, int | None] = {}  # part id -> its content block (None: a string)
 
+    def _in_blocks(self) -> bool:
+        return self.blocks or any(i is not None for i in self.index.values())
+
     def _index(self, part_id: str, *, block: bool) -> int | None:
         if part_id not in self.index:
-            blocks = self.blocks or any(i is not None for i in self.index.values())
-            self.index[part_id] = len(self.index) if block or blocks else None
+            self.index[part_id] = len(self.index) if block or self._in_blocks() else None
         return self.index[part_id]
 
-    def chunk(self, part: StreamPart) -> ChatGenerationChunk | None:
+    def chunk(self, part: sf.StreamPart) -> ChatGenerationChunk | None:
         match part:
-            case StreamStartPart():
+            case sf.StreamStartPart():
                 _warn(part.warnings)
                 self.warnings.extend(part.warnings)
-            case TextDeltaPart():
+            case sf.TextDeltaPart():
                 self.streamed.add(part.id)
                 index = self._index(part.id, block=False)
                 if index is None:
                     return _chunk(AIMessageChunk(content=part.delta))
                 return _chunk(AIMessageChunk(content=[
                     {"type": "text", "text": part.delta, "index": index}]))  # fmt: skip
-            case ReasoningDeltaPart():
+            case sf.ReasoningDeltaPart():
                 self.streamed.add(part.id)
                 block = {"type": "thinking", "thinking": part.delta,
                          "index": self._index(part.id, block=True)}  # fmt: skip
                 return _chunk(AIMessageChunk(content=[block], additional_kwargs={
                     "reasoning_content": part.delta}))  # fmt: skip
-            case ReasoningEndPart() if part.redacted:  # whole, as ChatAnthropic streams it
+            case sf.ReasoningEndPart() if part.redacted:  # whole, as ChatAnthropic streams it
                 self.streamed.add(part.id)
                 block = {"type": "redacted_thinking", "data": part.redacted,
                          "index": self._index(part.id, block=True)}  # fmt: skip
                 return _chunk(AIMessageChunk(content=[block]))
-            case ReasoningEndPart() if part.signature and part.id in self.index:
+            case sf.ReasoningEndPart() if part.signature and part.id in self.index:
                 block = {"type": "thinking", "thinking": "", "signature": part.signature,
                          "index": self.index[part.id]}  # fmt: skip
                 return _chunk(AIMessageChunk(content=[block]))
-            case ToolCallPart():
+            case sf.ToolCallPart():
                 _app_call(part.provider_executed, part.tool_name)
                 self.streamed.add(part.tool_call_id)
                 if part.invalid:
@@ -1212,35 +1112,34 @@ class _ChunkMapper:
                     index=index,
                 )
                 return _chunk(AIMessageChunk(content=[use], tool_call_chunks=[call]))
-            case ToolResultPart():
+            case sf.ToolResultPart():
                 _app_call(part.provider_executed, part.tool_name)
-            case DiscardPart():
+            case sf.DiscardPart():
                 self.streamed.discard(
                     part, "retry, or use invoke/ainvoke, which fold the redo correctly"
                 )
-            case FinishPart():
+            case sf.FinishPart():
                 metadata = _response_metadata(
                     part, self.warnings, self.invalid, self.requested_model
                 )
                 # Empty content of the stream's own kind (a string would become a text block).
-                blocks = self.blocks or any(i is not None for i in self.index.values())
                 return _chunk(
                     AIMessageChunk(
-                        content=[] if blocks else "",
-                        usage_metadata=usage_metadata(part.usage),
+                        content=[] if self._in_blocks() else "",
+                        usage_metadata=_usage_metadata(part.usage),
                         response_metadata=metadata,
                         chunk_position="last",
                     )
                 )
             case (
-                ErrorPart()  # the provider raises right after it
-                | TextStartPart()
-                | TextEndPart()
-                | ReasoningStartPart()
-                | ReasoningEndPart()  # unsigned, or with no text streamed
-                | ToolInputStartPart()
-                | ToolInputDeltaPart()  # the call is streamed whole, as its tool-call part
-                | ToolInputEndPart()
+                sf.ErrorPart()  # the provider raises right after it
+                | sf.TextStartPart()
+                | sf.TextEndPart()
+                | sf.ReasoningStartPart()
+                | sf.ReasoningEndPart()  # unsigned, or with no text streamed
+                | sf.ToolInputStartPart()
+                | sf.ToolInputDeltaPart()  # the call is streamed whole, as its tool-call part
+                | sf.ToolInputEndPart()
             ):
                 pass
         return None
@@ -1279,11 +1178,6 @@ _LANGCHAIN_ERRORS: dict[ErrorKind, str | None] = {
 }
 
 
-def _langchain_error(exc: ProviderError) -> str | None:
-    """The name of LangChain's standard model error for `exc`, by its kind."""
-    return _LANGCHAIN_ERRORS[classify(exc).kind]
-
-
 #: (provider error class, LangChain error class) -> the class deriving from both.
 _MIXED: dict[tuple[type[ProviderError], type[Exception]], type[ProviderError]] = {}
 
@@ -1294,7 +1188,7 @@ def _as_langchain_error(exc: ProviderError) -> None:
     decides on it (`ModelRetryMiddleware` does not retry what `is_retryable` says will fail
     again; summarization cuts the history on `ContextOverflowError`), and code catching the
     provider's error still catches it. Kept as it is with a langchain-core without them."""
-    name = _langchain_error(exc)
+    name = _LANGCHAIN_ERRORS[classify(exc).kind]
     kind = getattr(langchain_errors, name, None) if name else None
     if isinstance(kind, type) and issubclass(kind, Exception) and not isinstance(exc, kind):
         exc.__class__ = _mixed(type(exc), kind)

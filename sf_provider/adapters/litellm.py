@@ -1,66 +1,14 @@
 """LiteLLM provider: `litellm.completion(model="claude-agent/<model>")` on `ClaudeAgentProvider`.
 
-Registered through LiteLLM's custom-provider mechanism (`litellm.custom_provider_map`), so every
-framework that reaches models through LiteLLM (CrewAI, DSPy, smolagents, the OpenAI Agents SDK's
-`LitellmModel`, ...) gets Claude through the Claude Code CLI with real tool calling::
+`register()` adds `ClaudeAgentLLM` to `litellm.custom_provider_map`, so every framework that
+reaches models through LiteLLM (CrewAI, DSPy, smolagents, the OpenAI Agents SDK's
+`LitellmModel`, ...) gets Claude through the Claude Code CLI with real tool calling. Requests
+are read as the gateway's `/v1/chat/completions` reads them (`sf_provider._openai_format`);
+errors are LiteLLM's exception types, by the kind of error (`_error_kinds.classify`).
 
-    import litellm
-    from sf_provider.adapters.litellm import register
-
-    register()  # or register(settings=ProviderSettings(...)), or register(provider)
-
-    response = await litellm.acompletion(
-        model="claude-agent/claude-sonnet-5-5",  # any model the CLI takes; "default": its default
-        messages=[{"role": "user", "content": "Weather in Paris?"}],
-        tools=[{"type": "function", "function": {"name": "get_weather", "parameters": {...}}}],
-    )
-    response.choices[0].message.tool_calls  # the calls, for the application to run
-
-Requests are read like the gateway's `/v1/chat/completions` (`sf_provider._openai_format`):
-tools go out with the request and come back as `tool_calls` (single-turn: the application runs
-them and sends `tool` messages), `tool_choice`, `response_format` (json_schema / json_object:
-the content is the structured output), `max_tokens`, `reasoning_effort`, `thinking` (the
-Messages API's object, as LiteLLM takes it for Anthropic models), `stream`, `stop` (the answer
-ends before the first stop sequence, as the gateway's); a parameter that cannot be honoured
-(`temperature` other than 1, `n` > 1, anything in `extra_body` the gateway would refuse, ...)
-raises `litellm.BadRequestError` naming it: for the sampling parameters LiteLLM passes on
-(`temperature`, `top_p`, `seed`, `n`, penalties, ...) its
-`UnsupportedParamsError`, and under `drop_params` they are dropped with a `parameter-dropped`
-warning instead, as LiteLLM drops what a provider does not support. LiteLLM's own list of
-what a custom provider takes lacks `reasoning_effort` and `thinking`: pass
-`allowed_openai_params=["reasoning_effort"]` (or `"thinking"`) to send one (LiteLLM refuses it
-otherwise). With `drop_params=True` LiteLLM drops them before this provider sees them; they are
-taken back from LiteLLM's record of the call (`model_call_details`) and honoured, and any other
-parameter LiteLLM dropped is a `parameter-dropped` warning.
-
-The query's warnings (`CallWarning`: something not honoured exactly as asked, e.g.
-`history-flattened`) are Python `UserWarning`s and go in the answer's
-`message.provider_specific_fields["warnings"]` (streamed: the first chunk's delta's). Streamed
-answers carry reasoning (`reasoning_content` deltas, then the signed `thinking_blocks`) as the
-non-streamed ones do.
-
-Errors are LiteLLM's exception types, by the same kinds of error as the gateway's statuses
-(`RateLimitError`, `ServiceUnavailableError`, `Timeout`, ...), with the provider's error as
-`__cause__`; a server error of the Messages API keeps its status, as LiteLLM's Anthropic
-provider raises it (500: `InternalServerError`), and a lost connection is LiteLLM's
-`APIConnectionError`.
-
-Usage carries the CLI's cost of the query as `usage.cost`, which LiteLLM bills
-(`completion_cost`, `_hidden_params["response_cost"]`, its callbacks and spend tracking).
-`register` also gives LiteLLM model info for `claude-agent/<model>` (the CLI's aliases and
-every Anthropic chat model LiteLLM knows, with its context sizes): `supports_function_calling`,
-`supports_response_schema`, `supports_vision`, ... are true, PDFs, audio, web search and
-prefill false, so frameworks that ask before sending tools (CrewAI, DSPy) send them.
-
-LiteLLM's `timeout` (600 s unless given) bounds the query, and so does
-`ProviderSettings.timeout`: the shorter holds. `max_retries` (and `num_retries`, which LiteLLM
-passes as it) are the CLI's HTTP retries. The `anthropic-beta` header (`extra_headers`) adds its
-betas to the call's request, like the gateway's; other headers cannot be sent by the CLI and
-are `parameter-dropped` warnings. A per-call `api_key` or `api_base` is a `BadRequestError`: the
-CLI reaches the API with the provider's credentials and endpoint.
-
-LiteLLM fetches its model cost map from the network when imported, unless
-`LITELLM_LOCAL_MODEL_COST_MAP=True` is set first.
+What each parameter does, LiteLLM's parameter lists, cost, model info, warnings, timeouts and
+headers: the README, "Gateway" (the `/v1/chat/completions (and LiteLLM)` column and "Notes on
+LiteLLM").
 """
 
 from __future__ import annotations
@@ -145,22 +93,19 @@ _REASONING_FIELDS = frozenset({"reasoning_content", "thinking_blocks"})
 #: be unsupported.
 _CAPABILITIES: dict[str, Any] = {
     "mode": "chat",
-    "supports_function_calling": True,
-    "supports_parallel_function_calling": True,
-    "supports_tool_choice": True,
-    "supports_response_schema": True,
-    "supports_vision": True,
-    "supports_system_messages": True,
-    "supports_reasoning": True,
-    "supports_native_streaming": True,
-    "supports_pdf_input": False,
-    "supports_audio_input": False,
-    "supports_web_search": False,
-    "supports_computer_use": False,
-    "supports_assistant_prefill": False,
-    "supports_mid_conversation_system": False,
-    "supports_tool_search": False,
-}
+    **dict.fromkeys(
+        ("supports_function_calling", "supports_parallel_function_calling", "supports_tool_choice",
+         "supports_response_schema", "supports_vision", "supports_system_messages",
+         "supports_reasoning", "supports_native_streaming"),
+        True,
+    ),
+    **dict.fromkeys(
+        ("supports_pdf_input", "supports_audio_input", "supports_web_search",
+         "supports_computer_use", "supports_assistant_prefill",
+         "supports_mid_conversation_system", "supports_tool_search"),
+        False,
+    ),
+}  # fmt: skip
 
 #: The CLI's model aliases (and "default", its default model): the model they stand for
 #: changes with the CLI, so they get the capabilities without context sizes.
@@ -213,14 +158,9 @@ class ClaudeAgentLLM(CustomLLM):
     async def astreaming(  # type: ignore[override]  # LiteLLM iterates an async generator
         self, *args: Any, **kwargs: Any
     ) -> AsyncIterator[GenericStreamingChunk | ModelResponseStream]:
-        """`litellm.acompletion(model="claude-agent/...", stream=True)`: the role (with the
-        query's warnings), reasoning deltas and the signed `thinking_blocks`, text deltas,
-        tool-call deltas (index, id and name, then argument fragments), then the finish reason
-        and usage.
-
-        Reasoning goes out as LiteLLM's own `ModelResponseStream` chunks (its
-        `GenericStreamingChunk` has no field for it), the rest as generic chunks, whose usage
-        LiteLLM takes as given; the first chunk sets the stream's id."""
+        """`litellm.acompletion(model="claude-agent/...", stream=True)`: `ChunkMapper`'s chunks,
+        reasoning as LiteLLM's `ModelResponseStream` (its `GenericStreamingChunk` has no field
+        for it), the rest as generic chunks, whose usage LiteLLM takes as given."""
         chat, model, options, lost = self._request(kwargs)
         mapper = ChunkMapper(structured=chat.structured)
         stream_id = f"chatcmpl-{uuid.uuid4().hex}"
@@ -250,7 +190,7 @@ class ClaudeAgentLLM(CustomLLM):
         except ProviderError as exc:
             _raise(exc, model, self.name)
 
-    # -- sync: the async path on an event loop of its own (`sf_provider._sync`, as LangChain's)
+    # -- sync: the async path on an event loop of its own (`sf_provider._sync`)
 
     def completion(self, *args: Any, **kwargs: Any) -> ModelResponse:
         """`litellm.completion(model="claude-agent/...")` without `stream`."""
@@ -275,23 +215,20 @@ class ClaudeAgentLLM(CustomLLM):
         dropped = _dropped_by_litellm(kwargs, given)
         restored = {k: v for k, v in dropped.items() if k in _RESTORED}
         lost = [
-            CallWarning(
-                code="parameter-dropped",
-                message=f"LiteLLM dropped the parameter {name!r} (drop_params) before this "
-                f"provider saw it: it did not reach the model",
-            )
+            _dropped(f"LiteLLM dropped the parameter {name!r} (drop_params) before this provider "
+                     f"saw it: it did not reach the model")
             for name in sorted(dropped.keys() - _RESTORED - _DROPPED_HARMLESSLY)
-        ]
+        ]  # fmt: skip
         headers = {str(k).lower(): str(v) for k, v in (kwargs.get("headers") or {}).items()}
         lost += [
-            CallWarning(
-                code="parameter-dropped",
-                message=f"the header {name!r} (extra_headers or litellm.headers) was not sent: "
-                f"the Claude Code CLI makes the API request and takes no headers from the call",
-            )
+            _dropped(f"the header {name!r} (extra_headers or litellm.headers) was not sent: the "
+                     f"Claude Code CLI makes the API request and takes no headers from the call")
             for name in sorted(headers.keys() - {"anthropic-beta"})
-        ]
-        body = {**restored, **optional, **extra, "messages": _plain(kwargs.get("messages") or [])}
+        ]  # fmt: skip
+        # LiteLLM lets an application send back its `Message` objects: as plain dicts.
+        given_messages = kwargs.get("messages") or []
+        messages = [m.model_dump() if hasattr(m, "model_dump") else m for m in given_messages]
+        body = {**restored, **optional, **extra, "messages": messages}
         if model != "default":
             body["model"] = model
         try:
@@ -352,12 +289,13 @@ class ClaudeAgentLLM(CustomLLM):
                 body.pop(exc.param)
                 why = str(exc).removeprefix(f"parameter {exc.param!r}: ")
                 lost.append(
-                    CallWarning(
-                        code="parameter-dropped",
-                        message=f"the parameter {exc.param!r} was dropped (drop_params) and did "
-                        f"not reach the model: {why.removesuffix('; leave it out')}",
-                    )
-                )
+                    _dropped(f"the parameter {exc.param!r} was dropped (drop_params) and did "
+                             f"not reach the model: {why.removesuffix('; leave it out')}")
+                )  # fmt: skip
+
+
+def _dropped(message: str) -> CallWarning:
+    return CallWarning(code="parameter-dropped", message=message)
 
 
 def _dropped_by_litellm(kwargs: Mapping[str, Any], given: Mapping[str, Any]) -> dict[str, Any]:
@@ -380,11 +318,6 @@ def _usage(usage: Usage, cost_usd: float | None) -> dict[str, Any]:
     if cost_usd is not None:
         answer["cost"] = cost_usd
     return answer
-
-
-def _plain(messages: Sequence[Any]) -> list[Any]:
-    """Messages as plain dicts: LiteLLM lets an application send back its `Message` objects."""
-    return [m.model_dump() if hasattr(m, "model_dump") else m for m in messages]
 
 
 def _stream_chunk(stream_id: str, model: str, choice: Mapping[str, Any]) -> ModelResponseStream:

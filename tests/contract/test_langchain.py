@@ -25,7 +25,7 @@ from langchain_core.tools import BaseTool, tool
 
 from sf_provider import StreamRetractionError
 from sf_provider import _request as req
-from sf_provider.adapters.langchain import ChatClaudeAgent, provider_messages
+from sf_provider.adapters.langchain import ChatClaudeAgent, _provider_messages
 from sf_provider.testing import (
     RecordedRequest,
     Reply,
@@ -288,7 +288,7 @@ def test_messages_convert_faithfully() -> None:
         AIMessage("Adding.", tool_calls=[{"name": "add", "args": {"a": 1}, "id": "c1"}]),
         ToolMessage("boom", tool_call_id="c1", status="error"),
     ]
-    assert provider_messages(messages) == [
+    assert _provider_messages(messages)[0] == [
         req.SystemMessage("Be brief."),
         req.UserMessage((req.Text("Look:"), req.Image(url=f"data:image/png;base64,{pixel}"))),
         req.AssistantMessage((req.Text("Adding."), req.ToolCall("c1", "add", {"a": 1}))),

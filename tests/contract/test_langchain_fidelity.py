@@ -38,7 +38,7 @@ from sf_provider import (
     UnsupportedRequestError,
 )
 from sf_provider import _request as req
-from sf_provider.adapters.langchain import ChatClaudeAgent, provider_messages
+from sf_provider.adapters.langchain import ChatClaudeAgent, _provider_messages
 from sf_provider.testing import (
     ScriptedMessagesAPI,
     http_error,
@@ -452,13 +452,15 @@ def test_a_provider_and_settings_together_are_refused() -> None:
 
 
 def test_a_system_message_after_the_start_is_refused() -> None:
-    assert provider_messages([SystemMessage("A"), SystemMessage("B"), HumanMessage("q")])[:2] == [
+    assert _provider_messages([SystemMessage("A"), SystemMessage("B"), HumanMessage("q")])[0][
+        :2
+    ] == [
         req.SystemMessage("A"),
         req.SystemMessage("B"),
     ]
     history = [SystemMessage("A"), HumanMessage("q1"), AIMessage("a1"), SystemMessage("French")]
     with pytest.raises(InvalidMessagesError, match=r"message 3 .*system messages must come first"):
-        provider_messages([*history, HumanMessage("q2")])
+        _provider_messages([*history, HumanMessage("q2")])
 
 
 @pytest.mark.anyio
@@ -519,7 +521,7 @@ def test_a_file_in_a_tool_message_is_refused() -> None:
     history = [HumanMessage("Draw."), AIMessage("", tool_calls=[call]),
                ToolMessage([pdf], tool_call_id="toolu_01")]  # fmt: skip
     with pytest.raises(InvalidMessagesError, match=r"message 2 .*file blocks cannot be sent"):
-        provider_messages(history)
+        _provider_messages(history)
 
 
 @pytest.mark.parametrize(
@@ -531,7 +533,7 @@ def test_a_file_in_a_tool_message_is_refused() -> None:
 )
 def test_an_image_by_file_id_is_refused_clearly(image: dict[str, Any]) -> None:
     with pytest.raises(InvalidMessagesError, match="images by file id"):
-        provider_messages([HumanMessage([{"type": "text", "text": "Look:"}, image])])
+        _provider_messages([HumanMessage([{"type": "text", "text": "Look:"}, image])])
 
 
 @pytest.mark.anyio
@@ -756,7 +758,7 @@ def test_an_invalid_tool_call_without_an_id_or_name_is_refused(
     call = {**invalid_call("{}", call_id), "name": name}
     history = [HumanMessage("Weather?"), AIMessage("", invalid_tool_calls=[call])]
     with pytest.raises(InvalidMessagesError, match=r"message 1 .*needs an id and a name"):
-        provider_messages([*history, HumanMessage("Well?")])
+        _provider_messages([*history, HumanMessage("Well?")])
 
 
 @pytest.mark.parametrize("empty", ["", "   ", [{"type": "text", "text": ""}]])
@@ -873,7 +875,7 @@ def test_a_legacy_function_call_is_refused() -> None:
         "", additional_kwargs={"function_call": {"name": "Weather", "arguments": "{}"}}
     )
     with pytest.raises(InvalidMessagesError, match=r"message 1 .*function_call.*tool_calls"):
-        provider_messages([HumanMessage("Weather?"), legacy, HumanMessage("Well?")])
+        _provider_messages([HumanMessage("Weather?"), legacy, HumanMessage("Well?")])
 
 
 @pytest.mark.anyio

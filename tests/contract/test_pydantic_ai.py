@@ -331,13 +331,13 @@ async def test_history_converts_faithfully_to_provider_messages() -> None:
         ToolMessage,
         UserMessage,
     )
-    from sf_provider.adapters.pydantic_ai import SYSTEM, to_provider_messages
+    from sf_provider.adapters.pydantic_ai import _to_provider_messages
 
     history = [
         ModelRequest(parts=[SystemPromptPart("Be brief."), UserPromptPart("Weather?")]),
         ModelResponse(
             parts=[
-                ThinkingPart("hmm", signature="sig", provider_name=SYSTEM),
+                ThinkingPart("hmm", signature="sig", provider_name="claude-agent-sdk"),
                 TextPart("Checking."),
                 ToolCallPart("get_celsius", {"city": "Paris"}, tool_call_id="c1"),
                 ToolCallPart("to_fahrenheit", {"celsius": "x"}, tool_call_id="c2"),
@@ -353,7 +353,7 @@ async def test_history_converts_faithfully_to_provider_messages() -> None:
             ]
         ),
     ]
-    messages = await to_provider_messages(history, instructions="Use tools.")
+    messages = await _to_provider_messages(history, instructions="Use tools.")
     assert messages[:4] == [
         SystemMessage("Use tools."),
         SystemMessage("Be brief."),

@@ -403,7 +403,7 @@ def test_usage_counts_cached_input_once_and_every_door_renames_it() -> None:
         "total_tokens": 26,
         "prompt_tokens_details": {"cached_tokens": 11},
     }
-    metadata = lc.usage_metadata(usage)
+    metadata = lc._usage_metadata(usage)
     assert (metadata["input_tokens"], metadata["total_tokens"]) == (21, 26)
     assert metadata["input_token_details"] == {"cache_read": 11, "cache_creation": 7}
     finish = FinishPart(finish_reason="stop", usage=usage)
