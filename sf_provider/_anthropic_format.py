@@ -84,6 +84,7 @@ from ._request import (
     holds_tool_blocks,
 )
 from ._stop import STOP_SEQUENCE_DETAIL
+from ._thinking import thinking_option
 from ._tool_choice import NamedToolChoice, ToolChoice, offered_tools
 from .errors import InvalidMessagesError, UnsupportedRequestError
 from .tools import FunctionTool, tools_from_specs
@@ -120,6 +121,7 @@ __all__ = [
     "message_id",
     "parse_request",
     "stop_reason",
+    "thinking_option",  # the LangChain adapter's import, until it takes `_thinking`'s
 ]
 
 JSON = dict[str, Any]
@@ -370,35 +372,6 @@ def _output_config(config: Any, options: JSON) -> bool:
         raise _refuse("output_config.format.schema", "must be a JSON Schema object")
     options["output_schema"] = dict(schema)
     return True
-
-
-def thinking_option(config: Any) -> str | int | None:
-    """The Messages API's `thinking` object (what `ChatAnthropic` takes too) as the provider's
-    `thinking` option: a budget, `"adaptive"` or `"disabled"`; refused naming the field."""
-    if config is None:
-        return None
-    if not isinstance(config, Mapping):
-        raise _refuse("thinking", "must be an object")
-    kind = config.get("type")
-    if _present(config, "display"):
-        raise _refuse(
-            "thinking.display",
-            "the CLI cannot choose how thinking is displayed (the model's default applies); "
-            "drop it",
-        )
-    if kind == "enabled":
-        _check_keys(config, "thinking", {"type", "budget_tokens", "display"}, set())
-        budget = config.get("budget_tokens")
-        if isinstance(budget, bool) or not isinstance(budget, int) or budget < 1024:
-            raise _refuse("thinking.budget_tokens", "required: an integer of at least 1024")
-        return budget
-    if kind in ("adaptive", "disabled"):
-        _check_keys(config, "thinking", {"type", "display"}, set())
-        return str(kind)
-    raise _refuse(
-        "thinking.type",
-        f"{kind!r} is not supported; use 'enabled' (with budget_tokens), 'adaptive' or 'disabled'",
-    )
 
 
 def _tool_choice(choice: Any) -> ToolChoice | None:

@@ -41,7 +41,6 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from ._anthropic_format import thinking_option
 from ._error_kinds import SentParts
 from ._messages import IMAGE_DETAIL, NO_LOW_DETAIL, TOOLS_NEEDED
 from ._request import (
@@ -58,6 +57,7 @@ from ._request import (
     UserMessage,
     holds_tool_blocks,
 )
+from ._thinking import thinking_option
 from ._tool_choice import NamedToolChoice, ToolChoice, offered_tools
 from .errors import InvalidMessagesError, UnsupportedRequestError
 from .settings import EFFORT_NAMES
