@@ -1,62 +1,9 @@
-"""The Anthropic Messages API format, translated onto the provider: pure, no HTTP.
+"""The Anthropic Messages API format <-> the provider: pure, no HTTP.
 
-`parse_request` turns a `POST /v1/messages` body into one provider call (`MessagesCall`: the
-request messages, `FunctionTool`s without executors, call options); `EventMapper` turns the
-stream parts of that call into the API's SSE events, and `message` the `GenerateResult` the
-same parts fold into (the provider's own collector) into the API's non-streaming message. The
-gateway endpoint (`sf_provider.gateway.anthropic`) only moves bytes.
-
-What each request parameter does. The issue's rule: a parameter the gateway cannot honour is
-refused with a 400 naming it, unless the API's spec lets a server ignore it.
-
-- Honoured: `model`, `max_tokens` (the CLI's output limit), `messages`, `system`, `stream`.
-- `tools`: custom tools (`name`, `description`, `input_schema`) are offered; their calls come back
-  as `tool_use` blocks and nothing runs on the server. Any other `type` (server tools:
-  `web_search_*`, `bash_*`, `text_editor_*`, `code_execution_*`, ...): 400. A tool's fields
-  follow the rule of every door (`tools.tool_from_spec`): `strict: true` and any field beyond
-  the name, description and schema (`input_examples`, `defer_loading: true`,
-  `eager_input_streaming: true`, ...): 400; `cache_control`: ignored. Messages
-  holding `tool_use` or `tool_result` blocks in a request without `tools`: 400, as the API
-  answers (checked here, before a CLI starts).
-- `tool_choice`: `auto`, `any`, `tool` and `none` are honoured (`any` and `tool` by a
-  system-prompt instruction and a check: a reply without the call is an error, 502).
-  `disable_parallel_tool_use: true` is the call option `parallel_tool_calls=False`, which the
-  provider refuses (400) while tools can be called: the CLI cannot limit a turn to one call yet.
-- `thinking`: `enabled` (`budget_tokens`), `adaptive` and `disabled` are honoured, checked
-  against the model before the API is called (a value it cannot take: 400). `display`,
-  `between_tools`: 400.
-- `output_config`: `effort` is honoured; `format` (`json_schema`) too: the answer is one text
-  block holding the JSON.
-- `temperature`: `1` is accepted, since the CLI's request carries no temperature and the API's
-  default is 1; any other value: 400. `top_p`, `top_k`: 400 (the CLI has no switch for them).
-- `stop_sequences`: honoured (the provider's `stop_sequences`): the answer ends before the first
-  one the model writes, with `stop_reason` `stop_sequence` and the sequence in `stop_sequence`;
-  the CLI cannot send them to the API yet, so the tokens after it are still billed. Not with
-  `output_config.format` (400).
-- `metadata`: its `user_id` is ignored (the spec: an identifier for abuse detection); any other
-  key is refused, as the API refuses it.
-- `cache_control` (top level, on blocks and tools): ignored; caching changes cost, never the
-  answer, and the CLI sets its own cache breakpoints.
-- `service_tier`: `auto` (the default) is accepted, `standard_only`: 400. `speed`: `standard`
-  (the default) is accepted, `fast`: 400.
-- `thread` (a conversation held by the server between requests, which the SDKs' tool runners
-  ask for first): 400 with the API's own `error.details.error_code`
-  `thread_unsupported_request`, on which the runners send the whole conversation unthreaded.
-  The gateway holds nothing between requests: each runs on the history it carries.
-- `container`, `mcp_servers`, `context_management`, `inference_geo`, `diagnostics` and any other
-  parameter: 400.
-- The `anthropic-beta` header (`header_betas`): a beta the CLI sends on every request by itself
-  (`CLI_BETAS`) is there anyway; any other is passed on for this call (`CallOptions.betas`).
-
-Parameters sent as `null` count as absent. In `messages`: `user` content `text`, `image` (`base64`
-and `url` sources) and `tool_result` (content a string or text and image blocks, each block kept;
-`is_error`; as the API requires, first in their message, before any text or image); `assistant`
-content `text`, `thinking` (replayed natively when signed), `redacted_thinking` and `tool_use` (an
-assistant message with no content is left out, as the provider leaves it out); `system` messages
-before the first turn (joined into the system prompt). Anything else (`document`, `search_result`,
-server tool blocks, citations, a `system` message mid-conversation, a final `assistant` message to
-continue) is a 400 naming it. The response's `usage` comes in `message_delta` (the totals of the
-query); `message_start` carries zeros, since the CLI reports usage when the query ends.
+`parse_request` reads a `POST /v1/messages` body into one provider call (`MessagesCall`);
+`message` renders the `GenerateResult` and `EventMapper` the stream parts of that call as the
+API's message and SSE events. What each parameter does (honoured, ignored, refused with a 400
+naming it): the README's table under "Gateway".
 """
 
 from __future__ import annotations
@@ -115,7 +62,6 @@ __all__ = [
     "EventMapper",
     "MessagesCall",
     "ThreadUnsupportedError",
-    "error_body",
     "header_betas",
     "message",
     "message_id",
@@ -255,8 +201,7 @@ def header_betas(headers: Iterable[str]) -> list[str]:
 def parse_request(body: Any) -> MessagesCall:
     """A Messages API request body as a provider call; a 400-worthy problem raises a
     `ProviderError` (`UnsupportedRequestError`, `InvalidMessagesError`, `ToolDefinitionError`)
-    whose message starts with the parameter it is about. What each parameter does: the module
-    docstring."""
+    whose message starts with the parameter it is about. What each parameter does: the README."""
     if not isinstance(body, Mapping):
         raise _refuse("body", f"must be a JSON object, not {type(body).__name__}")
     _check_keys(body, "", set(_KNOWN), set())
@@ -632,11 +577,6 @@ def _assistant(content: Any, where: str) -> AssistantMessage:
 
 
 # -- the response
-
-
-def error_body(error_type: str, message: str) -> JSON:
-    """An error in the Messages API's shape (the body of an error response or SSE event)."""
-    return {"type": "error", "error": {"type": error_type, "message": message}}
 
 
 def message_id() -> str:

@@ -1,35 +1,12 @@
 """The OpenAI Chat Completions format <-> the provider: requests in, completions and chunks out.
 
 Shared by the gateway's `POST /v1/chat/completions` and the LiteLLM provider, so both read a
-request and write an answer the same way. Pure: nothing here runs a query.
-
-Tools come with the request and have no executor: every query is single-turn and the calls go
-back to the client (`finish_reason: "tool_calls"`), which runs them and sends `tool` messages.
-
-Parameters (`chat_request`): a parameter that cannot be honoured is refused with an
-`UnsupportedParameterError` naming it (HTTP 400 at the gateway), unless the spec lets a server
-ignore it (metadata and caching hints). So are parameters that contradict each other
-(`max_tokens` and `max_completion_tokens` of different values), `stream_options` without
-`stream: true` (as OpenAI refuses it), and tool calls or results in the messages of a request
-without `tools` (the Messages API refuses those). A parameter at the value that asks for nothing
-(`n: 1`, `temperature: 1`, `logprobs: false`, `null`) is accepted. Besides OpenAI's
-`reasoning_effort`, the Messages API's `thinking` object (`enabled` with `budget_tokens`,
-`adaptive`, `disabled`: what LiteLLM takes for Anthropic models) is honoured.
-
-Signed thinking has no field in the OpenAI format; like LiteLLM, an answer carries it in the
-message's `thinking_blocks` (and its text in `reasoning_content`), redacted thinking as
-`{"type": "redacted_thinking", "data"}` there too, and an assistant message sent back with
-`thinking_blocks` replays them natively.
-
-Message fields (`provider_messages`) follow the same rule as parameters: a field either reaches
-the model or is refused with an `UnsupportedParameterError` naming it (`messages[i].<field>`).
-A known field that asks for nothing (`null`, `""`, `[]`, `{}`: `refusal`, `audio`,
-`function_call`, `annotations` as official clients send them back) is accepted, and so is
-`cache_control`, a caching hint (LiteLLM's). `name` cannot reach the model (the Messages API
-has no participant names): on a `tool` message it repeats what `tool_call_id` says, and one name
-per role (a named assistant, a named user) loses nothing the role does not say, so both are
-accepted; messages of one role with different names (a group chat) are refused, as the model
-could not tell who said what.
+request and write an answer the same way. Pure: nothing here runs a query. Tools have no
+executor: their calls go back to the client (`finish_reason: "tool_calls"`). What each parameter
+and message field does (honoured, ignored, accepted only empty, refused with an
+`UnsupportedParameterError` naming it): the README's table under "Gateway". Signed thinking,
+which the format has no field for, travels as LiteLLM carries it: `thinking_blocks` (and its
+text in `reasoning_content`).
 """
 
 from __future__ import annotations
@@ -557,7 +534,7 @@ def provider_messages(messages: Any) -> list[Message]:
     carry text, a `refusal`, `tool_calls` and LiteLLM-style `thinking_blocks` (or, without them,
     `reasoning_content`, replayed as text); `tool` messages answer the calls by `tool_call_id`
     (several text parts stay separate text blocks of the result). Nothing is glued together.
-    Any other field is refused (the module docstring says which empty ones are accepted).
+    Any other field is refused (the README says which empty ones are accepted).
     """
     if not isinstance(messages, Sequence) or isinstance(messages, str | bytes) or not messages:
         raise InvalidMessagesError("'messages' must be a non-empty list of messages")
