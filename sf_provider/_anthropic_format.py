@@ -15,7 +15,6 @@ from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
 from ._error_kinds import SentParts
-from ._messages import TOOLS_NEEDED
 from ._request import (
     AssistantMessage,
     AssistantPart,
@@ -28,7 +27,6 @@ from ._request import (
     ToolMessage,
     ToolResult,
     UserMessage,
-    holds_tool_blocks,
 )
 from ._stop import STOP_SEQUENCE_DETAIL
 from ._thinking import thinking_option
@@ -73,28 +71,11 @@ __all__ = [
 JSON = dict[str, Any]
 
 #: Parameters read by `parse_request`; any other top-level key is refused.
-_KNOWN = frozenset(
-    {
-        "model",
-        "max_tokens",
-        "messages",
-        "system",
-        "stream",
-        "tools",
-        "tool_choice",
-        "thinking",
-        "output_config",
-        "temperature",
-        "top_p",
-        "top_k",
-        "stop_sequences",
-        "metadata",
-        "cache_control",
-        "service_tier",
-        "speed",
-        "thread",
-    }
-)
+_KNOWN = frozenset({
+    "model", "max_tokens", "messages", "system", "stream", "tools", "tool_choice", "thinking",
+    "output_config", "temperature", "top_p", "top_k", "stop_sequences", "metadata",
+    "cache_control", "service_tier", "speed", "thread",
+})  # fmt: skip
 
 #: Parameters the gateway can honour only at one value: the default the CLI's request gets.
 _DEFAULT_ONLY: dict[str, tuple[Any, str]] = {
@@ -129,17 +110,11 @@ _STOP_REASONS: dict[FinishReason, str] = {
     "tool-calls": "tool_use",
     "content-filter": "refusal",
 }
-_API_STOP_REASONS = frozenset(
-    {
-        "end_turn",
-        "max_tokens",
-        "stop_sequence",
-        "tool_use",
-        "pause_turn",
-        "refusal",
-        "model_context_window_exceeded",
-    }
-)
+#: The API's own stop reasons: a raw one the provider's finish reason does not name is kept.
+_API_STOP_REASONS = frozenset({
+    "end_turn", "max_tokens", "stop_sequence", "tool_use", "pause_turn", "refusal",
+    "model_context_window_exceeded",
+})  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -171,10 +146,6 @@ class ThreadUnsupportedError(UnsupportedRequestError):
 
 def _refuse(param: str, problem: str) -> UnsupportedRequestError:
     return UnsupportedRequestError(f"{param}: {problem}")
-
-
-def _present(body: Mapping[str, Any], key: str) -> bool:
-    return body.get(key) is not None
 
 
 def _check_keys(obj: Mapping[str, Any], where: str, known: set[str], ignored: set[str]) -> None:
@@ -220,7 +191,7 @@ def parse_request(body: Any) -> MessagesCall:
         if value is not None and (value != default or isinstance(value, bool)):
             raise _refuse(name, f"only {default!r} can be honoured ({why}); drop it")
     for name, why in _REFUSED.items():
-        if _present(body, name):
+        if body.get(name) is not None:
             raise _refuse(name, why)
     stop = body.get("stop_sequences")
     if stop is not None and (
@@ -252,19 +223,10 @@ def parse_request(body: Any) -> MessagesCall:
         if one_call:
             options["parallel_tool_calls"] = False
     if choice is not None:
-        offered_tools(tools, choice)  # a choice the tools cannot meet: 400 before a CLI starts
+        offered_tools(tools, choice)  # a choice the tools cannot meet: 400 naming tool_choice
         options["tool_choice"] = choice
     messages = _system(body.get("system")) + _messages(body.get("messages"))
-    if not tools and holds_tool_blocks(messages):
-        raise _refuse("tools", TOOLS_NEEDED)
-    return MessagesCall(
-        model=model,
-        messages=messages,
-        tools=tools,
-        options=options,
-        stream=bool(stream),
-        structured=structured,
-    )
+    return MessagesCall(model, messages, tools, options, bool(stream), structured)
 
 
 # -- parameters
@@ -593,18 +555,14 @@ def stop_reason(finish_reason: FinishReason, raw_stop_reason: str | None) -> str
     return raw_stop_reason if raw_stop_reason in _API_STOP_REASONS else "end_turn"
 
 
-def _stop_fields(
-    finish_reason: FinishReason,
-    raw_stop_reason: str | None,
-    details: Mapping[str, Any],
-) -> tuple[str, str | None]:
+def _stop_fields(done: GenerateResult | FinishPart) -> tuple[str, str | None]:
     """The response's `stop_reason` and `stop_sequence`: `stop_sequence` and the sequence when
     the answer ended at one of the request's `stop_sequences` (`_stop.StopCutter`), as the API
     answers."""
-    matched = details.get(STOP_SEQUENCE_DETAIL)
+    matched = done.provider_details.get(STOP_SEQUENCE_DETAIL)
     if isinstance(matched, str):
         return "stop_sequence", matched
-    return stop_reason(finish_reason, raw_stop_reason), None
+    return stop_reason(done.finish_reason, done.raw_stop_reason), None
 
 
 def _usage(usage: Usage) -> JSON:
@@ -666,9 +624,7 @@ def message(result: GenerateResult, *, message_id: str, model: str, structured: 
                 )  # fmt: skip
     if structured and result.structured_output is not None:
         content.append(_structured_text(result.structured_output))
-    stop, sequence = _stop_fields(
-        result.finish_reason, result.raw_stop_reason, result.provider_details
-    )
+    stop, sequence = _stop_fields(result)
     return _envelope(message_id, model, content, stop, result.usage, sequence)
 
 
@@ -793,9 +749,7 @@ class EventMapper:
             events += self._delta("structured-output", {"type": "text_delta",
                                                         "text": block["text"]})  # fmt: skip
             events += self._stop("structured-output")
-        stop, sequence = _stop_fields(
-            part.finish_reason, part.raw_stop_reason, part.provider_details
-        )
+        stop, sequence = _stop_fields(part)
         events.append(
             {
                 "type": "message_delta",

@@ -68,10 +68,7 @@ __all__ = [
     "chat_request",
     "completion",
     "completion_id",
-    "finish_reason",
-    "function_tools",
     "provider_messages",
-    "tool_choice",
     "usage",
 ]
 
@@ -87,23 +84,11 @@ class UnsupportedParameterError(UnsupportedRequestError):
 # --------------------------------------------------------------------------- parameters
 
 #: Parameters read and honoured (see `chat_request`).
-_HONOURED = frozenset(
-    {
-        "model",
-        "messages",
-        "tools",
-        "tool_choice",
-        "parallel_tool_calls",
-        "response_format",
-        "max_tokens",
-        "max_completion_tokens",
-        "reasoning_effort",
-        "thinking",
-        "stream",
-        "stream_options",
-        "stop",  # CallOptions.stop_sequences
-    }
-)
+_HONOURED = frozenset({
+    "model", "messages", "tools", "tool_choice", "parallel_tool_calls", "response_format",
+    "max_tokens", "max_completion_tokens", "reasoning_effort", "thinking", "stream",
+    "stream_options", "stop",
+})  # fmt: skip
 
 #: Parameters the spec lets a server ignore: they tag the request or hint at caching, and
 #: change nothing in the answer.
@@ -191,7 +176,7 @@ def chat_request(body: Mapping[str, Any], *, ignore: frozenset[str] = frozenset(
         )
     if "messages" not in given:
         raise InvalidMessagesError("'messages' is required: a non-empty list of messages")
-    tools = function_tools(given.get("tools") or [])
+    tools = _function_tools(given.get("tools") or [])
     options: dict[str, Any] = {}
     model = given.get("model")
     if model is not None:
@@ -201,7 +186,7 @@ def chat_request(body: Mapping[str, Any], *, ignore: frozenset[str] = frozenset(
     if "tool_choice" in given:
         # Only the allowed tools are offered: the model cannot call one it is not shown.
         subset = _allowed_tools(given["tool_choice"])
-        choice = subset[1] if subset is not None else tool_choice(given["tool_choice"])
+        choice = subset[1] if subset is not None else _tool_choice(given["tool_choice"])
         try:
             tools = offered_tools(tools, choice, allowed=subset[0] if subset else None)
         except UnsupportedRequestError as exc:
@@ -382,7 +367,7 @@ def _described(schema: dict[str, Any], name: Any, description: Any) -> dict[str,
 # --------------------------------------------------------------------------- tools
 
 
-def function_tools(tools: Any) -> list[FunctionTool]:
+def _function_tools(tools: Any) -> list[FunctionTool]:
     """OpenAI function tools -> `FunctionTool`s without executors (the client runs them), read
     by the tool layer's one rule (`tool_from_spec`), each error naming `tools[i]...`."""
     if not isinstance(tools, Sequence) or isinstance(tools, str | bytes):
@@ -433,7 +418,7 @@ def _allowed_tools(choice: Any) -> tuple[list[str], ToolChoice] | None:
     return allowed, mode
 
 
-def tool_choice(choice: Any) -> ToolChoice:
+def _tool_choice(choice: Any) -> ToolChoice:
     """OpenAI's `tool_choice` -> the provider's (what it means: `_tool_choice.offered_tools`)."""
     match choice:
         case "auto" | "none" | "required":
@@ -729,6 +714,7 @@ def _arguments(function: Mapping[str, Any], where: str) -> dict[str, Any]:
 
 # --------------------------------------------------------------------------- answers out
 
+#: The provider's finish reason as OpenAI's (`tool-calls` only with calls to answer).
 _FINISH: dict[FinishReason, str] = {
     "stop": "stop",
     "length": "length",
@@ -737,11 +723,6 @@ _FINISH: dict[FinishReason, str] = {
     "error": "stop",
     "other": "stop",
 }
-
-
-def finish_reason(reason: FinishReason) -> str:
-    """The provider's finish reason as OpenAI's (`tool-calls` only with calls to answer)."""
-    return _FINISH[reason]
 
 
 def usage(value: Usage) -> dict[str, Any]:
@@ -814,7 +795,7 @@ def completion(
                 "index": 0,
                 "message": message(result, structured=structured),
                 "logprobs": None,
-                "finish_reason": finish_reason(result.finish_reason),
+                "finish_reason": _FINISH[result.finish_reason],
             }
         ],
         "usage": usage(result.usage),
@@ -884,8 +865,7 @@ class ChunkMapper:
                 if self.structured and part.structured_output is not None:
                     content = json.dumps(part.structured_output, ensure_ascii=False)
                     choices.append(_choice({"content": content}))
-                reason = finish_reason(part.finish_reason)
-                choices.append({"delta": {}, "finish_reason": reason})
+                choices.append({"delta": {}, "finish_reason": _FINISH[part.finish_reason]})
                 return choices
             case (
                 StreamStartPart()
