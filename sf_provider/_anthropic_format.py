@@ -14,46 +14,14 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
+from . import _request as req
+from . import types as t
 from ._error_kinds import SentParts
-from ._request import (
-    AssistantMessage,
-    AssistantPart,
-    Image,
-    Message,
-    Reasoning,
-    SystemMessage,
-    Text,
-    ToolCall,
-    ToolMessage,
-    ToolResult,
-    UserMessage,
-)
 from ._stop import STOP_SEQUENCE_DETAIL
 from ._thinking import thinking_option
 from ._tool_choice import NamedToolChoice, ToolChoice, offered_tools
 from .errors import InvalidMessagesError, UnsupportedRequestError
 from .tools import FunctionTool, tools_from_specs
-from .types import (
-    DiscardPart,
-    ErrorPart,
-    FinishPart,
-    FinishReason,
-    GenerateResult,
-    ReasoningDeltaPart,
-    ReasoningEndPart,
-    ReasoningStartPart,
-    StreamPart,
-    StreamStartPart,
-    TextDeltaPart,
-    TextEndPart,
-    TextStartPart,
-    ToolCallPart,
-    ToolInputDeltaPart,
-    ToolInputEndPart,
-    ToolInputStartPart,
-    ToolResultPart,
-    Usage,
-)
 
 __all__ = [
     "CLI_BETAS",
@@ -104,7 +72,7 @@ CLI_BETAS = frozenset(
     }
 )
 
-_STOP_REASONS: dict[FinishReason, str] = {
+_STOP_REASONS: dict[t.FinishReason, str] = {
     "stop": "end_turn",
     "length": "max_tokens",
     "tool-calls": "tool_use",
@@ -124,7 +92,7 @@ class MessagesCall:
     """
 
     model: str
-    messages: list[Message]
+    messages: list[req.Message]
     tools: list[FunctionTool] = field(default_factory=list)
     options: JSON = field(default_factory=dict)
     stream: bool = False
@@ -339,15 +307,15 @@ def _text_of(blocks: Any, where: str) -> str:
     return "\n".join(_text_block(block, f"{where}[{i}]").text for i, block in enumerate(blocks))
 
 
-def _system(system: Any) -> list[Message]:
+def _system(system: Any) -> list[req.Message]:
     text = "" if system is None else _text_of(system, "system")
-    return [SystemMessage(text)] if text else []
+    return [req.SystemMessage(text)] if text else []
 
 
-def _messages(messages: Any) -> list[Message]:
+def _messages(messages: Any) -> list[req.Message]:
     if not isinstance(messages, list) or not messages:
         raise InvalidMessagesError("messages: required: a non-empty list of messages")
-    converted: list[Message] = []
+    converted: list[req.Message] = []
     began = False
     for i, message in enumerate(messages):
         where = f"messages[{i}]"
@@ -364,7 +332,7 @@ def _messages(messages: Any) -> list[Message]:
                     f"{where}: a system message after the conversation began cannot be kept in "
                     f"its place by the CLI; move it into 'system'"
                 )
-            converted.append(SystemMessage(_text_of(content, f"{where}.content")))
+            converted.append(req.SystemMessage(_text_of(content, f"{where}.content")))
         elif role == "user":
             began = True
             converted += _user(content, f"{where}.content")
@@ -397,17 +365,17 @@ def _block_type(block: Any, where: str) -> str:
     return str(block["type"])
 
 
-def _text_block(block: Any, where: str) -> Text:
+def _text_block(block: Any, where: str) -> req.Text:
     kind = _block_type(block, where)
     if kind != "text":
         raise InvalidMessagesError(f"{where}: only text blocks are accepted here, not {kind!r}")
     _check_keys(block, where, {"type", "text"}, {"cache_control"})
     if not isinstance(block.get("text"), str):
         raise InvalidMessagesError(f"{where}.text: required: a string")
-    return Text(block["text"])
+    return req.Text(block["text"])
 
 
-def _image_block(block: Mapping[str, Any], where: str) -> Image:
+def _image_block(block: Mapping[str, Any], where: str) -> req.Image:
     _check_keys(block, where, {"type", "source"}, {"cache_control"})
     source = block.get("source")
     if not isinstance(source, Mapping):
@@ -420,20 +388,20 @@ def _image_block(block: Mapping[str, Any], where: str) -> Image:
             raise InvalidMessagesError(
                 f"{where}.source: a base64 image needs string 'data' and 'media_type'"
             )
-        return Image(data=data, media_type=media)
+        return req.Image(data=data, media_type=media)
     if kind == "url":
         _check_keys(source, f"{where}.source", {"type", "url"}, set())
         url = source.get("url")
         if not isinstance(url, str) or not url.startswith(("https://", "http://")):
             raise InvalidMessagesError(f"{where}.source.url: required: an http(s) URL")
-        return Image(url=url)
+        return req.Image(url=url)
     raise _refuse(
         f"{where}.source.type",
         f"{kind!r} image sources are not supported; send the image as 'base64' or 'url'",
     )
 
 
-def _tool_result(block: Mapping[str, Any], where: str) -> ToolResult:
+def _tool_result(block: Mapping[str, Any], where: str) -> req.ToolResult:
     _check_keys(block, where, {"type", "tool_use_id", "content", "is_error"}, {"cache_control"})
     call_id = block.get("tool_use_id")
     if not isinstance(call_id, str) or not call_id:
@@ -443,10 +411,10 @@ def _tool_result(block: Mapping[str, Any], where: str) -> ToolResult:
         raise InvalidMessagesError(f"{where}.is_error: must be true or false, not {is_error!r}")
     content = block.get("content", "")
     if isinstance(content, str):
-        return ToolResult(call_id, content, is_error)
+        return req.ToolResult(call_id, content, is_error)
     if not isinstance(content, list):
         raise InvalidMessagesError(f"{where}.content: must be a string or a list of blocks")
-    parts: list[Text | Image] = []
+    parts: list[req.Text | req.Image] = []
     for i, item in enumerate(content):
         here = f"{where}.content[{i}]"
         kind = _block_type(item, here)
@@ -459,17 +427,17 @@ def _tool_result(block: Mapping[str, Any], where: str) -> ToolResult:
                 here, f"{kind!r} blocks in a tool result are not supported; send text and images"
             )
     if not parts:
-        return ToolResult(call_id, "", is_error)
-    if len(parts) == 1 and isinstance(parts[0], Text):
-        return ToolResult(call_id, parts[0].text, is_error)
-    return ToolResult(call_id, tuple(parts), is_error)  # each block reaches the model as sent
+        return req.ToolResult(call_id, "", is_error)
+    if len(parts) == 1 and isinstance(parts[0], req.Text):
+        return req.ToolResult(call_id, parts[0].text, is_error)
+    return req.ToolResult(call_id, tuple(parts), is_error)  # each block reaches the model as sent
 
 
-def _user(content: Any, where: str) -> list[Message]:
+def _user(content: Any, where: str) -> list[req.Message]:
     """A user message: its tool results as a `ToolMessage`, its text and images as a
     `UserMessage`, in their order."""
-    results: list[ToolResult] = []
-    parts: list[Text | Image] = []
+    results: list[req.ToolResult] = []
+    parts: list[req.Text | req.Image] = []
     for i, block in enumerate(_blocks(content, where)):
         here = f"{where}[{i}]"
         kind = _block_type(block, here)
@@ -479,7 +447,7 @@ def _user(content: Any, where: str) -> list[Message]:
             parts.append(_image_block(block, here))
         elif kind == "tool_result":
             if parts:
-                before = "text" if isinstance(parts[-1], Text) else "image"
+                before = "text" if isinstance(parts[-1], req.Text) else "image"
                 raise InvalidMessagesError(
                     f"{here}: a tool_result block comes after a {before} block; the Messages "
                     f"API requires a user message's tool_result blocks first, before any text "
@@ -494,12 +462,12 @@ def _user(content: Any, where: str) -> list[Message]:
             )
     if not results and not parts:
         raise InvalidMessagesError(f"{where}: a user message needs content")
-    out: list[Message] = [ToolMessage(tuple(results))] if results else []
-    return out + ([UserMessage(tuple(parts))] if parts else [])
+    out: list[req.Message] = [req.ToolMessage(tuple(results))] if results else []
+    return out + ([req.UserMessage(tuple(parts))] if parts else [])
 
 
-def _assistant(content: Any, where: str) -> AssistantMessage:
-    parts: list[AssistantPart] = []
+def _assistant(content: Any, where: str) -> req.AssistantMessage:
+    parts: list[req.AssistantPart] = []
     for i, block in enumerate(_blocks(content, where)):
         here = f"{where}[{i}]"
         kind = _block_type(block, here)
@@ -512,7 +480,7 @@ def _assistant(content: Any, where: str) -> AssistantMessage:
                 raise InvalidMessagesError(
                     f"{here}: a thinking block needs 'thinking', 'signature'"
                 )
-            parts.append(Reasoning(thought, signature=signature))
+            parts.append(req.Reasoning(thought, signature=signature))
         elif kind == "tool_use":
             if block.get("caller") not in (None, {"type": "direct"}):
                 raise _refuse(f"{here}.caller", "only direct tool calls are supported")
@@ -522,20 +490,20 @@ def _assistant(content: Any, where: str) -> AssistantMessage:
                 raise InvalidMessagesError(f"{here}: a tool_use block needs string 'id' and 'name'")
             if not isinstance(arguments, Mapping):
                 raise InvalidMessagesError(f"{here}.input: required: an object")
-            parts.append(ToolCall(call_id, name, dict(arguments)))
+            parts.append(req.ToolCall(call_id, name, dict(arguments)))
         elif kind == "redacted_thinking":
             _check_keys(block, here, {"type", "data"}, {"cache_control"})
             data = block.get("data")
             if not isinstance(data, str) or not data:
                 raise InvalidMessagesError(f"{here}: a redacted_thinking block needs its 'data'")
-            parts.append(Reasoning("", redacted=data))
+            parts.append(req.Reasoning("", redacted=data))
         else:
             raise _refuse(
                 f"{here}.type",
                 f"{kind!r} blocks are not supported in assistant messages; use text, thinking "
                 f"or tool_use",
             )
-    return AssistantMessage(tuple(parts))
+    return req.AssistantMessage(tuple(parts))
 
 
 # -- the response
@@ -546,7 +514,7 @@ def message_id() -> str:
     return f"msg_{uuid.uuid4().hex[:24]}"
 
 
-def stop_reason(finish_reason: FinishReason, raw_stop_reason: str | None) -> str:
+def stop_reason(finish_reason: t.FinishReason, raw_stop_reason: str | None) -> str:
     """The Messages API `stop_reason` of a finished query (`tool-calls` only with calls to
     answer)."""
     mapped = _STOP_REASONS.get(finish_reason)
@@ -555,7 +523,7 @@ def stop_reason(finish_reason: FinishReason, raw_stop_reason: str | None) -> str
     return raw_stop_reason if raw_stop_reason in _API_STOP_REASONS else "end_turn"
 
 
-def _stop_fields(done: GenerateResult | FinishPart) -> tuple[str, str | None]:
+def _stop_fields(done: t.GenerateResult | t.FinishPart) -> tuple[str, str | None]:
     """The response's `stop_reason` and `stop_sequence`: `stop_sequence` and the sequence when
     the answer ended at one of the request's `stop_sequences` (`_stop.StopCutter`), as the API
     answers."""
@@ -565,7 +533,7 @@ def _stop_fields(done: GenerateResult | FinishPart) -> tuple[str, str | None]:
     return stop_reason(done.finish_reason, done.raw_stop_reason), None
 
 
-def _usage(usage: Usage) -> JSON:
+def _usage(usage: t.Usage) -> JSON:
     return {
         "input_tokens": usage.input_tokens,
         "output_tokens": usage.output_tokens,
@@ -579,7 +547,7 @@ def _envelope(
     model: str,
     content: list[JSON],
     stop: str | None,
-    usage: Usage,
+    usage: t.Usage,
     stop_sequence: str | None = None,
 ) -> JSON:
     return {
@@ -598,7 +566,7 @@ def _structured_text(value: Any) -> JSON:
     return {"type": "text", "text": json.dumps(value, ensure_ascii=False)}
 
 
-def message(result: GenerateResult, *, message_id: str, model: str, structured: bool) -> JSON:
+def message(result: t.GenerateResult, *, message_id: str, model: str, structured: bool) -> JSON:
     """The non-streaming response: the reply's blocks in the order the model wrote them (signed
     thinking, text, `tool_use`), its stop reason and usage. With `structured`, the model's text
     is left out and the answer is one text block holding the structured output."""
@@ -664,7 +632,7 @@ class EventMapper:
         """The `message_start` event."""
         return {
             "type": "message_start",
-            "message": _envelope(self.message_id, self.model, [], None, Usage()),
+            "message": _envelope(self.message_id, self.model, [], None, t.Usage()),
         }
 
     def _open(self, part_id: str, block: JSON) -> list[JSON]:
@@ -681,24 +649,24 @@ class EventMapper:
     def _stop(self, part_id: str) -> list[JSON]:
         return [{"type": "content_block_stop", "index": self._index[part_id]}]
 
-    def add(self, part: StreamPart) -> list[JSON]:
+    def add(self, part: t.StreamPart) -> list[JSON]:
         """The events for one stream part (often none)."""
         match part:
-            case TextStartPart():
+            case t.TextStartPart():
                 return [] if self._structured else self._open(part.id, {"type": "text"})
-            case TextDeltaPart():
+            case t.TextDeltaPart():
                 if part.id not in self._index:
                     return []  # held back: the answer is the structured output
                 return self._delta(part.id, {"type": "text_delta", "text": part.delta})
-            case TextEndPart():
+            case t.TextEndPart():
                 return self._stop(part.id) if part.id in self._index else []
-            case ReasoningStartPart():
+            case t.ReasoningStartPart():
                 return []  # opened by its first delta or its end: it may be redacted
-            case ReasoningDeltaPart():
+            case t.ReasoningDeltaPart():
                 events = [] if part.id in self._index else self._open(part.id, {"type": "thinking"})
                 delta = {"type": "thinking_delta", "thinking": part.delta}
                 return events + self._delta(part.id, delta)
-            case ReasoningEndPart():
+            case t.ReasoningEndPart():
                 if part.redacted:  # whole in its start event, as the API sends it
                     block = {"type": "redacted_thinking", "data": part.redacted}
                     return self._open(part.id, block) + self._stop(part.id)
@@ -707,31 +675,31 @@ class EventMapper:
                     delta = {"type": "signature_delta", "signature": part.signature}
                     events += self._delta(part.id, delta)
                 return events + self._stop(part.id)
-            case ToolInputStartPart():
+            case t.ToolInputStartPart():
                 return self._open(part.id, {"type": "tool_use", "id": part.id,
                                             "name": part.tool_name})  # fmt: skip
-            case ToolInputDeltaPart():
+            case t.ToolInputDeltaPart():
                 delta = {"type": "input_json_delta", "partial_json": part.delta}
                 return self._delta(part.id, delta)
-            case ToolInputEndPart():
+            case t.ToolInputEndPart():
                 return self._stop(part.id)
-            case ToolCallPart():
+            case t.ToolCallPart():
                 return self._call(part)
-            case DiscardPart():
+            case t.DiscardPart():
                 self._sent.discard(
                     part, "send the request again (without stream, the redo is folded in correctly)"
                 )
                 return []
-            case ErrorPart():
+            case t.ErrorPart():
                 self._failed = True  # the error is raised next; its finish part is no answer
                 return []
-            case FinishPart():
+            case t.FinishPart():
                 return [] if self._failed else self._finish(part)
-            case StreamStartPart() | ToolResultPart():
+            case t.StreamStartPart() | t.ToolResultPart():
                 # Gateway tools have no executors, so no provider-executed results come back.
                 return []
 
-    def _call(self, part: ToolCallPart) -> list[JSON]:
+    def _call(self, part: t.ToolCallPart) -> list[JSON]:
         if part.tool_call_id in self._index:
             return []  # its input was streamed
         # A call read from a legacy JSON envelope in the text: no input was streamed.
@@ -741,7 +709,7 @@ class EventMapper:
         events += self._delta(call_id, {"type": "input_json_delta", "partial_json": arguments})
         return events + self._stop(call_id)
 
-    def _finish(self, part: FinishPart) -> list[JSON]:
+    def _finish(self, part: t.FinishPart) -> list[JSON]:
         events: list[JSON] = []
         if self._structured and part.structured_output is not None:
             block = _structured_text(part.structured_output)
