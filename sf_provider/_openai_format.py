@@ -229,15 +229,8 @@ def chat_request(body: Mapping[str, Any], *, ignore: frozenset[str] = frozenset(
     stop = _stop_sequences(given.get("stop"))
     if stop:
         options["stop_sequences"] = stop
-    return ChatRequest(
-        model=model,
-        messages=messages,
-        tools=tools,
-        options=options,
-        stream=stream,
-        include_usage=bool(stream_options.get("include_usage")),
-        structured=structured,
-    )
+    include_usage = bool(stream_options.get("include_usage"))
+    return ChatRequest(model, messages, tools, options, stream, include_usage, structured)
 
 
 def _called_tools(messages: Sequence[req.Message]) -> list[FunctionTool]:
@@ -253,13 +246,8 @@ def _called_tools(messages: Sequence[req.Message]) -> list[FunctionTool]:
         for part in message.parts
         if isinstance(part, req.ToolCall)
     )
-    return [
-        FunctionTool(name=name, description=_HISTORY_TOOL, input_schema={"type": "object"})
-        for name in names
-    ]
-
-
-_HISTORY_TOOL = "Called earlier in this conversation; not available for this reply."
+    later = "Called earlier in this conversation; not available for this reply."
+    return [FunctionTool(name, later, {"type": "object"}) for name in names]
 
 
 def _stop_sequences(stop: Any) -> list[str]:

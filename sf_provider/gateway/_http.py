@@ -3,7 +3,7 @@
 door's parse and render functions (`ModelCall`) and runs its query as a `QueryResponse`.
 
 Errors: `error_info` (`sf_provider._error_status`, by the error's kind, as every door maps it)
-gives an error's HTTP status and type; each style writes its own body (`error_body`): OpenAI's
+gives an error's HTTP status and type; each style writes its own body (`_error_body`): OpenAI's
 `{"error": {"message", "type", "param", "code"}}`, Anthropic's `{"type": "error", "error":
 {"type", "message"}}`. The style is the route's (`/v1/messages` Anthropic's,
 `/v1/chat/completions` OpenAI's), elsewhere the client's (`anthropic_client`). A query's
@@ -49,10 +49,7 @@ if TYPE_CHECKING:
     from ..provider import ClaudeAgentProvider, QueryStream
 
 __all__ = [
-    "ANTHROPIC_PATHS",
     "KEYS_ENV",
-    "MODEL_PATHS",
-    "OPENAI_PATHS",
     "WARNINGS_HEADER",
     "ErrorInfo",
     "GatewayError",
@@ -62,11 +59,7 @@ __all__ = [
     "QueryResponse",
     "Slots",
     "anthropic_client",
-    "error_body",
-    "error_info",
-    "error_json",
     "error_response",
-    "json_body",
     "keys_from",
     "model_endpoint",
     "sse",
@@ -79,11 +72,11 @@ logger = logging.getLogger("sf_provider.gateway")
 KEYS_ENV = "SF_PROVIDER_GATEWAY_KEYS"
 
 #: The routes that run a model query: guarded by the concurrency and body-size limits.
-MODEL_PATHS = frozenset({"/v1/chat/completions", "/v1/messages"})
+_MODEL_PATHS = frozenset({"/v1/chat/completions", "/v1/messages"})
 #: Routes whose errors take Anthropic's shape, and OpenAI's; any other route answers in the
 #: shape of its client (`anthropic_client`).
-ANTHROPIC_PATHS = frozenset({"/v1/messages", "/v1/messages/count_tokens"})
-OPENAI_PATHS = frozenset({"/v1/chat/completions"})
+_ANTHROPIC_PATHS = frozenset({"/v1/messages", "/v1/messages/count_tokens"})
+_OPENAI_PATHS = frozenset({"/v1/chat/completions"})
 
 #: The response header with a query's warnings: a JSON array (ASCII) of `{"code", "message"}`.
 WARNINGS_HEADER = "sf-provider-warnings"
@@ -143,7 +136,7 @@ def _headers(info: ErrorInfo) -> dict[str, str]:
     return {"Retry-After": str(max(math.ceil(info.retry_after), 0))}  # whole seconds
 
 
-def error_body(style: Style, info: ErrorInfo) -> dict[str, Any]:
+def _error_body(style: Style, info: ErrorInfo) -> dict[str, Any]:
     """An error in the style's own shape (the body of an error response or SSE event)."""
     if style == "openai":
         fields = {"message": info.message, "type": info.type, "param": info.param}
@@ -154,10 +147,10 @@ def error_body(style: Style, info: ErrorInfo) -> dict[str, Any]:
     return {"type": "error", "error": error}
 
 
-def error_json(style: Style, info: ErrorInfo) -> JSONResponse:
+def _error_json(style: Style, info: ErrorInfo) -> JSONResponse:
     """An error response in the style's shape. 529 (Anthropic's "overloaded") is 503 in OpenAI's."""
     status = 503 if style == "openai" and info.status == 529 else info.status
-    return JSONResponse(error_body(style, info), status_code=status, headers=_headers(info))
+    return JSONResponse(_error_body(style, info), status_code=status, headers=_headers(info))
 
 
 def sse(data: Mapping[str, Any], event: str | None = None) -> bytes:
@@ -175,9 +168,9 @@ def anthropic_client(headers: Headers) -> bool:
 
 
 def _style(path: str, headers: Headers) -> Style:
-    if path in ANTHROPIC_PATHS:
+    if path in _ANTHROPIC_PATHS:
         return "anthropic"
-    if path in OPENAI_PATHS:
+    if path in _OPENAI_PATHS:
         return "openai"
     return "anthropic" if anthropic_client(headers) else "openai"
 
@@ -189,7 +182,7 @@ def error_response(request: Request, exc: BaseException) -> JSONResponse:
     if info.status >= 500 and not isinstance(exc, ProviderError | GatewayError):
         request_id = getattr(request.state, "request_id", None)
         logger.error("request %s to %s failed", request_id, request.url.path, exc_info=exc)
-    return error_json(_style(request.url.path, request.headers), info)
+    return _error_json(_style(request.url.path, request.headers), info)
 
 
 def warnings_header(warnings: Sequence[CallWarning]) -> dict[str, str]:
@@ -212,7 +205,7 @@ def warnings_header(warnings: Sequence[CallWarning]) -> dict[str, str]:
     return {WARNINGS_HEADER: "[" + ",".join(listed) + "]"}
 
 
-async def json_body(request: Request) -> dict[str, Any]:
+async def _json_body(request: Request) -> dict[str, Any]:
     """The request's JSON object (the guard has already bounded its size)."""
     raw = await request.body()
     try:
@@ -283,9 +276,9 @@ class GatewayGuard:
                 "`x-api-key: <key>` with a key the gateway was started with",
                 code="invalid_api_key",
             )
-            await error_json(style, info)(scope, receive, send)
+            await _error_json(style, info)(scope, receive, send)
             return
-        if path not in MODEL_PATHS or scope["method"] != "POST":
+        if path not in _MODEL_PATHS or scope["method"] != "POST":
             await self.app(scope, receive, send)
             return
         if not self.slots.take():
@@ -297,7 +290,7 @@ class GatewayGuard:
                 code="concurrency_limit",
                 retry_after=self.settings.retry_after,
             )
-            await error_json(style, info)(scope, receive, send)
+            await _error_json(style, info)(scope, receive, send)
             return
         try:
             try:
@@ -309,7 +302,7 @@ class GatewayGuard:
                     f"the request body is larger than the gateway's limit of "
                     f"{self.settings.max_body_bytes:,} bytes (max_body_bytes)",
                 )
-                await error_json(style, info)(scope, receive, send)
+                await _error_json(style, info)(scope, receive, send)
                 return
             if body is None:
                 return  # the client left before sending its body
@@ -414,7 +407,7 @@ def model_endpoint(
 
     async def endpoint(request: Request) -> Response:
         provider: ClaudeAgentProvider = request.app.state.provider
-        call = read(request, await json_body(request), provider)
+        call = read(request, await _json_body(request), provider)
         parts = provider.stream(call.messages, tools=call.tools, **call.options)
         return QueryResponse(parts, style, complete=call.complete, events=call.events)
 
@@ -473,7 +466,7 @@ class QueryResponse(Response):
                     group.cancel_scope.cancel()
 
     def _error(self, exc: ProviderError, warnings: Sequence[CallWarning]) -> Response:
-        response = error_json(self.style, error_info(exc))
+        response = _error_json(self.style, error_info(exc))
         response.headers.update(warnings_header(warnings))
         return response
 
@@ -524,7 +517,7 @@ class QueryResponse(Response):
                 async for event in stream:
                     await send({"type": "http.response.body", "body": event, "more_body": True})
         except ProviderError as exc:
-            body = error_body(self.style, error_info(exc))
+            body = _error_body(self.style, error_info(exc))
             event = sse(body, "error" if self.style == "anthropic" else None)
             await send({"type": "http.response.body", "body": event, "more_body": True})
         await send({"type": "http.response.body", "body": b"", "more_body": False})
