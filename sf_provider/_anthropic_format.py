@@ -277,9 +277,9 @@ def _tools(tools: Any) -> list[FunctionTool]:
     if not isinstance(tools, list):
         raise _refuse("tools", "must be a list")
     server = [
-        f"{t.get('name', '?')} ({t['type']})"
-        for t in tools
-        if isinstance(t, Mapping) and t.get("type") not in (None, "custom")
+        f"{tool.get('name', '?')} ({tool['type']})"
+        for tool in tools
+        if isinstance(tool, Mapping) and tool.get("type") not in (None, "custom")
     ]
     if server:
         raise _refuse(

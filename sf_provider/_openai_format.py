@@ -502,8 +502,7 @@ def provider_messages(messages: Any) -> list[req.Message]:
                     f"in its place by the CLI (it takes one system prompt); put every system "
                     f"and developer message first"
                 )
-            # Its parts on their own lines.
-            lines = [t.text for t in _text_blocks(content, where)]
+            lines = [block.text for block in _text_blocks(content, where)]
             converted.append(req.SystemMessage("\n".join(lines)))
         elif role == "user":
             content_path = f"messages[{i}].content"
