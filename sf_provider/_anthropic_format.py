@@ -1,63 +1,9 @@
-"""The Anthropic Messages API format, translated onto the provider: pure, no HTTP.
+"""The Anthropic Messages API format <-> the provider: pure, no HTTP.
 
-`parse_request` turns a `POST /v1/messages` body into one provider call (`MessagesCall`: the
-request messages, `FunctionTool`s without executors, call options); `EventMapper` turns the
-stream parts of that call into the API's SSE events, and `message` the `GenerateResult` the
-same parts fold into (the provider's own collector) into the API's non-streaming message. The
-gateway endpoint (`sf_provider.gateway.anthropic`) only moves bytes.
-
-What each request parameter does. The issue's rule: a parameter the gateway cannot honour is
-refused with a 400 naming it, unless the API's spec lets a server ignore it.
-
-- Honoured: `model`, `max_tokens` (the CLI's output limit), `messages`, `system`, `stream`.
-- `tools`: custom tools (`name`, `description`, `input_schema`) are offered; their calls come back
-  as `tool_use` blocks and nothing runs on the server. Any other `type` (server tools:
-  `web_search_*`, `bash_*`, `text_editor_*`, `code_execution_*`, ...): 400. A tool's fields
-  follow the rule of every door (`tools.tool_from_spec`): `strict: true` is held by checking
-  each call (off the schema: a retryable error); any field beyond the name, description,
-  schema and `strict` (`input_examples`, `defer_loading: true`, `eager_input_streaming: true`,
-  ...): 400; `cache_control`: ignored. Messages
-  holding `tool_use` or `tool_result` blocks in a request without `tools`: 400, as the API
-  answers (checked here, before a CLI starts).
-- `tool_choice`: `auto`, `any`, `tool` and `none` are honoured (`any` and `tool` by a
-  system-prompt instruction and a check: a reply without the call is an error, 502).
-  `disable_parallel_tool_use: true` is the call option `parallel_tool_calls=False`, which the
-  provider refuses (400) while tools can be called: the CLI cannot limit a turn to one call yet.
-- `thinking`: `enabled` (`budget_tokens`), `adaptive` and `disabled` are honoured, checked
-  against the model before the API is called (a value it cannot take: 400). `display`,
-  `between_tools`: 400.
-- `output_config`: `effort` is honoured; `format` (`json_schema`) too: the answer is one text
-  block holding the JSON.
-- `temperature`: `1` is accepted, since the CLI's request carries no temperature and the API's
-  default is 1; any other value: 400. `top_p`, `top_k`: 400 (the CLI has no switch for them).
-- `stop_sequences`: honoured (the provider's `stop_sequences`): the answer ends before the first
-  one the model writes, with `stop_reason` `stop_sequence` and the sequence in `stop_sequence`;
-  the CLI cannot send them to the API yet, so the tokens after it are still billed. Not with
-  `output_config.format` (400).
-- `metadata`: its `user_id` is ignored (the spec: an identifier for abuse detection); any other
-  key is refused, as the API refuses it.
-- `cache_control` (top level, on blocks and tools): ignored; caching changes cost, never the
-  answer, and the CLI sets its own cache breakpoints.
-- `service_tier`: `auto` (the default) is accepted, `standard_only`: 400. `speed`: `standard`
-  (the default) is accepted, `fast`: 400.
-- `thread` (a conversation held by the server between requests, which the SDKs' tool runners
-  ask for first): 400 with the API's own `error.details.error_code`
-  `thread_unsupported_request`, on which the runners send the whole conversation unthreaded.
-  The gateway holds nothing between requests: each runs on the history it carries.
-- `container`, `mcp_servers`, `context_management`, `inference_geo`, `diagnostics` and any other
-  parameter: 400.
-- The `anthropic-beta` header (`header_betas`): a beta the CLI sends on every request by itself
-  (`CLI_BETAS`) is there anyway; any other is passed on for this call (`CallOptions.betas`).
-
-Parameters sent as `null` count as absent. In `messages`: `user` content `text`, `image` (`base64`
-and `url` sources) and `tool_result` (content a string or text and image blocks, each block kept;
-`is_error`; as the API requires, first in their message, before any text or image); `assistant`
-content `text`, `thinking` (replayed natively when signed), `redacted_thinking` and `tool_use` (an
-assistant message with no content is left out, as the provider leaves it out); `system` messages
-before the first turn (joined into the system prompt). Anything else (`document`, `search_result`,
-server tool blocks, citations, a `system` message mid-conversation, a final `assistant` message to
-continue) is a 400 naming it. The response's `usage` comes in `message_delta` (the totals of the
-query); `message_start` carries zeros, since the CLI reports usage when the query ends.
+`parse_request` reads a `POST /v1/messages` body into one provider call (`MessagesCall`);
+`message` renders the `GenerateResult` and `EventMapper` the stream parts of that call as the
+API's message and SSE events. What each parameter does (honoured, ignored, refused with a 400
+naming it): the README's table under "Gateway".
 """
 
 from __future__ import annotations
@@ -68,54 +14,20 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
+from . import _request as req
+from . import types as t
 from ._error_kinds import SentParts
-from ._messages import TOOLS_NEEDED
-from ._request import (
-    AssistantMessage,
-    AssistantPart,
-    Image,
-    Message,
-    Reasoning,
-    SystemMessage,
-    Text,
-    ToolCall,
-    ToolMessage,
-    ToolResult,
-    UserMessage,
-    holds_tool_blocks,
-)
 from ._stop import STOP_SEQUENCE_DETAIL
+from ._thinking import thinking_option
 from ._tool_choice import NamedToolChoice, ToolChoice, offered_tools
 from .errors import InvalidMessagesError, UnsupportedRequestError
 from .tools import FunctionTool, tools_from_specs
-from .types import (
-    DiscardPart,
-    ErrorPart,
-    FinishPart,
-    FinishReason,
-    GenerateResult,
-    ReasoningDeltaPart,
-    ReasoningEndPart,
-    ReasoningStartPart,
-    StreamPart,
-    StreamStartPart,
-    TextDeltaPart,
-    TextEndPart,
-    TextStartPart,
-    ToolCallPart,
-    ToolInputDeltaPart,
-    ToolInputEndPart,
-    ToolInputStartPart,
-    ToolResultPart,
-    Usage,
-)
 
 __all__ = [
     "CLI_BETAS",
     "EventMapper",
     "MessagesCall",
     "ThreadUnsupportedError",
-    "error_body",
     "header_betas",
     "message",
     "message_id",
@@ -126,28 +38,11 @@ __all__ = [
 JSON = dict[str, Any]
 
 #: Parameters read by `parse_request`; any other top-level key is refused.
-_KNOWN = frozenset(
-    {
-        "model",
-        "max_tokens",
-        "messages",
-        "system",
-        "stream",
-        "tools",
-        "tool_choice",
-        "thinking",
-        "output_config",
-        "temperature",
-        "top_p",
-        "top_k",
-        "stop_sequences",
-        "metadata",
-        "cache_control",
-        "service_tier",
-        "speed",
-        "thread",
-    }
-)
+_KNOWN = frozenset({
+    "model", "max_tokens", "messages", "system", "stream", "tools", "tool_choice", "thinking",
+    "output_config", "temperature", "top_p", "top_k", "stop_sequences", "metadata",
+    "cache_control", "service_tier", "speed", "thread",
+})  # fmt: skip
 
 #: Parameters the gateway can honour only at one value: the default the CLI's request gets.
 _DEFAULT_ONLY: dict[str, tuple[Any, str]] = {
@@ -176,23 +71,17 @@ CLI_BETAS = frozenset(
     }
 )
 
-_STOP_REASONS: dict[FinishReason, str] = {
+_STOP_REASONS: dict[t.FinishReason, str] = {
     "stop": "end_turn",
     "length": "max_tokens",
     "tool-calls": "tool_use",
     "content-filter": "refusal",
 }
-_API_STOP_REASONS = frozenset(
-    {
-        "end_turn",
-        "max_tokens",
-        "stop_sequence",
-        "tool_use",
-        "pause_turn",
-        "refusal",
-        "model_context_window_exceeded",
-    }
-)
+#: The API's own stop reasons: a raw one the provider's finish reason does not name is kept.
+_API_STOP_REASONS = frozenset({
+    "end_turn", "max_tokens", "stop_sequence", "tool_use", "pause_turn", "refusal",
+    "model_context_window_exceeded",
+})  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -202,7 +91,7 @@ class MessagesCall:
     """
 
     model: str
-    messages: list[Message]
+    messages: list[req.Message]
     tools: list[FunctionTool] = field(default_factory=list)
     options: JSON = field(default_factory=dict)
     stream: bool = False
@@ -224,10 +113,6 @@ class ThreadUnsupportedError(UnsupportedRequestError):
 
 def _refuse(param: str, problem: str) -> UnsupportedRequestError:
     return UnsupportedRequestError(f"{param}: {problem}")
-
-
-def _present(body: Mapping[str, Any], key: str) -> bool:
-    return body.get(key) is not None
 
 
 def _check_keys(obj: Mapping[str, Any], where: str, known: set[str], ignored: set[str]) -> None:
@@ -254,8 +139,7 @@ def header_betas(headers: Iterable[str]) -> list[str]:
 def parse_request(body: Any) -> MessagesCall:
     """A Messages API request body as a provider call; a 400-worthy problem raises a
     `ProviderError` (`UnsupportedRequestError`, `InvalidMessagesError`, `ToolDefinitionError`)
-    whose message starts with the parameter it is about. What each parameter does: the module
-    docstring."""
+    whose message starts with the parameter it is about. What each parameter does: the README."""
     if not isinstance(body, Mapping):
         raise _refuse("body", f"must be a JSON object, not {type(body).__name__}")
     _check_keys(body, "", set(_KNOWN), set())
@@ -274,7 +158,7 @@ def parse_request(body: Any) -> MessagesCall:
         if value is not None and (value != default or isinstance(value, bool)):
             raise _refuse(name, f"only {default!r} can be honoured ({why}); drop it")
     for name, why in _REFUSED.items():
-        if _present(body, name):
+        if body.get(name) is not None:
             raise _refuse(name, why)
     stop = body.get("stop_sequences")
     if stop is not None and (
@@ -306,19 +190,10 @@ def parse_request(body: Any) -> MessagesCall:
         if one_call:
             options["parallel_tool_calls"] = False
     if choice is not None:
-        offered_tools(tools, choice)  # a choice the tools cannot meet: 400 before a CLI starts
+        offered_tools(tools, choice)  # a choice the tools cannot meet: 400 naming tool_choice
         options["tool_choice"] = choice
     messages = _system(body.get("system")) + _messages(body.get("messages"))
-    if not tools and holds_tool_blocks(messages):
-        raise _refuse("tools", TOOLS_NEEDED)
-    return MessagesCall(
-        model=model,
-        messages=messages,
-        tools=tools,
-        options=options,
-        stream=bool(stream),
-        structured=structured,
-    )
+    return MessagesCall(model, messages, tools, options, bool(stream), structured)
 
 
 # -- parameters
@@ -373,35 +248,6 @@ def _output_config(config: Any, options: JSON) -> bool:
     return True
 
 
-def thinking_option(config: Any) -> str | int | None:
-    """The Messages API's `thinking` object (what `ChatAnthropic` takes too) as the provider's
-    `thinking` option: a budget, `"adaptive"` or `"disabled"`; refused naming the field."""
-    if config is None:
-        return None
-    if not isinstance(config, Mapping):
-        raise _refuse("thinking", "must be an object")
-    kind = config.get("type")
-    if _present(config, "display"):
-        raise _refuse(
-            "thinking.display",
-            "the CLI cannot choose how thinking is displayed (the model's default applies); "
-            "drop it",
-        )
-    if kind == "enabled":
-        _check_keys(config, "thinking", {"type", "budget_tokens", "display"}, set())
-        budget = config.get("budget_tokens")
-        if isinstance(budget, bool) or not isinstance(budget, int) or budget < 1024:
-            raise _refuse("thinking.budget_tokens", "required: an integer of at least 1024")
-        return budget
-    if kind in ("adaptive", "disabled"):
-        _check_keys(config, "thinking", {"type", "display"}, set())
-        return str(kind)
-    raise _refuse(
-        "thinking.type",
-        f"{kind!r} is not supported; use 'enabled' (with budget_tokens), 'adaptive' or 'disabled'",
-    )
-
-
 def _tool_choice(choice: Any) -> ToolChoice | None:
     """The Messages API's `tool_choice` -> the provider's (what it means:
     `_tool_choice.offered_tools`)."""
@@ -430,9 +276,9 @@ def _tools(tools: Any) -> list[FunctionTool]:
     if not isinstance(tools, list):
         raise _refuse("tools", "must be a list")
     server = [
-        f"{t.get('name', '?')} ({t['type']})"
-        for t in tools
-        if isinstance(t, Mapping) and t.get("type") not in (None, "custom")
+        f"{tool.get('name', '?')} ({tool['type']})"
+        for tool in tools
+        if isinstance(tool, Mapping) and tool.get("type") not in (None, "custom")
     ]
     if server:
         raise _refuse(
@@ -460,15 +306,15 @@ def _text_of(blocks: Any, where: str) -> str:
     return "\n".join(_text_block(block, f"{where}[{i}]").text for i, block in enumerate(blocks))
 
 
-def _system(system: Any) -> list[Message]:
+def _system(system: Any) -> list[req.Message]:
     text = "" if system is None else _text_of(system, "system")
-    return [SystemMessage(text)] if text else []
+    return [req.SystemMessage(text)] if text else []
 
 
-def _messages(messages: Any) -> list[Message]:
+def _messages(messages: Any) -> list[req.Message]:
     if not isinstance(messages, list) or not messages:
         raise InvalidMessagesError("messages: required: a non-empty list of messages")
-    converted: list[Message] = []
+    converted: list[req.Message] = []
     began = False
     for i, message in enumerate(messages):
         where = f"messages[{i}]"
@@ -485,7 +331,7 @@ def _messages(messages: Any) -> list[Message]:
                     f"{where}: a system message after the conversation began cannot be kept in "
                     f"its place by the CLI; move it into 'system'"
                 )
-            converted.append(SystemMessage(_text_of(content, f"{where}.content")))
+            converted.append(req.SystemMessage(_text_of(content, f"{where}.content")))
         elif role == "user":
             began = True
             converted += _user(content, f"{where}.content")
@@ -518,17 +364,17 @@ def _block_type(block: Any, where: str) -> str:
     return str(block["type"])
 
 
-def _text_block(block: Any, where: str) -> Text:
+def _text_block(block: Any, where: str) -> req.Text:
     kind = _block_type(block, where)
     if kind != "text":
         raise InvalidMessagesError(f"{where}: only text blocks are accepted here, not {kind!r}")
     _check_keys(block, where, {"type", "text"}, {"cache_control"})
     if not isinstance(block.get("text"), str):
         raise InvalidMessagesError(f"{where}.text: required: a string")
-    return Text(block["text"])
+    return req.Text(block["text"])
 
 
-def _image_block(block: Mapping[str, Any], where: str) -> Image:
+def _image_block(block: Mapping[str, Any], where: str) -> req.Image:
     _check_keys(block, where, {"type", "source"}, {"cache_control"})
     source = block.get("source")
     if not isinstance(source, Mapping):
@@ -541,20 +387,20 @@ def _image_block(block: Mapping[str, Any], where: str) -> Image:
             raise InvalidMessagesError(
                 f"{where}.source: a base64 image needs string 'data' and 'media_type'"
             )
-        return Image(data=data, media_type=media)
+        return req.Image(data=data, media_type=media)
     if kind == "url":
         _check_keys(source, f"{where}.source", {"type", "url"}, set())
         url = source.get("url")
         if not isinstance(url, str) or not url.startswith(("https://", "http://")):
             raise InvalidMessagesError(f"{where}.source.url: required: an http(s) URL")
-        return Image(url=url)
+        return req.Image(url=url)
     raise _refuse(
         f"{where}.source.type",
         f"{kind!r} image sources are not supported; send the image as 'base64' or 'url'",
     )
 
 
-def _tool_result(block: Mapping[str, Any], where: str) -> ToolResult:
+def _tool_result(block: Mapping[str, Any], where: str) -> req.ToolResult:
     _check_keys(block, where, {"type", "tool_use_id", "content", "is_error"}, {"cache_control"})
     call_id = block.get("tool_use_id")
     if not isinstance(call_id, str) or not call_id:
@@ -564,10 +410,10 @@ def _tool_result(block: Mapping[str, Any], where: str) -> ToolResult:
         raise InvalidMessagesError(f"{where}.is_error: must be true or false, not {is_error!r}")
     content = block.get("content", "")
     if isinstance(content, str):
-        return ToolResult(call_id, content, is_error)
+        return req.ToolResult(call_id, content, is_error)
     if not isinstance(content, list):
         raise InvalidMessagesError(f"{where}.content: must be a string or a list of blocks")
-    parts: list[Text | Image] = []
+    parts: list[req.Text | req.Image] = []
     for i, item in enumerate(content):
         here = f"{where}.content[{i}]"
         kind = _block_type(item, here)
@@ -580,17 +426,17 @@ def _tool_result(block: Mapping[str, Any], where: str) -> ToolResult:
                 here, f"{kind!r} blocks in a tool result are not supported; send text and images"
             )
     if not parts:
-        return ToolResult(call_id, "", is_error)
-    if len(parts) == 1 and isinstance(parts[0], Text):
-        return ToolResult(call_id, parts[0].text, is_error)
-    return ToolResult(call_id, tuple(parts), is_error)  # each block reaches the model as sent
+        return req.ToolResult(call_id, "", is_error)
+    if len(parts) == 1 and isinstance(parts[0], req.Text):
+        return req.ToolResult(call_id, parts[0].text, is_error)
+    return req.ToolResult(call_id, tuple(parts), is_error)  # each block reaches the model as sent
 
 
-def _user(content: Any, where: str) -> list[Message]:
+def _user(content: Any, where: str) -> list[req.Message]:
     """A user message: its tool results as a `ToolMessage`, its text and images as a
     `UserMessage`, in their order."""
-    results: list[ToolResult] = []
-    parts: list[Text | Image] = []
+    results: list[req.ToolResult] = []
+    parts: list[req.Text | req.Image] = []
     for i, block in enumerate(_blocks(content, where)):
         here = f"{where}[{i}]"
         kind = _block_type(block, here)
@@ -600,7 +446,7 @@ def _user(content: Any, where: str) -> list[Message]:
             parts.append(_image_block(block, here))
         elif kind == "tool_result":
             if parts:
-                before = "text" if isinstance(parts[-1], Text) else "image"
+                before = "text" if isinstance(parts[-1], req.Text) else "image"
                 raise InvalidMessagesError(
                     f"{here}: a tool_result block comes after a {before} block; the Messages "
                     f"API requires a user message's tool_result blocks first, before any text "
@@ -615,12 +461,12 @@ def _user(content: Any, where: str) -> list[Message]:
             )
     if not results and not parts:
         raise InvalidMessagesError(f"{where}: a user message needs content")
-    out: list[Message] = [ToolMessage(tuple(results))] if results else []
-    return out + ([UserMessage(tuple(parts))] if parts else [])
+    out: list[req.Message] = [req.ToolMessage(tuple(results))] if results else []
+    return out + ([req.UserMessage(tuple(parts))] if parts else [])
 
 
-def _assistant(content: Any, where: str) -> AssistantMessage:
-    parts: list[AssistantPart] = []
+def _assistant(content: Any, where: str) -> req.AssistantMessage:
+    parts: list[req.AssistantPart] = []
     for i, block in enumerate(_blocks(content, where)):
         here = f"{where}[{i}]"
         kind = _block_type(block, here)
@@ -633,7 +479,7 @@ def _assistant(content: Any, where: str) -> AssistantMessage:
                 raise InvalidMessagesError(
                     f"{here}: a thinking block needs 'thinking', 'signature'"
                 )
-            parts.append(Reasoning(thought, signature=signature))
+            parts.append(req.Reasoning(thought, signature=signature))
         elif kind == "tool_use":
             if block.get("caller") not in (None, {"type": "direct"}):
                 raise _refuse(f"{here}.caller", "only direct tool calls are supported")
@@ -643,28 +489,23 @@ def _assistant(content: Any, where: str) -> AssistantMessage:
                 raise InvalidMessagesError(f"{here}: a tool_use block needs string 'id' and 'name'")
             if not isinstance(arguments, Mapping):
                 raise InvalidMessagesError(f"{here}.input: required: an object")
-            parts.append(ToolCall(call_id, name, dict(arguments)))
+            parts.append(req.ToolCall(call_id, name, dict(arguments)))
         elif kind == "redacted_thinking":
             _check_keys(block, here, {"type", "data"}, {"cache_control"})
             data = block.get("data")
             if not isinstance(data, str) or not data:
                 raise InvalidMessagesError(f"{here}: a redacted_thinking block needs its 'data'")
-            parts.append(Reasoning("", redacted=data))
+            parts.append(req.Reasoning("", redacted=data))
         else:
             raise _refuse(
                 f"{here}.type",
                 f"{kind!r} blocks are not supported in assistant messages; use text, thinking "
                 f"or tool_use",
             )
-    return AssistantMessage(tuple(parts))
+    return req.AssistantMessage(tuple(parts))
 
 
 # -- the response
-
-
-def error_body(error_type: str, message: str) -> JSON:
-    """An error in the Messages API's shape (the body of an error response or SSE event)."""
-    return {"type": "error", "error": {"type": error_type, "message": message}}
 
 
 def message_id() -> str:
@@ -672,7 +513,7 @@ def message_id() -> str:
     return f"msg_{uuid.uuid4().hex[:24]}"
 
 
-def stop_reason(finish_reason: FinishReason, raw_stop_reason: str | None) -> str:
+def stop_reason(finish_reason: t.FinishReason, raw_stop_reason: str | None) -> str:
     """The Messages API `stop_reason` of a finished query (`tool-calls` only with calls to
     answer)."""
     mapped = _STOP_REASONS.get(finish_reason)
@@ -681,21 +522,17 @@ def stop_reason(finish_reason: FinishReason, raw_stop_reason: str | None) -> str
     return raw_stop_reason if raw_stop_reason in _API_STOP_REASONS else "end_turn"
 
 
-def _stop_fields(
-    finish_reason: FinishReason,
-    raw_stop_reason: str | None,
-    details: Mapping[str, Any],
-) -> tuple[str, str | None]:
+def _stop_fields(done: t.GenerateResult | t.FinishPart) -> tuple[str, str | None]:
     """The response's `stop_reason` and `stop_sequence`: `stop_sequence` and the sequence when
     the answer ended at one of the request's `stop_sequences` (`_stop.StopCutter`), as the API
     answers."""
-    matched = details.get(STOP_SEQUENCE_DETAIL)
+    matched = done.provider_details.get(STOP_SEQUENCE_DETAIL)
     if isinstance(matched, str):
         return "stop_sequence", matched
-    return stop_reason(finish_reason, raw_stop_reason), None
+    return stop_reason(done.finish_reason, done.raw_stop_reason), None
 
 
-def _usage(usage: Usage) -> JSON:
+def _usage(usage: t.Usage) -> JSON:
     return {
         "input_tokens": usage.input_tokens,
         "output_tokens": usage.output_tokens,
@@ -709,7 +546,7 @@ def _envelope(
     model: str,
     content: list[JSON],
     stop: str | None,
-    usage: Usage,
+    usage: t.Usage,
     stop_sequence: str | None = None,
 ) -> JSON:
     return {
@@ -728,7 +565,7 @@ def _structured_text(value: Any) -> JSON:
     return {"type": "text", "text": json.dumps(value, ensure_ascii=False)}
 
 
-def message(result: GenerateResult, *, message_id: str, model: str, structured: bool) -> JSON:
+def message(result: t.GenerateResult, *, message_id: str, model: str, structured: bool) -> JSON:
     """The non-streaming response: the reply's blocks in the order the model wrote them (signed
     thinking, text, `tool_use`), its stop reason and usage. With `structured`, the model's text
     is left out and the answer is one text block holding the structured output."""
@@ -754,9 +591,7 @@ def message(result: GenerateResult, *, message_id: str, model: str, structured: 
                 )  # fmt: skip
     if structured and result.structured_output is not None:
         content.append(_structured_text(result.structured_output))
-    stop, sequence = _stop_fields(
-        result.finish_reason, result.raw_stop_reason, result.provider_details
-    )
+    stop, sequence = _stop_fields(result)
     return _envelope(message_id, model, content, stop, result.usage, sequence)
 
 
@@ -796,7 +631,7 @@ class EventMapper:
         """The `message_start` event."""
         return {
             "type": "message_start",
-            "message": _envelope(self.message_id, self.model, [], None, Usage()),
+            "message": _envelope(self.message_id, self.model, [], None, t.Usage()),
         }
 
     def _open(self, part_id: str, block: JSON) -> list[JSON]:
@@ -813,24 +648,24 @@ class EventMapper:
     def _stop(self, part_id: str) -> list[JSON]:
         return [{"type": "content_block_stop", "index": self._index[part_id]}]
 
-    def add(self, part: StreamPart) -> list[JSON]:
+    def add(self, part: t.StreamPart) -> list[JSON]:
         """The events for one stream part (often none)."""
         match part:
-            case TextStartPart():
+            case t.TextStartPart():
                 return [] if self._structured else self._open(part.id, {"type": "text"})
-            case TextDeltaPart():
+            case t.TextDeltaPart():
                 if part.id not in self._index:
                     return []  # held back: the answer is the structured output
                 return self._delta(part.id, {"type": "text_delta", "text": part.delta})
-            case TextEndPart():
+            case t.TextEndPart():
                 return self._stop(part.id) if part.id in self._index else []
-            case ReasoningStartPart():
+            case t.ReasoningStartPart():
                 return []  # opened by its first delta or its end: it may be redacted
-            case ReasoningDeltaPart():
+            case t.ReasoningDeltaPart():
                 events = [] if part.id in self._index else self._open(part.id, {"type": "thinking"})
                 delta = {"type": "thinking_delta", "thinking": part.delta}
                 return events + self._delta(part.id, delta)
-            case ReasoningEndPart():
+            case t.ReasoningEndPart():
                 if part.redacted:  # whole in its start event, as the API sends it
                     block = {"type": "redacted_thinking", "data": part.redacted}
                     return self._open(part.id, block) + self._stop(part.id)
@@ -839,31 +674,31 @@ class EventMapper:
                     delta = {"type": "signature_delta", "signature": part.signature}
                     events += self._delta(part.id, delta)
                 return events + self._stop(part.id)
-            case ToolInputStartPart():
+            case t.ToolInputStartPart():
                 return self._open(part.id, {"type": "tool_use", "id": part.id,
                                             "name": part.tool_name})  # fmt: skip
-            case ToolInputDeltaPart():
+            case t.ToolInputDeltaPart():
                 delta = {"type": "input_json_delta", "partial_json": part.delta}
                 return self._delta(part.id, delta)
-            case ToolInputEndPart():
+            case t.ToolInputEndPart():
                 return self._stop(part.id)
-            case ToolCallPart():
+            case t.ToolCallPart():
                 return self._call(part)
-            case DiscardPart():
+            case t.DiscardPart():
                 self._sent.discard(
                     part, "send the request again (without stream, the redo is folded in correctly)"
                 )
                 return []
-            case ErrorPart():
+            case t.ErrorPart():
                 self._failed = True  # the error is raised next; its finish part is no answer
                 return []
-            case FinishPart():
+            case t.FinishPart():
                 return [] if self._failed else self._finish(part)
-            case StreamStartPart() | ToolResultPart():
+            case t.StreamStartPart() | t.ToolResultPart():
                 # Gateway tools have no executors, so no provider-executed results come back.
                 return []
 
-    def _call(self, part: ToolCallPart) -> list[JSON]:
+    def _call(self, part: t.ToolCallPart) -> list[JSON]:
         if part.tool_call_id in self._index:
             return []  # its input was streamed
         # A call read from a legacy JSON envelope in the text: no input was streamed.
@@ -873,7 +708,7 @@ class EventMapper:
         events += self._delta(call_id, {"type": "input_json_delta", "partial_json": arguments})
         return events + self._stop(call_id)
 
-    def _finish(self, part: FinishPart) -> list[JSON]:
+    def _finish(self, part: t.FinishPart) -> list[JSON]:
         events: list[JSON] = []
         if self._structured and part.structured_output is not None:
             block = _structured_text(part.structured_output)
@@ -881,9 +716,7 @@ class EventMapper:
             events += self._delta("structured-output", {"type": "text_delta",
                                                         "text": block["text"]})  # fmt: skip
             events += self._stop("structured-output")
-        stop, sequence = _stop_fields(
-            part.finish_reason, part.raw_stop_reason, part.provider_details
-        )
+        stop, sequence = _stop_fields(part)
         events.append(
             {
                 "type": "message_delta",

@@ -1,35 +1,12 @@
 """The OpenAI Chat Completions format <-> the provider: requests in, completions and chunks out.
 
 Shared by the gateway's `POST /v1/chat/completions` and the LiteLLM provider, so both read a
-request and write an answer the same way. Pure: nothing here runs a query.
-
-Tools come with the request and have no executor: every query is single-turn and the calls go
-back to the client (`finish_reason: "tool_calls"`), which runs them and sends `tool` messages.
-
-Parameters (`chat_request`): a parameter that cannot be honoured is refused with an
-`UnsupportedParameterError` naming it (HTTP 400 at the gateway), unless the spec lets a server
-ignore it (metadata and caching hints). So are parameters that contradict each other
-(`max_tokens` and `max_completion_tokens` of different values), `stream_options` without
-`stream: true` (as OpenAI refuses it), and tool calls or results in the messages of a request
-without `tools` (the Messages API refuses those). A parameter at the value that asks for nothing
-(`n: 1`, `temperature: 1`, `logprobs: false`, `null`) is accepted. Besides OpenAI's
-`reasoning_effort`, the Messages API's `thinking` object (`enabled` with `budget_tokens`,
-`adaptive`, `disabled`: what LiteLLM takes for Anthropic models) is honoured.
-
-Signed thinking has no field in the OpenAI format; like LiteLLM, an answer carries it in the
-message's `thinking_blocks` (and its text in `reasoning_content`), redacted thinking as
-`{"type": "redacted_thinking", "data"}` there too, and an assistant message sent back with
-`thinking_blocks` replays them natively.
-
-Message fields (`provider_messages`) follow the same rule as parameters: a field either reaches
-the model or is refused with an `UnsupportedParameterError` naming it (`messages[i].<field>`).
-A known field that asks for nothing (`null`, `""`, `[]`, `{}`: `refusal`, `audio`,
-`function_call`, `annotations` as official clients send them back) is accepted, and so is
-`cache_control`, a caching hint (LiteLLM's). `name` cannot reach the model (the Messages API
-has no participant names): on a `tool` message it repeats what `tool_call_id` says, and one name
-per role (a named assistant, a named user) loses nothing the role does not say, so both are
-accepted; messages of one role with different names (a group chat) are refused, as the model
-could not tell who said what.
+request and write an answer the same way. Pure: nothing here runs a query. Tools have no
+executor: their calls go back to the client (`finish_reason: "tool_calls"`). What each parameter
+and message field does (honoured, ignored, accepted only empty, refused with an
+`UnsupportedParameterError` naming it): the README's table under "Gateway". Signed thinking,
+which the format has no field for, travels as LiteLLM carries it: `thinking_blocks` (and its
+text in `reasoning_content`).
 """
 
 from __future__ import annotations
@@ -41,48 +18,15 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from ._anthropic_format import thinking_option
+from . import _request as req
+from . import types as t
 from ._error_kinds import SentParts
 from ._messages import IMAGE_DETAIL, NO_LOW_DETAIL, TOOLS_NEEDED
-from ._request import (
-    AssistantMessage,
-    AssistantPart,
-    Image,
-    Message,
-    Reasoning,
-    SystemMessage,
-    Text,
-    ToolCall,
-    ToolMessage,
-    ToolResult,
-    UserMessage,
-    holds_tool_blocks,
-)
+from ._thinking import thinking_option
 from ._tool_choice import NamedToolChoice, ToolChoice, offered_tools
 from .errors import InvalidMessagesError, UnsupportedRequestError
 from .settings import EFFORT_NAMES
 from .tools import FunctionTool, tools_from_specs
-from .types import (
-    DiscardPart,
-    ErrorPart,
-    FinishPart,
-    FinishReason,
-    GenerateResult,
-    ReasoningDeltaPart,
-    ReasoningEndPart,
-    ReasoningStartPart,
-    StreamPart,
-    StreamStartPart,
-    TextDeltaPart,
-    TextEndPart,
-    TextStartPart,
-    ToolCallPart,
-    ToolInputDeltaPart,
-    ToolInputEndPart,
-    ToolInputStartPart,
-    ToolResultPart,
-    Usage,
-)
 
 __all__ = [
     "ChatRequest",
@@ -91,10 +35,7 @@ __all__ = [
     "chat_request",
     "completion",
     "completion_id",
-    "finish_reason",
-    "function_tools",
     "provider_messages",
-    "tool_choice",
     "usage",
 ]
 
@@ -110,23 +51,11 @@ class UnsupportedParameterError(UnsupportedRequestError):
 # --------------------------------------------------------------------------- parameters
 
 #: Parameters read and honoured (see `chat_request`).
-_HONOURED = frozenset(
-    {
-        "model",
-        "messages",
-        "tools",
-        "tool_choice",
-        "parallel_tool_calls",
-        "response_format",
-        "max_tokens",
-        "max_completion_tokens",
-        "reasoning_effort",
-        "thinking",
-        "stream",
-        "stream_options",
-        "stop",  # CallOptions.stop_sequences
-    }
-)
+_HONOURED = frozenset({
+    "model", "messages", "tools", "tool_choice", "parallel_tool_calls", "response_format",
+    "max_tokens", "max_completion_tokens", "reasoning_effort", "thinking", "stream",
+    "stream_options", "stop",
+})  # fmt: skip
 
 #: Parameters the spec lets a server ignore: they tag the request or hint at caching, and
 #: change nothing in the answer.
@@ -178,7 +107,7 @@ class ChatRequest:
 
     #: The request's `model` (None: the provider's default); echoed in the answer.
     model: str | None
-    messages: list[Message]
+    messages: list[req.Message]
     tools: list[FunctionTool]
     #: Call options for `generate` / `stream` (model, tool_choice, max_tokens, output_schema,
     #: effort, thinking, stop_sequences, parallel_tool_calls).
@@ -214,7 +143,7 @@ def chat_request(body: Mapping[str, Any], *, ignore: frozenset[str] = frozenset(
         )
     if "messages" not in given:
         raise InvalidMessagesError("'messages' is required: a non-empty list of messages")
-    tools = function_tools(given.get("tools") or [])
+    tools = _function_tools(given.get("tools") or [])
     options: dict[str, Any] = {}
     model = given.get("model")
     if model is not None:
@@ -224,7 +153,7 @@ def chat_request(body: Mapping[str, Any], *, ignore: frozenset[str] = frozenset(
     if "tool_choice" in given:
         # Only the allowed tools are offered: the model cannot call one it is not shown.
         subset = _allowed_tools(given["tool_choice"])
-        choice = subset[1] if subset is not None else tool_choice(given["tool_choice"])
+        choice = subset[1] if subset is not None else _tool_choice(given["tool_choice"])
         try:
             tools = offered_tools(tools, choice, allowed=subset[0] if subset else None)
         except UnsupportedRequestError as exc:
@@ -292,7 +221,7 @@ def chat_request(body: Mapping[str, Any], *, ignore: frozenset[str] = frozenset(
             "stream_options", f"{', '.join(unknown)} cannot be honoured; send include_usage"
         )
     messages = provider_messages(given["messages"])
-    if not tools and holds_tool_blocks(messages):
+    if not tools and req.holds_tool_blocks(messages):
         called = _called_tools(messages)
         if not called or options.get("tool_choice", "none") not in ("auto", "none"):
             raise UnsupportedParameterError("tools", TOOLS_NEEDED)
@@ -300,18 +229,11 @@ def chat_request(body: Mapping[str, Any], *, ignore: frozenset[str] = frozenset(
     stop = _stop_sequences(given.get("stop"))
     if stop:
         options["stop_sequences"] = stop
-    return ChatRequest(
-        model=model,
-        messages=messages,
-        tools=tools,
-        options=options,
-        stream=stream,
-        include_usage=bool(stream_options.get("include_usage")),
-        structured=structured,
-    )
+    include_usage = bool(stream_options.get("include_usage"))
+    return ChatRequest(model, messages, tools, options, stream, include_usage, structured)
 
 
-def _called_tools(messages: Sequence[Message]) -> list[FunctionTool]:
+def _called_tools(messages: Sequence[req.Message]) -> list[FunctionTool]:
     """The tools a history calls, defined again for a request without `tools`: the Messages
     API refuses tool calls in a request that defines no tools, and OpenAI's API takes them
     (AutoGen's reflection after a tool call sends the calls and results without `tools`).
@@ -320,17 +242,12 @@ def _called_tools(messages: Sequence[Message]) -> list[FunctionTool]:
     names = dict.fromkeys(
         part.name
         for message in messages
-        if isinstance(message, AssistantMessage)
+        if isinstance(message, req.AssistantMessage)
         for part in message.parts
-        if isinstance(part, ToolCall)
+        if isinstance(part, req.ToolCall)
     )
-    return [
-        FunctionTool(name=name, description=_HISTORY_TOOL, input_schema={"type": "object"})
-        for name in names
-    ]
-
-
-_HISTORY_TOOL = "Called earlier in this conversation; not available for this reply."
+    later = "Called earlier in this conversation; not available for this reply."
+    return [FunctionTool(name, later, {"type": "object"}) for name in names]
 
 
 def _stop_sequences(stop: Any) -> list[str]:
@@ -405,7 +322,7 @@ def _described(schema: dict[str, Any], name: Any, description: Any) -> dict[str,
 # --------------------------------------------------------------------------- tools
 
 
-def function_tools(tools: Any) -> list[FunctionTool]:
+def _function_tools(tools: Any) -> list[FunctionTool]:
     """OpenAI function tools -> `FunctionTool`s without executors (the client runs them), read
     by the tool layer's one rule (`tool_from_spec`), each error naming `tools[i]...`."""
     if not isinstance(tools, Sequence) or isinstance(tools, str | bytes):
@@ -456,7 +373,7 @@ def _allowed_tools(choice: Any) -> tuple[list[str], ToolChoice] | None:
     return allowed, mode
 
 
-def tool_choice(choice: Any) -> ToolChoice:
+def _tool_choice(choice: Any) -> ToolChoice:
     """OpenAI's `tool_choice` -> the provider's (what it means: `_tool_choice.offered_tools`)."""
     match choice:
         case "auto" | "none" | "required":
@@ -549,7 +466,7 @@ def _check_names(messages: Sequence[Any]) -> None:
             )
 
 
-def provider_messages(messages: Any) -> list[Message]:
+def provider_messages(messages: Any) -> list[req.Message]:
     """Chat Completions messages -> the provider's typed messages (`sf_provider._request`).
 
     `system` and `developer` messages go into the system prompt (text parts on their own lines);
@@ -557,11 +474,11 @@ def provider_messages(messages: Any) -> list[Message]:
     carry text, a `refusal`, `tool_calls` and LiteLLM-style `thinking_blocks` (or, without them,
     `reasoning_content`, replayed as text); `tool` messages answer the calls by `tool_call_id`
     (several text parts stay separate text blocks of the result). Nothing is glued together.
-    Any other field is refused (the module docstring says which empty ones are accepted).
+    Any other field is refused (the README says which empty ones are accepted).
     """
     if not isinstance(messages, Sequence) or isinstance(messages, str | bytes) or not messages:
         raise InvalidMessagesError("'messages' must be a non-empty list of messages")
-    converted: list[Message] = []
+    converted: list[req.Message] = []
     for i, message in enumerate(messages):
         if not isinstance(message, Mapping):
             raise InvalidMessagesError(f"messages[{i}] must be an object")
@@ -579,22 +496,21 @@ def provider_messages(messages: Any) -> list[Message]:
         _check_fields(message, role, f"messages[{i}]")
         content = message.get("content")
         if role in ("system", "developer"):
-            if any(not isinstance(m, SystemMessage) for m in converted):
+            if any(not isinstance(m, req.SystemMessage) for m in converted):
                 raise UnsupportedRequestError(
                     f"{where}: a {role} message after the conversation started cannot be kept "
                     f"in its place by the CLI (it takes one system prompt); put every system "
                     f"and developer message first"
                 )
-            # Its parts on their own lines.
-            lines = [t.text for t in _text_blocks(content, where)]
-            converted.append(SystemMessage("\n".join(lines)))
+            lines = [block.text for block in _text_blocks(content, where)]
+            converted.append(req.SystemMessage("\n".join(lines)))
         elif role == "user":
             content_path = f"messages[{i}].content"
-            converted.append(UserMessage(_user_content(content, where, content_path)))
+            converted.append(req.UserMessage(_user_content(content, where, content_path)))
         elif role == "assistant":
             parts = _assistant_content(message, where)
             if parts:  # an empty turn says nothing the API would accept
-                converted.append(AssistantMessage(parts))
+                converted.append(req.AssistantMessage(parts))
         else:  # tool
             call_id = message.get("tool_call_id")
             if not isinstance(call_id, str) or not call_id:
@@ -602,7 +518,7 @@ def provider_messages(messages: Any) -> list[Message]:
             parts = _text_blocks(content, where)
             # Several parts: each its own block, as sent.
             output = parts if len(parts) > 1 else parts[0].text if parts else ""
-            converted.append(ToolMessage((ToolResult(call_id, output),)))
+            converted.append(req.ToolMessage((req.ToolResult(call_id, output),)))
     _check_names(messages)
     return converted
 
@@ -617,7 +533,7 @@ def _parts(content: Any, where: str) -> list[Mapping[str, Any]]:
     raise InvalidMessagesError(f"{where}: content must be a string or a list of content parts")
 
 
-def _text_blocks(content: Any, where: str) -> tuple[Text, ...]:
+def _text_blocks(content: Any, where: str) -> tuple[req.Text, ...]:
     """The text parts of a message that holds text only, each a text block."""
     blocks = []
     for part in _parts(content, where):
@@ -625,19 +541,19 @@ def _text_blocks(content: Any, where: str) -> tuple[Text, ...]:
             raise InvalidMessagesError(
                 f"{where}: only text can go here, not a {part.get('type')!r} part"
             )
-        blocks.append(Text(part["text"]))
+        blocks.append(req.Text(part["text"]))
     return tuple(blocks)
 
 
-def _user_content(content: Any, where: str, path: str) -> tuple[Text | Image, ...]:
-    blocks: list[Text | Image] = []
+def _user_content(content: Any, where: str, path: str) -> tuple[req.Text | req.Image, ...]:
+    blocks: list[req.Text | req.Image] = []
     for j, part in enumerate(_parts(content, where)):
         kind = part.get("type")
         if kind == "text" and isinstance(part.get("text"), str):
-            blocks.append(Text(part["text"]))
+            blocks.append(req.Text(part["text"]))
         elif kind == "image_url":
             url = _image_url(part.get("image_url"), where, f"{path}[{j}].image_url")
-            blocks.append(Image(url=url))
+            blocks.append(req.Image(url=url))
         else:
             raise InvalidMessagesError(
                 f"{where}: a user content part must be 'text' or 'image_url', not {kind!r}"
@@ -667,15 +583,15 @@ def _image_url(image: Any, where: str, path: str) -> str:
     return str(image["url"])
 
 
-def _assistant_content(message: Mapping[str, Any], where: str) -> tuple[AssistantPart, ...]:
-    blocks: list[AssistantPart] = []
+def _assistant_content(message: Mapping[str, Any], where: str) -> tuple[req.AssistantPart, ...]:
+    blocks: list[req.AssistantPart] = []
     thinking_blocks = message.get("thinking_blocks") or []
     for i, block in enumerate(thinking_blocks):
         kind = block.get("type") if isinstance(block, Mapping) else None
         if kind == "thinking":
             signature = block.get("signature")
             blocks.append(
-                Reasoning(str(block.get("thinking", "")),
+                req.Reasoning(str(block.get("thinking", "")),
                           signature if isinstance(signature, str) and signature else None)
             )  # fmt: skip
         elif kind == "redacted_thinking":
@@ -684,7 +600,7 @@ def _assistant_content(message: Mapping[str, Any], where: str) -> tuple[Assistan
                 raise InvalidMessagesError(
                     f"{where}.thinking_blocks[{i}]: a redacted_thinking block needs its 'data'"
                 )
-            blocks.append(Reasoning("", redacted=data))
+            blocks.append(req.Reasoning("", redacted=data))
         else:
             raise InvalidMessagesError(
                 f"{where}.thinking_blocks[{i}]: a thinking block must be of type 'thinking' or "
@@ -697,7 +613,7 @@ def _assistant_content(message: Mapping[str, Any], where: str) -> tuple[Assistan
         # Reasoning without its signed blocks cannot go back as thinking: the provider replays
         # it as text and says so (a `history-flattened` warning). With `thinking_blocks` it is
         # their text, as `message` writes it.
-        blocks.append(Reasoning(reasoning))
+        blocks.append(req.Reasoning(reasoning))
     texts = []
     for part in _parts(message.get("content"), where):
         kind = part.get("type")
@@ -708,12 +624,12 @@ def _assistant_content(message: Mapping[str, Any], where: str) -> tuple[Assistan
             )
         if text:
             texts.append(text)
-            blocks.append(Text(text))
+            blocks.append(req.Text(text))
     refusal = message.get("refusal")
     if refusal is not None and not isinstance(refusal, str):
         raise InvalidMessagesError(f"{where}: 'refusal' must be a string")
     if refusal and refusal not in texts:
-        blocks.append(Text(refusal))  # what the model said: its refusal
+        blocks.append(req.Text(refusal))  # what the model said: its refusal
     calls = message.get("tool_calls") or []
     if not isinstance(calls, Sequence):
         raise InvalidMessagesError(f"{where}: 'tool_calls' must be a list")
@@ -727,7 +643,7 @@ def _assistant_content(message: Mapping[str, Any], where: str) -> tuple[Assistan
         name = function.get("name")
         if not isinstance(name, str) or not name:
             raise InvalidMessagesError(f"{here}: a tool call's function needs a 'name'")
-        blocks.append(ToolCall(call["id"], name, _arguments(function, here)))
+        blocks.append(req.ToolCall(call["id"], name, _arguments(function, here)))
     return tuple(blocks)
 
 
@@ -752,7 +668,8 @@ def _arguments(function: Mapping[str, Any], where: str) -> dict[str, Any]:
 
 # --------------------------------------------------------------------------- answers out
 
-_FINISH: dict[FinishReason, str] = {
+#: The provider's finish reason as OpenAI's (`tool-calls` only with calls to answer).
+_FINISH: dict[t.FinishReason, str] = {
     "stop": "stop",
     "length": "length",
     "tool-calls": "tool_calls",
@@ -762,12 +679,7 @@ _FINISH: dict[FinishReason, str] = {
 }
 
 
-def finish_reason(reason: FinishReason) -> str:
-    """The provider's finish reason as OpenAI's (`tool-calls` only with calls to answer)."""
-    return _FINISH[reason]
-
-
-def usage(value: Usage) -> dict[str, Any]:
+def usage(value: t.Usage) -> dict[str, Any]:
     """Usage in OpenAI's shape: prompt tokens include cache reads and writes."""
     return {
         "prompt_tokens": value.input_total,
@@ -786,7 +698,7 @@ def _arguments_json(arguments: dict[str, Any]) -> str:
     return json.dumps(arguments, ensure_ascii=False)
 
 
-def message(result: GenerateResult, *, structured: bool = False) -> dict[str, Any]:
+def message(result: t.GenerateResult, *, structured: bool = False) -> dict[str, Any]:
     """The assistant message of a `GenerateResult` (single-turn: its calls are the client's)."""
     content: str | None = result.text or None
     if structured and result.structured_output is not None:
@@ -818,7 +730,7 @@ def _thinking_block(text: str, signature: str | None, redacted: str | None) -> d
 
 
 def completion(
-    result: GenerateResult,
+    result: t.GenerateResult,
     *,
     model: str,
     structured: bool = False,
@@ -837,7 +749,7 @@ def completion(
                 "index": 0,
                 "message": message(result, structured=structured),
                 "logprobs": None,
-                "finish_reason": finish_reason(result.finish_reason),
+                "finish_reason": _FINISH[result.finish_reason],
             }
         ],
         "usage": usage(result.usage),
@@ -855,7 +767,7 @@ class ChunkMapper:
 
     def __init__(self, *, structured: bool = False) -> None:
         self.structured = structured
-        self.usage: Usage | None = None
+        self.usage: t.Usage | None = None
         self._index: dict[str, int] = {}  # call id -> index in tool_calls
         self._arguments: dict[str, str] = {}  # call id -> arguments sent so far
         self._reasoning: dict[str, list[str]] = {}
@@ -866,28 +778,28 @@ class ChunkMapper:
         """The first choice: the role."""
         return {"delta": {"role": "assistant", "content": ""}, "finish_reason": None}
 
-    def choices(self, part: StreamPart) -> list[dict[str, Any]]:
+    def choices(self, part: t.StreamPart) -> list[dict[str, Any]]:
         """The choices one part becomes (often none)."""
         match part:
-            case TextDeltaPart():
+            case t.TextDeltaPart():
                 if self.structured:
                     return []  # the answer is the structured output, at the end
                 self._sent.add(part.id)
                 return [_choice({"content": part.delta})]
-            case ReasoningDeltaPart():
+            case t.ReasoningDeltaPart():
                 self._sent.add(part.id)
                 self._reasoning.setdefault(part.id, []).append(part.delta)
                 return [_choice({"reasoning_content": part.delta})]
-            case ReasoningEndPart():
+            case t.ReasoningEndPart():
                 text = "".join(self._reasoning.pop(part.id, []))
                 block = _thinking_block(text, part.signature, part.redacted)
                 return [_choice({"thinking_blocks": [block]})] if block else []
-            case ToolInputStartPart():
+            case t.ToolInputStartPart():
                 return [self._open_call(part.id, part.tool_name, "")]
-            case ToolInputDeltaPart():
+            case t.ToolInputDeltaPart():
                 self._arguments[part.id] = self._arguments.get(part.id, "") + part.delta
                 return [self._call_delta(part.id, {"arguments": part.delta})]
-            case ToolCallPart():
+            case t.ToolCallPart():
                 arguments = _arguments_json(part.input)
                 if part.tool_call_id not in self._index:  # not streamed: a recovered call
                     return [self._open_call(part.tool_call_id, part.tool_name, arguments)]
@@ -896,28 +808,27 @@ class ChunkMapper:
                     # so the client reads valid JSON.
                     return [self._call_delta(part.tool_call_id, {"arguments": arguments})]
                 return []
-            case DiscardPart():
+            case t.DiscardPart():
                 self._sent.discard(
                     part, "send the request again (without stream, the redo is folded in correctly)"
                 )
                 return []
-            case FinishPart():
+            case t.FinishPart():
                 self.usage = part.usage
                 choices = []
                 if self.structured and part.structured_output is not None:
                     content = json.dumps(part.structured_output, ensure_ascii=False)
                     choices.append(_choice({"content": content}))
-                reason = finish_reason(part.finish_reason)
-                choices.append({"delta": {}, "finish_reason": reason})
+                choices.append({"delta": {}, "finish_reason": _FINISH[part.finish_reason]})
                 return choices
             case (
-                StreamStartPart()
-                | TextStartPart()
-                | TextEndPart()
-                | ReasoningStartPart()
-                | ToolInputEndPart()
-                | ErrorPart()  # the provider raises right after it
-                | ToolResultPart()  # only for calls the provider ran: none have executors
+                t.StreamStartPart()
+                | t.TextStartPart()
+                | t.TextEndPart()
+                | t.ReasoningStartPart()
+                | t.ToolInputEndPart()
+                | t.ErrorPart()  # the provider raises right after it
+                | t.ToolResultPart()  # only for calls the provider ran: none have executors
             ):
                 return []
 

@@ -9,19 +9,12 @@ import contextlib
 import queue
 import threading
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Literal, TypeVar
 
 __all__ = ["iterate_in_thread", "run_sync"]
 
 _T = TypeVar("_T")
-
-
-def _loop_running() -> bool:
-    try:
-        asyncio.get_running_loop()
-    except RuntimeError:
-        return False
-    return True
 
 
 def run_sync(make: Callable[[], Awaitable[_T]]) -> _T:
@@ -30,23 +23,12 @@ def run_sync(make: Callable[[], Awaitable[_T]]) -> _T:
     async def main() -> _T:
         return await make()
 
-    if not _loop_running():
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
         return asyncio.run(main())
-    outcome: list[_T] = []
-    failure: list[BaseException] = []
-
-    def worker() -> None:
-        try:
-            outcome.append(asyncio.run(main()))
-        except BaseException as exc:
-            failure.append(exc)
-
-    thread = threading.Thread(target=worker, name="sf-provider-sync")
-    thread.start()
-    thread.join()
-    if failure:
-        raise failure[0]
-    return outcome[0]
+    with ThreadPoolExecutor(1, thread_name_prefix="sf-provider-sync") as worker:
+        return worker.submit(asyncio.run, main()).result()
 
 
 def iterate_in_thread(make: Callable[[], AsyncIterator[_T]]) -> Iterator[_T]:

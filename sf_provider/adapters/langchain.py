@@ -61,12 +61,12 @@ from pydantic.v1 import BaseModel as BaseModelV1
 
 from .. import _request as req
 from .. import types as sf
-from .._anthropic_format import thinking_option
 from .._error_kinds import ErrorKind, SentParts, classify
 from .._mapping import ResultCollector
 from .._outcome import response_model
 from .._stop import STOP_SEQUENCE_DETAIL
 from .._sync import iterate_in_thread, run_sync
+from .._thinking import thinking_option
 from .._tool_choice import NamedToolChoice, ToolChoice, offered_tools
 from .._warnings import warn_user
 from ..errors import (

@@ -1,16 +1,13 @@
 """What both API styles of the gateway share: settings, the guard in front of the routes
-(keys, concurrency, body size), errors, and `QueryResponse`, which runs a query as a response.
+(keys, concurrency, body size), errors, and `model_endpoint`, which makes a model route of a
+door's parse and render functions (`ModelCall`) and runs its query as a `QueryResponse`.
 
-Errors: `error_info` (from `sf_provider._error_status`, by the error's kind, as every door maps
-it) gives an error's HTTP status and error type; each style renders its own body: OpenAI's
-`{"error": {"message", "type", "param", "code"}}` (`openai_error`) and Anthropic's
-`{"type": "error", "error": {"type", "message"}}` (`anthropic_error`). The guard and
-`error_response` pick by path (`/v1/messages` is Anthropic's, `/v1/chat/completions` OpenAI's)
-and elsewhere (`/v1/models`, unknown routes) by the client (`anthropic_client`).
-
-Warnings: the `CallWarning`s of a query (something in the request not honoured exactly as asked,
-e.g. `history-flattened`) go out in the `sf-provider-warnings` response header (`WARNINGS_HEADER`),
-on streamed, non-streamed and error responses alike.
+Errors: `error_info` (`sf_provider._error_status`, by the error's kind, as every door maps it)
+gives an error's HTTP status and type; each style writes its own body (`_error_body`): OpenAI's
+`{"error": {"message", "type", "param", "code"}}`, Anthropic's `{"type": "error", "error":
+{"type", "message"}}`. The style is the route's (`/v1/messages` Anthropic's,
+`/v1/chat/completions` OpenAI's), elsewhere the client's (`anthropic_client`). A query's
+`CallWarning`s go out in the `sf-provider-warnings` header (`warnings_header`).
 """
 
 from __future__ import annotations
@@ -20,8 +17,16 @@ import json
 import logging
 import math
 import uuid
-from collections.abc import AsyncGenerator, AsyncIterator, Callable, Mapping, Sequence
+from collections.abc import (
+    AsyncGenerator,
+    AsyncIterator,
+    Awaitable,
+    Callable,
+    Mapping,
+    Sequence,
+)
 from contextlib import aclosing
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
 
 import anyio
@@ -36,37 +41,28 @@ from .._mapping import ResultCollector
 from .._tracing import continue_trace
 from ..errors import ProviderError
 from ..settings import ProviderSettings
-from ..types import (
-    CallWarning,
-    ErrorPart,
-    FinishPart,
-    GenerateResult,
-    StreamPart,
-    StreamStartPart,
-)
+from ..tools import FunctionTool
+from ..types import CallWarning, ErrorPart, FinishPart, GenerateResult, StreamPart, StreamStartPart
 
 if TYPE_CHECKING:
-    from ..provider import QueryStream
+    from .._request import Message as RequestMessage
+    from ..provider import ClaudeAgentProvider, QueryStream
 
 __all__ = [
-    "ANTHROPIC_PATHS",
     "KEYS_ENV",
-    "MODEL_PATHS",
-    "OPENAI_PATHS",
     "WARNINGS_HEADER",
     "ErrorInfo",
     "GatewayError",
     "GatewayGuard",
     "GatewaySettings",
+    "ModelCall",
     "QueryResponse",
     "Slots",
     "anthropic_client",
-    "anthropic_error",
-    "error_info",
     "error_response",
-    "json_body",
     "keys_from",
-    "openai_error",
+    "model_endpoint",
+    "sse",
     "warnings_header",
 ]
 
@@ -76,11 +72,11 @@ logger = logging.getLogger("sf_provider.gateway")
 KEYS_ENV = "SF_PROVIDER_GATEWAY_KEYS"
 
 #: The routes that run a model query: guarded by the concurrency and body-size limits.
-MODEL_PATHS = frozenset({"/v1/chat/completions", "/v1/messages"})
+_MODEL_PATHS = frozenset({"/v1/chat/completions", "/v1/messages"})
 #: Routes whose errors take Anthropic's shape, and OpenAI's; any other route answers in the
 #: shape of its client (`anthropic_client`).
-ANTHROPIC_PATHS = frozenset({"/v1/messages", "/v1/messages/count_tokens"})
-OPENAI_PATHS = frozenset({"/v1/chat/completions"})
+_ANTHROPIC_PATHS = frozenset({"/v1/messages", "/v1/messages/count_tokens"})
+_OPENAI_PATHS = frozenset({"/v1/chat/completions"})
 
 #: The response header with a query's warnings: a JSON array (ASCII) of `{"code", "message"}`.
 WARNINGS_HEADER = "sf-provider-warnings"
@@ -140,23 +136,27 @@ def _headers(info: ErrorInfo) -> dict[str, str]:
     return {"Retry-After": str(max(math.ceil(info.retry_after), 0))}  # whole seconds
 
 
-def openai_error(info: ErrorInfo) -> JSONResponse:
-    """An error in the OpenAI API's shape. 529 (Anthropic's "overloaded") is 503 here."""
-    body = {
-        "error": {"message": info.message, "type": info.type, "param": info.param,
-                  "code": info.code}
-    }  # fmt: skip
-    status = 503 if info.status == 529 else info.status
-    return JSONResponse(body, status_code=status, headers=_headers(info))
-
-
-def anthropic_error(info: ErrorInfo) -> JSONResponse:
-    """An error in the Anthropic API's shape."""
+def _error_body(style: Style, info: ErrorInfo) -> dict[str, Any]:
+    """An error in the style's own shape (the body of an error response or SSE event)."""
+    if style == "openai":
+        fields = {"message": info.message, "type": info.type, "param": info.param}
+        return {"error": {**fields, "code": info.code}}
     error: dict[str, Any] = {"type": info.type, "message": info.message}
     if info.details:
         error["details"] = info.details  # the clients read `error_code` there
-    body = {"type": "error", "error": error}
-    return JSONResponse(body, status_code=info.status, headers=_headers(info))
+    return {"type": "error", "error": error}
+
+
+def _error_json(style: Style, info: ErrorInfo) -> JSONResponse:
+    """An error response in the style's shape. 529 (Anthropic's "overloaded") is 503 in OpenAI's."""
+    status = 503 if style == "openai" and info.status == 529 else info.status
+    return JSONResponse(_error_body(style, info), status_code=status, headers=_headers(info))
+
+
+def sse(data: Mapping[str, Any], event: str | None = None) -> bytes:
+    """One server-sent event (`event:` named, as Anthropic's, or data only, as OpenAI's)."""
+    named = f"event: {event}\n" if event else ""
+    return f"{named}data: {json.dumps(data, ensure_ascii=False)}\n\n".encode()
 
 
 def anthropic_client(headers: Headers) -> bool:
@@ -168,9 +168,9 @@ def anthropic_client(headers: Headers) -> bool:
 
 
 def _style(path: str, headers: Headers) -> Style:
-    if path in ANTHROPIC_PATHS:
+    if path in _ANTHROPIC_PATHS:
         return "anthropic"
-    if path in OPENAI_PATHS:
+    if path in _OPENAI_PATHS:
         return "openai"
     return "anthropic" if anthropic_client(headers) else "openai"
 
@@ -182,8 +182,7 @@ def error_response(request: Request, exc: BaseException) -> JSONResponse:
     if info.status >= 500 and not isinstance(exc, ProviderError | GatewayError):
         request_id = getattr(request.state, "request_id", None)
         logger.error("request %s to %s failed", request_id, request.url.path, exc_info=exc)
-    style = _style(request.url.path, request.headers)
-    return anthropic_error(info) if style == "anthropic" else openai_error(info)
+    return _error_json(_style(request.url.path, request.headers), info)
 
 
 def warnings_header(warnings: Sequence[CallWarning]) -> dict[str, str]:
@@ -206,7 +205,7 @@ def warnings_header(warnings: Sequence[CallWarning]) -> dict[str, str]:
     return {WARNINGS_HEADER: "[" + ",".join(listed) + "]"}
 
 
-async def json_body(request: Request) -> dict[str, Any]:
+async def _json_body(request: Request) -> dict[str, Any]:
     """The request's JSON object (the guard has already bounded its size)."""
     raw = await request.body()
     try:
@@ -268,7 +267,7 @@ class GatewayGuard:
         send = _with_request_id(scope, send)
         path: str = scope["path"]
         headers = Headers(scope=scope)
-        render = anthropic_error if _style(path, headers) == "anthropic" else openai_error
+        style = _style(path, headers)
         if self._keys and not self._authorized(headers):
             info = ErrorInfo(
                 401,
@@ -277,9 +276,9 @@ class GatewayGuard:
                 "`x-api-key: <key>` with a key the gateway was started with",
                 code="invalid_api_key",
             )
-            await render(info)(scope, receive, send)
+            await _error_json(style, info)(scope, receive, send)
             return
-        if path not in MODEL_PATHS or scope["method"] != "POST":
+        if path not in _MODEL_PATHS or scope["method"] != "POST":
             await self.app(scope, receive, send)
             return
         if not self.slots.take():
@@ -291,7 +290,7 @@ class GatewayGuard:
                 code="concurrency_limit",
                 retry_after=self.settings.retry_after,
             )
-            await render(info)(scope, receive, send)
+            await _error_json(style, info)(scope, receive, send)
             return
         try:
             try:
@@ -303,7 +302,7 @@ class GatewayGuard:
                     f"the request body is larger than the gateway's limit of "
                     f"{self.settings.max_body_bytes:,} bytes (max_body_bytes)",
                 )
-                await render(info)(scope, receive, send)
+                await _error_json(style, info)(scope, receive, send)
                 return
             if body is None:
                 return  # the client left before sending its body
@@ -384,6 +383,37 @@ def keys_from(values: Sequence[str] | None, environ: Mapping[str, str]) -> list[
 # --------------------------------------------------------------------------- the query
 
 
+Events = Callable[[AsyncIterator[StreamPart]], AsyncGenerator[bytes, None]]
+
+
+@dataclass(frozen=True)
+class ModelCall:
+    """A model request as its door read it: the provider call, and how the answer is written
+    (`complete`: the JSON body of the result; `events`: the SSE bytes of the stream parts, None
+    when the request does not stream)."""
+
+    messages: list[RequestMessage]
+    tools: list[FunctionTool]
+    options: dict[str, Any]
+    complete: Callable[[GenerateResult], Any]
+    events: Events | None
+
+
+def model_endpoint(
+    style: Style, read: Callable[[Request, dict[str, Any], ClaudeAgentProvider], ModelCall]
+) -> Callable[[Request], Awaitable[Response]]:
+    """A model route: `read` parses the JSON body (bad input raises, answered 400 by the app's
+    handlers, before any process starts), the query runs as a `QueryResponse` in `style`."""
+
+    async def endpoint(request: Request) -> Response:
+        provider: ClaudeAgentProvider = request.app.state.provider
+        call = read(request, await _json_body(request), provider)
+        parts = provider.stream(call.messages, tools=call.tools, **call.options)
+        return QueryResponse(parts, style, complete=call.complete, events=call.events)
+
+    return endpoint
+
+
 class QueryResponse(Response):
     """The response to a model request: runs its query (`parts`, from `provider.stream`, so bad
     input has already raised) and answers in one API style.
@@ -392,11 +422,11 @@ class QueryResponse(Response):
     - A `traceparent` header (W3C Trace Context) makes the query's span part of the caller's
       trace, when tracing is configured (`sf_provider._tracing`).
     - A client that disconnects stops the query (and its CLI) at once.
-    - An error before any content is an ordinary error response with its status (`error`);
-      most failures (the API's 401/429/529, a timeout before the first token) are such.
-    - Streaming (`sse` given): the parts up to the first content are read first, then
-      `200 text/event-stream` with what `sse` makes of all the parts; an error after that is
-      the style's error event (`stream_error`), and the stream ends.
+    - An error before any content is an ordinary error response with its status; most
+      failures (the API's 401/429/529, a timeout before the first token) are such.
+    - Streaming (`events` given): the parts up to the first content are read first, then
+      `200 text/event-stream` with what `events` makes of all the parts; an error after that is
+      the style's error event, and the stream ends.
     - Otherwise the parts are folded into a `GenerateResult` (as `generate` does) and
       `complete` gives the JSON body.
     - The query's warnings (from its stream-start part) are the `sf-provider-warnings` header
@@ -406,21 +436,18 @@ class QueryResponse(Response):
     def __init__(
         self,
         parts: QueryStream,
+        style: Style,
         *,
         complete: Callable[[GenerateResult], Any],
-        error: Callable[[ErrorInfo], Response],
-        sse: Callable[[AsyncIterator[StreamPart]], AsyncGenerator[bytes, None]] | None = None,
-        stream_error: Callable[[ErrorInfo], bytes] | None = None,
+        events: Events | None = None,
     ) -> None:
         super().__init__(status_code=200)
         self.parts = parts
+        self.style: Style = style
         self.complete = complete
-        self.error = error
-        self.sse = sse
-        self.stream_error = stream_error
+        self.events = events
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        # A caller's `traceparent` header: the query's span continues its trace.
         with continue_trace(Headers(scope=scope)):
             async with self.parts, anyio.create_task_group() as group:
 
@@ -431,15 +458,15 @@ class QueryResponse(Response):
 
                 group.start_soon(watch)
                 try:
-                    if self.sse is None:
+                    if self.events is None:
                         await self._answer(scope, receive, send)
                     else:
-                        await self._stream(self.sse, scope, receive, send)
+                        await self._stream(self.events, scope, receive, send)
                 finally:
                     group.cancel_scope.cancel()
 
     def _error(self, exc: ProviderError, warnings: Sequence[CallWarning]) -> Response:
-        response = self.error(error_info(exc))
+        response = _error_json(self.style, error_info(exc))
         response.headers.update(warnings_header(warnings))
         return response
 
@@ -457,13 +484,7 @@ class QueryResponse(Response):
         answer = self.complete(collector.result())
         await JSONResponse(answer, headers=warnings_header(warnings))(scope, receive, send)
 
-    async def _stream(
-        self,
-        sse: Callable[[AsyncIterator[StreamPart]], AsyncGenerator[bytes, None]],
-        scope: Scope,
-        receive: Receive,
-        send: Send,
-    ) -> None:
+    async def _stream(self, events: Events, scope: Scope, receive: Receive, send: Send) -> None:
         head: list[StreamPart] = []
         try:
             async for part in self.parts:
@@ -492,13 +513,13 @@ class QueryResponse(Response):
                 yield part
 
         try:
-            async with aclosing(sse(all_parts())) as events:
-                async for event in events:
+            async with aclosing(events(all_parts())) as stream:
+                async for event in stream:
                     await send({"type": "http.response.body", "body": event, "more_body": True})
         except ProviderError as exc:
-            if self.stream_error is not None:
-                event = self.stream_error(error_info(exc))
-                await send({"type": "http.response.body", "body": event, "more_body": True})
+            body = _error_body(self.style, error_info(exc))
+            event = sse(body, "error" if self.style == "anthropic" else None)
+            await send({"type": "http.response.body", "body": event, "more_body": True})
         await send({"type": "http.response.body", "body": b"", "more_body": False})
 
 

@@ -9,8 +9,6 @@ concurrency and body size in front of them; errors come in the style of the rout
 from __future__ import annotations
 
 import argparse
-import importlib
-import importlib.util
 import ipaddress
 import os
 import sys
@@ -40,6 +38,7 @@ from ._http import (
     error_response,
     keys_from,
 )
+from .anthropic import messages_endpoint
 from .openai import chat_completions
 
 __all__ = ["create_app", "run_gateway"]
@@ -113,14 +112,11 @@ def create_app(
 
     routes = [
         Route("/v1/chat/completions", chat_completions, methods=["POST"]),
+        Route("/v1/messages", messages_endpoint, methods=["POST"]),
         Route("/v1/models", models, methods=["GET"]),
         Route("/v1/models/{model_id:path}", model, methods=["GET"]),
         Route("/healthz", healthz, methods=["GET"]),
     ]
-    # The Anthropic style lives in its own module; the app serves it once it is there.
-    if importlib.util.find_spec(f"{__package__}.anthropic") is not None:
-        anthropic = importlib.import_module(f"{__package__}.anthropic")
-        routes.append(Route("/v1/messages", anthropic.messages_endpoint, methods=["POST"]))
 
     async def handle(request: Request, exc: Exception) -> Response:
         if isinstance(exc, HTTPException):  # no such route, or method: in the route's style

@@ -454,22 +454,6 @@ REFUSED: dict[str, tuple[dict[str, Any], type[ProviderError], str]] = {
         "messages[2].content[1]: a tool_result block comes after a text block; the Messages API "
         "requires a user message's tool_result blocks first, before any text or image",
     ),
-    "history-without-tools": (
-        {
-            "messages": [
-                {"role": "user", "content": "Weather?"},
-                {
-                    "role": "assistant",
-                    "content": [{"type": "tool_use", "id": "t1", "name": "x", "input": {}}],
-                },
-                {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "t1"}]},
-            ]
-        },
-        UnsupportedRequestError,
-        # The CLI started and asked the API three times, each refused: "... must define tools".
-        "tools: the messages hold tool calls or results, and the Messages API refuses those in a "
-        "request that defines no tools: send in 'tools' the tools the history calls",
-    ),
     "citations": (
         {
             "messages": [

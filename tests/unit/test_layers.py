@@ -117,22 +117,7 @@ def test_no_wire_format_imports_the_provider(name: str) -> None:
     assert f"{ROOT}.provider" not in imported(name)
 
 
-@pytest.mark.parametrize(
-    "name",
-    [
-        pytest.param(
-            name,
-            marks=pytest.mark.xfail(
-                strict=True,
-                reason="imports _anthropic_format.thinking_option, which the typed request "
-                "(issue 27 item 1) moves into the core",
-            ),
-        )
-        if short(name) == "_openai_format"
-        else name
-        for name in FORMATS
-    ],
-)
+@pytest.mark.parametrize("name", FORMATS)
 def test_no_wire_format_imports_another(name: str) -> None:
     assert not imported(name) & (set(FORMATS) - {name})
 
