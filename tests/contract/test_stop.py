@@ -1,6 +1,6 @@
 """`stop_sequences` in the core, through the real CLI: the provider's own parts are cut
 before the first stop sequence (`sf_provider._stop.StopCutter`, unit-tested in
-`tests/unit/test_stop.py`), so every front door only passes its stop field through."""
+`tests/unit/test_stop_cutter.py`), so every front door only passes its stop field through."""
 
 from __future__ import annotations
 
