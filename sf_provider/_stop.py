@@ -3,14 +3,13 @@ stopped the API (`CallOptions.stop_sequences`). Pure: it reads and makes stream 
 
 The CLI sends no stop sequences to the API (until it can: issue 28), so the model writes on;
 `StopCutter` cuts the text where the first stop sequence begins and leaves out what the model
-wrote after it. `ClaudeAgentProvider.stream` applies it to its own parts, so every front door
+wrote after it. The provider's query loop applies it to its parts, so every front door
 (gateway, LiteLLM, LangChain, pydantic-ai) only passes its stop field through.
 """
 
 from __future__ import annotations
 
-from collections.abc import AsyncGenerator, Sequence
-from contextlib import aclosing
+from collections.abc import Sequence
 
 from .types import (
     DiscardPart,
@@ -52,16 +51,6 @@ class StopCutter:
         self._sent: dict[str, int] = {}  # text block id -> characters passed on
         self._calls: set[str] = set()  # calls passed on (and not taken back)
 
-    async def cut(
-        self, parts: AsyncGenerator[StreamPart, None]
-    ) -> AsyncGenerator[StreamPart, None]:
-        """`parts` as `parts` (one by one) makes them; `parts` runs to its end. Closing this
-        closes `parts`."""
-        async with aclosing(parts):
-            async for part in parts:
-                for kept in self.parts(part):
-                    yield kept
-
     def parts(self, part: StreamPart) -> list[StreamPart]:
         """The parts `part` becomes (none while text is held back or after the stop)."""
         if not self.stops:
@@ -77,12 +66,7 @@ class StopCutter:
                 self.stopped, self.matched, self._stop_block = False, None, None
             return [part]
         if isinstance(part, FinishPart):
-            if self.stopped:
-                reason: FinishReason = "tool-calls" if self._calls else "stop"
-                details = {**part.provider_details, STOP_SEQUENCE_DETAIL: self.matched}
-                update = {"finish_reason": reason, "provider_details": details}
-                return [part.model_copy(update=update)]
-            return [part]
+            return [self.finish(part)]
         if self.stopped:
             return []
         match part:
@@ -106,6 +90,15 @@ class StopCutter:
                 return [part]
             case _:
                 return [part]
+
+    def finish(self, part: FinishPart) -> FinishPart:
+        """The finish part of an answer that ended at a stop sequence says so (finish reason
+        and `provider_details["stop_sequence"]`); any other is passed on as it is."""
+        if not self.stopped:
+            return part
+        reason: FinishReason = "tool-calls" if self._calls else "stop"
+        details = {**part.provider_details, STOP_SEQUENCE_DETAIL: self.matched}
+        return part.model_copy(update={"finish_reason": reason, "provider_details": details})
 
     def _held(self, text: str) -> int:
         """How many last characters of `text` could begin a stop sequence."""

@@ -267,8 +267,6 @@ class ClaudeAgentProvider:
         except Exception as exc:  # refused before any process starts: a failed span still
             refused(exc, call_options.get("model", self.settings.model))
             raise
-        if plan.options.stop_sequences:
-            return QueryStream(StopCutter(plan.options.stop_sequences).cut(self._run(plan)))
         return QueryStream(self._run(plan))
 
     # -- preparation (no process yet)
@@ -561,6 +559,9 @@ class ClaudeAgentProvider:
             hold_envelopes=single_turn,
         )
         collector = ResultCollector()
+        # Stop sequences cut the parts here, before the collector, the result rules and the
+        # trace see them: all judge the answer the caller gets (no stops: parts pass through).
+        cutter = StopCutter(plan.options.stop_sequences)
         bridge, tool_names = self.settings.bridge_name, [t.name for t in plan.tools]
         try:
             start = StreamStartPart(warnings=plan.warnings, mode=plan.mode)
@@ -591,8 +592,9 @@ class ClaudeAgentProvider:
                             session.transport.finished = True
                             continue
                         for part in mapper.map(message):
-                            collector.add(part)
-                            yield part
+                            for kept in cutter.parts(part):
+                                collector.add(kept)
+                                yield kept
             except sdk.ClaudeSDKError as exc:
                 failure = exception_failure(exc, stderr, self.settings.max_buffer_size)
             except UnsupportedRequestError as exc:  # the CLI's model cannot do what was asked
@@ -601,12 +603,13 @@ class ClaudeAgentProvider:
                 failure = process_died(None, stderr)
             if failure is None and result is not None:
                 for part in mapper.flush():
-                    collector.add(part)
-                    yield part
+                    for kept in cutter.parts(part):
+                        collector.add(kept)
+                        yield kept
                 outcome = mapper.outcome(result)
                 failure = result_failure(outcome, plan.rules, collector)
                 if failure is None:
-                    finish = finish_part(outcome, process=process)
+                    finish = cutter.finish(finish_part(outcome, process=process))
                     collector.add(finish)
                     query.finish(finish, collector)
                     clean = not result.is_error
@@ -624,7 +627,9 @@ class ClaudeAgentProvider:
             if result is not None:
                 # An error without a partial result: the finish reason says the query failed.
                 failed = not isinstance(failure, PartialResultError)
-                finish = finish_part(mapper.outcome(result), failed=failed, process=process)
+                finish = cutter.finish(
+                    finish_part(mapper.outcome(result), failed=failed, process=process)
+                )
                 collector.add(finish)
                 query.finish(finish, collector)
                 yield finish

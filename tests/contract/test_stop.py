@@ -8,7 +8,12 @@ from typing import Any
 
 import pytest
 
-from sf_provider import ClaudeAgentProvider, FunctionTool, UnsupportedRequestError
+from sf_provider import (
+    ClaudeAgentProvider,
+    FunctionTool,
+    ToolChoiceViolationError,
+    UnsupportedRequestError,
+)
 from sf_provider.testing import ScriptedMessagesAPI, reply, text, tool_use
 
 pytestmark = [pytest.mark.anyio, pytest.mark.cli]
@@ -106,3 +111,15 @@ async def test_in_executor_mode_a_tool_called_after_the_stop_still_runs_and_is_w
     assert calls == [{"city": "Paris"}], "the CLI's loop ran it: the stop cannot reach it"
     assert [w.code for w in result.warnings] == ["stop-after-tools"]
     assert len(api.requests) == 2
+
+
+async def test_a_required_call_written_after_the_stop_does_not_count() -> None:
+    """The result rules judge the answer the caller gets: a call the cut left out cannot meet
+    tool_choice='required' (the answer came back as a success with no call)."""
+    async with ScriptedMessagesAPI([PAST_THE_STOP]) as api:
+        provider = ClaudeAgentProvider(api.settings(warm_processes=0))
+        with pytest.raises(ToolChoiceViolationError, match="without one"):
+            await provider.generate(
+                "Weather?", tools=[WEATHER], tool_choice="required", stop_sequences=["Observation:"]
+            )
+    assert len(api.requests) == 1
