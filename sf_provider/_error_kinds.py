@@ -4,7 +4,7 @@
 `ErrorKind` plus the facts a door needs (the HTTP status it stands for, the Messages API's own
 status, whether retrying can help, `retry_after`, the offending `param`, a machine `code`).
 Each front door then picks its own error type from a table keyed by the kind: the gateway
-(`_error_status.error_info`: status and Anthropic/OpenAI error type), LiteLLM (`_raise`),
+(`gateway._errors.error_info`: status and Anthropic/OpenAI error type), LiteLLM (`_raise`),
 LangChain (`_langchain_error`) and pydantic-ai (`_model_error`). No door looks at the exception's
 class itself, so the doors cannot disagree about what a failure is.
 

@@ -178,7 +178,7 @@ class ClaudeAgentProvider:
             raise UnsupportedRequestError(
                 f"processes must be a whole number of at least 1, not {processes!r}"
             )
-        plan = self._prepare("warm-up", tools, call_options)
+        plan = self._prepare("warm-up", tools, _checked_options(call_options))
         if plan.rules.budget_usd:
             raise UnsupportedRequestError(
                 "queries with max_budget_usd always start a fresh process (the CLI counts the "
@@ -263,9 +263,20 @@ class ClaudeAgentProvider:
         exception) stops the query's CLI at once; see `QueryStream`.
         """
         try:
-            plan = self._prepare(messages, tools, call_options)
-        except Exception as exc:  # refused before any process starts: a failed span still
+            options = _checked_options(call_options)
+        except Exception as exc:
             refused(exc, call_options.get("model", self.settings.model))
+            raise
+        return self._stream(messages, tools, options)
+
+    def _stream(
+        self, messages: MessagesInput, tools: Sequence[FunctionTool] | None, options: CallOptions
+    ) -> QueryStream:
+        """`stream` with its options already read (`_door.stream` comes in here)."""
+        try:
+            plan = self._prepare(messages, tools, options)
+        except Exception as exc:  # refused before any process starts: a failed span still
+            refused(exc, options.model or self.settings.model)
             raise
         return QueryStream(self._run(plan))
 
@@ -275,9 +286,8 @@ class ClaudeAgentProvider:
         self,
         messages: MessagesInput,
         tools: Sequence[FunctionTool] | None,
-        call_options: dict[str, Any],
+        options: CallOptions,
     ) -> _Plan:
-        options = _checked_options(call_options)
         settings = self.settings
         thinking = options.thinking if options.thinking is not None else settings.thinking
         effort = options.effort or settings.effort

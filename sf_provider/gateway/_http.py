@@ -2,7 +2,7 @@
 (keys, concurrency, body size), errors, and `model_endpoint`, which makes a model route of a
 door's parse and render functions (`ModelCall`) and runs its query as a `QueryResponse`.
 
-Errors: `error_info` (`sf_provider._error_status`, by the error's kind, as every door maps it)
+Errors: `error_info` (`gateway._errors`, by the error's kind, as every door maps it)
 gives an error's HTTP status and type; each style writes its own body (`_error_body`): OpenAI's
 `{"error": {"message", "type", "param", "code"}}`, Anthropic's `{"type": "error", "error":
 {"type", "message"}}`. The style is the route's (`/v1/messages` Anthropic's,
@@ -36,16 +36,14 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from .._error_status import ErrorInfo, GatewayError, error_info, invalid_request
-from .._mapping import ResultCollector
-from .._tracing import continue_trace
+from .. import _door as door
+from .._door import ResultCollector, continue_trace
 from ..errors import ProviderError
 from ..settings import ProviderSettings
-from ..tools import FunctionTool
 from ..types import CallWarning, ErrorPart, FinishPart, GenerateResult, StreamPart, StreamStartPart
+from ._errors import ErrorInfo, GatewayError, error_info, invalid_request
 
 if TYPE_CHECKING:
-    from .._request import Message as RequestMessage
     from ..provider import ClaudeAgentProvider, QueryStream
 
 __all__ = [
@@ -392,9 +390,7 @@ class ModelCall:
     (`complete`: the JSON body of the result; `events`: the SSE bytes of the stream parts, None
     when the request does not stream)."""
 
-    messages: list[RequestMessage]
-    tools: list[FunctionTool]
-    options: dict[str, Any]
+    request: door.Request
     complete: Callable[[GenerateResult], Any]
     events: Events | None
 
@@ -408,7 +404,7 @@ def model_endpoint(
     async def endpoint(request: Request) -> Response:
         provider: ClaudeAgentProvider = request.app.state.provider
         call = read(request, await _json_body(request), provider)
-        parts = provider.stream(call.messages, tools=call.tools, **call.options)
+        parts = door.stream(provider, call.request)
         return QueryResponse(parts, style, complete=call.complete, events=call.events)
 
     return endpoint

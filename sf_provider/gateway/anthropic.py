@@ -14,6 +14,7 @@ from typing import Any
 
 from starlette.requests import Request
 
+from .. import _door as door
 from .._anthropic_format import EventMapper, header_betas, message, message_id, parse_request
 from ..provider import ClaudeAgentProvider
 from ..types import GenerateResult, StreamPart
@@ -39,7 +40,8 @@ def _read(request: Request, body: dict[str, Any], _provider: ClaudeAgentProvider
                 yield sse(event, event["type"])
 
     options = call.options | ({"betas": betas} if betas else {})
-    return ModelCall(call.messages, call.tools, options, complete, events if call.stream else None)
+    parsed = door.request(call.messages, call.tools, **options)
+    return ModelCall(parsed, complete, events if call.stream else None)
 
 
 #: `POST /v1/messages`.

@@ -15,6 +15,7 @@ from typing import Any
 
 from starlette.requests import Request
 
+from .. import _door as door
 from .._openai_format import ChunkMapper, chat_request, completion, completion_id
 from .._openai_format import usage as openai_usage
 from ..provider import ClaudeAgentProvider
@@ -57,9 +58,8 @@ def _read(_request: Request, body: dict[str, Any], provider: ClaudeAgentProvider
             yield chunk([], openai_usage(mapper.usage))
         yield b"data: [DONE]\n\n"
 
-    return ModelCall(
-        chat.messages, chat.tools, chat.options, complete, events if chat.stream else None
-    )
+    parsed = door.request(chat.messages, chat.tools, **chat.options)
+    return ModelCall(parsed, complete, events if chat.stream else None)
 
 
 #: `POST /v1/chat/completions`.

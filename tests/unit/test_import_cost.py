@@ -45,7 +45,7 @@ _OPTIONAL = (
     "sf_provider.gateway",
     "sf_provider._openai_format",
     "sf_provider._anthropic_format",
-    "sf_provider._error_status",
+    "sf_provider.gateway._errors",
     "sf_provider._sync",
     "sf_provider._pytest_support",
     "sf_provider._recording",

@@ -181,3 +181,28 @@ def _cycles(graph: dict[str, set[str]]) -> list[list[str]]:
 def test_the_cycle_finder_finds_a_cycle() -> None:
     graph = {"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}
     assert _cycles(graph) == [["a", "b", "c"]]
+
+
+#: The front doors: the framework adapters and the gateway.
+DOORS = sorted(
+    name for name in MODULES if name.startswith((f"{ROOT}.adapters.", f"{ROOT}.gateway."))
+)
+#: What a door may import of the package's private modules: the one internal interface and the
+#: wire formats (a door's parse/render pair); everything else it takes from public modules.
+DOOR_INTERFACE = {f"{ROOT}._door", *FORMATS}
+
+
+def _private(name: str) -> bool:
+    return any(part.startswith("_") for part in name.split(".")[1:])
+
+
+@pytest.mark.parametrize("name", DOORS)
+def test_doors_use_public_modules_and_the_one_internal_interface(name: str) -> None:
+    own = f"{ROOT}.{short(name).split('.')[0]}."  # a door's own package (gateway._http)
+    private = {m for m in imported(name) if _private(m) and not m.startswith(own)}
+    assert private <= DOOR_INTERFACE, sorted(private - DOOR_INTERFACE)
+
+
+def test_the_door_rule_sees_the_doors() -> None:
+    assert {f"{ROOT}.adapters.langchain", f"{ROOT}.gateway._http"} <= set(DOORS)
+    assert _private(f"{ROOT}._mapping") and not _private(f"{ROOT}.adapters.langchain")

@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from sf_provider import InvalidMessagesError
-from sf_provider._error_status import error_info
+from sf_provider.gateway._errors import error_info
 from sf_provider._messages import convert_messages
 from sf_provider._openai_format import (
     UnsupportedParameterError,

@@ -19,6 +19,7 @@ import claude_agent_sdk
 import pytest
 
 from sf_provider import ClaudeAgentProvider, FunctionTool, ProviderSettings, find_cli
+from sf_provider.provider import CallOptions
 
 #: Set by `ClaudeAgentProvider._sdk_options` (sf_provider/provider.py).
 SET = frozenset(
@@ -187,7 +188,7 @@ def _built(
     tools: list[FunctionTool],
     **call_options: Any,
 ) -> claude_agent_sdk.ClaudeAgentOptions:
-    plan = provider._prepare(messages, tools, call_options)
+    plan = provider._prepare(messages, tools, CallOptions(**call_options))
     workdir.mkdir()
     return provider._sdk_options(plan, workdir, deque())
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from ._error_kinds import ErrorKind, classify
+from .._door import ErrorKind, classify
 
 __all__ = ["ErrorInfo", "GatewayError", "error_info", "invalid_request"]
 
