@@ -49,6 +49,7 @@ if TYPE_CHECKING:
         ToolRoutingError,
         ToolsUnavailableError,
         UnsupportedRequestError,
+        UnsupportedSettingError,
     )
     from .gates import CallContext, Gate, GateDecision, GateRequest, Transport
     from .provider import CallOptions, ClaudeAgentProvider, NamedToolChoice, QueryStream, ToolChoice
@@ -127,6 +128,7 @@ _LAZY = {
     "ToolRoutingError": "errors",
     "ToolsUnavailableError": "errors",
     "UnsupportedRequestError": "errors",
+    "UnsupportedSettingError": "errors",
     "CallContext": "gates",
     "Gate": "gates",
     "GateDecision": "gates",
@@ -263,6 +265,7 @@ __all__ = [
     "ToolsUnavailableError",
     "Transport",
     "UnsupportedRequestError",
+    "UnsupportedSettingError",
     "Usage",
     "__version__",
     "check_capabilities",

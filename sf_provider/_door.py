@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any
 
 from ._error_kinds import ErrorFacts, ErrorKind, SentParts, classify
 from ._mapping import STRUCTURED_OUTPUT_TOOL, ResultCollector
-from ._outcome import response_model
+from ._outcome import STOP_SEQUENCE_DETAIL, response_model
 from ._request import (
     AssistantMessage,
     AssistantPart,
@@ -44,7 +44,6 @@ from ._request import (
     call_options,
     media_parts,
 )
-from ._stop import STOP_SEQUENCE_DETAIL
 from ._sync import iterate_in_thread, run_sync
 from ._thinking import thinking_option
 from ._tool_choice import NamedToolChoice, ToolChoice, offered_tools

@@ -31,6 +31,7 @@ from .errors import (
     StrictToolCallError,
     StructuredOutputError,
     ToolChoiceViolationError,
+    UnsupportedSettingError,
 )
 from .types import Mode
 
@@ -51,6 +52,10 @@ class ResultRules:
     forbid_calls: bool = False
     #: Tools whose calls must match their schema (`FunctionTool.strict`).
     strict_tools: frozenset[str] = frozenset()
+    #: The sampling settings sent as the caller wrote them (`temperature`, ...), and the model
+    #: asked for: an API 400 naming one is `UnsupportedSettingError`.
+    sampling: frozenset[str] = frozenset()
+    model: str | None = None
 
 
 def process_died(exit_code: int | None, stderr: Iterable[str]) -> ProcessDiedError:
@@ -183,10 +188,10 @@ def result_failure(
         )
     if answered:
         return None
-    return _api_failure(outcome)
+    return _api_failure(outcome, rules)
 
 
-def _api_failure(outcome: QueryOutcome) -> ProviderError:
+def _api_failure(outcome: QueryOutcome, rules: ResultRules) -> ProviderError:
     result, failure = outcome.result, outcome.api_failure
     status = result.api_error_status
     errors = "; ".join(result.errors or [])
@@ -222,6 +227,18 @@ def _api_failure(outcome: QueryOutcome) -> ProviderError:
             message = f"the conversation is too long for the model's context window: {detail}"
         return ContextWindowExceededError(
             message + "; shorten the conversation, or use a model with a larger context window",
+            status=status,
+            error_kind=kind,
+            session_id=result.session_id,
+        )
+    refused = [k for k in sorted(rules.sampling) if status == 400 and k in detail]
+    if refused:
+        model = rules.model or "the CLI's default model"
+        return UnsupportedSettingError(
+            f"the Messages API refused {refused[0]} for {model} (HTTP 400): {detail}; leave "
+            f"{refused[0]} out (newer models and API versions take no sampling settings)",
+            setting=refused[0],
+            model=rules.model,
             status=status,
             error_kind=kind,
             session_id=result.session_id,

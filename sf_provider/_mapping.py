@@ -99,6 +99,8 @@ class _Turns:
         self.context_input_tokens = 0
         #: The id the API gave its last message (`msg_...`).
         self.response_id: str | None = None
+        #: The stop sequence the last message ended at (the API's `stop_sequence`).
+        self.stop_sequence: str | None = None
         self.streamed: set[str] = set()  # ids of the messages that came as stream events
         self._unstreamed: str | None = None  # the last message that came whole
 
@@ -124,8 +126,9 @@ class _Turns:
             self.index += 1
         self.resumes = False
 
-    def stopped(self, stop_reason: str | None) -> None:
-        """A message ended with this stop reason."""
+    def stopped(self, stop_reason: str | None, stop_sequence: str | None = None) -> None:
+        """A message ended with this stop reason (and stop sequence)."""
+        self.stop_sequence = stop_sequence if stop_reason == "stop_sequence" else None
         if stop_reason == "max_tokens":
             self.output_limit_hits += 1
             self.resumes = True
@@ -277,6 +280,7 @@ class PartMapper:
             api_calls=turns.api_calls,
             context_input_tokens=turns.context_input_tokens,
             response_id=turns.response_id,
+            stop_sequence=turns.stop_sequence,
         )
 
     def map(self, message: Any) -> list[StreamPart]:
@@ -318,7 +322,11 @@ class PartMapper:
             return parts
         if kind == "message_delta" and (event.get("delta") or {}).get("stop_reason"):
             self._attempt.done = True
-            self._turns.stopped(event["delta"]["stop_reason"])
+            delta = event["delta"]
+            sequence = delta.get("stop_sequence")
+            self._turns.stopped(
+                delta["stop_reason"], sequence if isinstance(sequence, str) else None
+            )
             return []
         index = event.get("index")
         if not isinstance(index, int):

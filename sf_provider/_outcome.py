@@ -17,6 +17,7 @@ if TYPE_CHECKING:
     from claude_agent_sdk import ResultMessage
 
 __all__ = [
+    "STOP_SEQUENCE_DETAIL",
     "APIFailure",
     "QueryOutcome",
     "finish_part",
@@ -37,6 +38,10 @@ _STOP_REASONS: dict[str, FinishReason] = {
 
 #: Result subtypes of a query that ran out of turns or budget: cut short, not failed.
 _CUT_SHORT = ("error_max_turns", "error_max_budget_usd")
+
+#: The `FinishPart.provider_details` key naming the stop sequence the answer ended at (the
+#: Anthropic API's `stop_sequence`).
+STOP_SEQUENCE_DETAIL = "stop_sequence"
 
 
 @dataclass(frozen=True)
@@ -69,6 +74,8 @@ class QueryOutcome:
     context_input_tokens: int = 0
     #: The id the API gave its last message (`msg_...`).
     response_id: str | None = None
+    #: The stop sequence the last model call ended at.
+    stop_sequence: str | None = None
 
     @property
     def output_limit_reached(self) -> bool:
@@ -109,9 +116,11 @@ def finish_reason(outcome: QueryOutcome, *, failed: bool = False) -> FinishReaso
     return reason
 
 
-def finish_part(outcome: QueryOutcome, *, failed: bool = False, process: str = "") -> FinishPart:
-    """The finish part of a finished query; `process`: which served it (fresh, warm or
-    continued), `failed` as in `finish_reason`."""
+def finish_part(
+    outcome: QueryOutcome, *, failed: bool = False, notes: Mapping[str, Any] | None = None
+) -> FinishPart:
+    """The finish part of a finished query; `failed` as in `finish_reason`; `notes`: the
+    provider's own details (which process served it: fresh, warm or continued; ...)."""
     result = outcome.result
     details: dict[str, Any] = {"subtype": result.subtype, "is_error": result.is_error}
     if result.model_usage:
@@ -127,8 +136,9 @@ def finish_part(outcome: QueryOutcome, *, failed: bool = False, process: str = "
     if outcome.api_calls > 1 and outcome.context_input_tokens:
         # The usage sums several model calls, which overstates the context size.
         details["context_input_tokens"] = outcome.context_input_tokens
-    if process:
-        details["process"] = process
+    if outcome.stop_sequence is not None:
+        details[STOP_SEQUENCE_DETAIL] = outcome.stop_sequence
+    details.update(notes or {})
     return FinishPart(
         structured_output=result.structured_output,
         finish_reason=finish_reason(outcome, failed=failed),

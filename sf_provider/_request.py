@@ -53,6 +53,9 @@ from pydantic import (
     BaseModel,
     ConfigDict,
     Field,
+    FiniteFloat,
+    Strict,
+    StrictInt,
     StringConstraints,
     ValidationError,
     field_validator,
@@ -188,28 +191,36 @@ MessagesInput = str | Sequence[Mapping[str, Any] | Message]
 # --------------------------------------------------------------------------- options
 
 
+#: A sampling number: any finite number, refused (by the API, not here) as the model decides.
+_Sampling = Annotated[FiniteFloat, Strict()]
+
+
 class CallOptions(BaseModel):
     """Per-call options of `generate` / `stream`; each overrides the provider's settings.
 
     - `mode`: `auto` runs executor mode when every exposed tool has an executor and single-turn
       mode otherwise; `executor` / `single-turn` force one.
-    - `tool_choice`: see `ToolChoice`. `required` and a named tool are honoured by an instruction
-      in the system prompt (the CLI has no tool_choice switch) and checked on the reply: a reply
-      without a tool call raises `ToolChoiceViolationError`. `none` exposes no tool; when the
-      messages hold tool calls or results (the Messages API refuses those without tool
-      definitions) the tools stay defined, the query runs single-turn, the system prompt forbids
-      calls, and a reply with a call raises `ToolChoiceViolationError`.
-    - `stop_sequences`: the answer ends before the first of them the model writes, as the API
-      would have stopped there (`_stop.StopCutter`): the text is cut where it begins, what the
-      model wrote after it (text, tool calls, reasoning) is left out, the finish reason is
-      `stop` (`tool-calls` when a call came before it) and the finish part's
-      `provider_details["stop_sequence"]` names it. The CLI cannot send stop sequences to the
-      API yet, so the model writes on and the tokens after the stop are still generated and
-      billed (the usage counts them); in executor mode, tools it calls after the stop still run.
-      Not with `output_schema` (the answer is the whole object).
-    - `parallel_tool_calls`: `False` (at most one tool call per model turn) is refused with
-      `UnsupportedRequestError` when tools can be called: the CLI cannot limit a turn to one call
-      yet. Without callable tools it asks for nothing and is accepted.
+    The options that shape the Messages API request go into it as written (through the CLI's
+    `CLAUDE_CODE_EXTRA_BODY`; ADR 0009), so the model and API version decide what they take and
+    their refusal comes back as `UnsupportedSettingError`:
+
+    - `tool_choice` (see `ToolChoice`): `required` is sent as `{"type": "any"}`, a named tool as
+      `{"type": "tool", "name": ...}`, with thinking turned off for that call (the API refuses
+      forced tool use with thinking; `provider_details["thinking"]` says so, and an explicit
+      thinking setting other than `disabled` is refused before any call). A forced choice runs
+      single-turn only: in executor mode the CLI would send it on every turn and loop, so it is
+      refused with `UnsupportedRequestError`. A reply without the call still raises
+      `ToolChoiceViolationError`. `none` exposes no tool; when the messages hold tool calls or
+      results (the API refuses those without tool definitions) the tools stay defined, the
+      query runs single-turn with `{"type": "none"}`, and a reply with a call raises
+      `ToolChoiceViolationError`.
+    - `parallel_tool_calls=False`: `disable_parallel_tool_use` in the tool choice (at most one
+      call per model turn).
+    - `stop_sequences`: sent as `stop_sequences`; an answer that ends at one has the finish
+      reason `stop` and names it in `provider_details["stop_sequence"]`. Not with
+      `output_schema` (the answer is the whole object).
+    - `temperature`, `top_p`, `top_k`: sent when set. Newer models and API versions refuse them
+      (`UnsupportedSettingError` names the setting and the API's message).
     """
 
     model_config = ConfigDict(extra="forbid", frozen=True, defer_build=True)
@@ -249,6 +260,9 @@ class CallOptions(BaseModel):
     parallel_tool_calls: bool = Field(
         default=True, description="Whether a model turn may call several tools (see above)."
     )
+    temperature: _Sampling | None = Field(default=None, description="Sent as written.")
+    top_p: _Sampling | None = Field(default=None, description="Sent as written.")
+    top_k: StrictInt | None = Field(default=None, description="Sent as written.")
 
     @field_validator("stop_sequences")
     @classmethod

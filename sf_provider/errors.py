@@ -41,6 +41,7 @@ __all__ = [
     "ToolRoutingError",
     "ToolsUnavailableError",
     "UnsupportedRequestError",
+    "UnsupportedSettingError",
 ]
 
 
@@ -233,6 +234,22 @@ class ContextWindowExceededError(APIError):
     @property
     def retryable(self) -> bool:  # type: ignore[override]
         return False
+
+
+class UnsupportedSettingError(APIError, UnsupportedRequestError):
+    """The Messages API refused a setting sent as the caller wrote it (HTTP 400), such as
+    `temperature` on a model or API version that takes none: `setting` names it, `model` the
+    model asked for (None: the CLI's default). Leave the setting out."""
+
+    def __init__(self, message: str, *, setting: str, model: str | None, **facts: Any) -> None:
+        super().__init__(message, **facts)
+        self.setting = setting
+        self.model = model
+
+    @property
+    def param(self) -> str:
+        """The request field refused (OpenAI-shaped errors name it as `param`)."""
+        return self.setting
 
 
 class StreamRetractionError(ProviderError):

@@ -30,7 +30,6 @@ from ._outcome import finish_part
 from ._process import PROVIDER_CLOSED, CLISession, Served, WarmPool, stop_all
 from ._request import CallOptions
 from ._request import call_options as _checked_options
-from ._stop import StopCutter
 from ._tool_choice import NamedToolChoice, ToolChoice, exposed_tools
 from ._tracing import TracedRequest, refused, start_query
 from .capabilities import CapabilityReport, check_capabilities, credentials_path
@@ -72,10 +71,8 @@ _MODEL_NAMES: dict[str, dict[str, str]] = {}
 #: Per CLI and environment: the CLI's model list (what each model takes; `thinking="least"`).
 _MODEL_LISTS: dict[str, list[dict[str, Any]]] = {}
 
-_REQUIRED_INSTRUCTION = "You must answer by calling {what}; do not answer with text alone."
 #: The smallest thinking budget the Messages API takes (and the CLI sends).
 _MIN_THINKING_BUDGET = 1024
-_FORBIDDEN_INSTRUCTION = "Do not call any tool in this reply; answer with text only."
 
 
 @dataclass(frozen=True)
@@ -101,6 +98,8 @@ class _Plan:
     rules: ResultRules
     #: What makes processes interchangeable (`ClaudeAgentProvider._setup_key`).
     key: Hashable
+    #: What the CLI merges into every Messages API request body (`CLAUDE_CODE_EXTRA_BODY`).
+    body: dict[str, Any]
 
     @property
     def cli_max_turns(self) -> int:
@@ -346,8 +345,6 @@ class ClaudeAgentProvider:
         )
         if not checked and not scope_error and conversation.has_tool_blocks:
             raise InvalidMessagesError(TOOLS_NEEDED)  # else the API's 400, after CLI retries
-        if not options.parallel_tool_calls and checked and not forbid_calls:
-            raise UnsupportedRequestError(_ONE_CALL_PER_TURN)
         missing = [t.name for t in checked if t.executor is None]
         warnings = list(conversation.warnings)
         ignored = _ignored_environment(settings)
@@ -391,29 +388,23 @@ class ClaudeAgentProvider:
                     f"single-turn mode and no tool is executed by the provider",
                 )
             )
-        if mode == "executor" and checked and options.stop_sequences:
-            warnings.append(
-                CallWarning(
-                    code="stop-after-tools",
-                    message="stop_sequences cut the answer the caller sees, but in executor mode "
-                    "the CLI runs the tools the model calls after the stop sequence too (their "
-                    "parts are left out); use mode='single-turn' to run no tool after it",
-                )
-            )
         choice = options.tool_choice
-        # tool_choice "required" or a named tool: an instruction, and a check of the reply.
-        required, instruction = None, None
-        if isinstance(choice, NamedToolChoice):
-            required, instruction = choice.name, f"the tool {choice.name!r}"
-        elif choice == "required":
-            required, instruction = "a tool", "at least one of the tools"
+        # tool_choice "required" or a named tool: sent to the API, and the reply checked.
+        required = choice.name if isinstance(choice, NamedToolChoice) else None
+        if choice == "required":
+            required = "a tool"
+        if required is not None and mode == "executor":
+            raise UnsupportedRequestError(_FORCED_CHOICE_IN_EXECUTOR_MODE.format(choice=choice))
+        if required is not None and thinking not in (None, "disabled"):
+            raise UnsupportedRequestError(
+                f"tool_choice={choice!r} forces a tool call, which the Messages API refuses "
+                f"with extended thinking, and thinking={thinking!r} asks for thinking; drop the "
+                f"thinking setting (thinking is turned off for a forced call) or the tool choice"
+            )
+        body = _request_body(options, settings, tools=bool(checked), forbid=forbid_calls)
         # An explicit "" drops the settings' prompt for this call.
         own = options.system_prompt
         system = [settings.system_prompt if own is None else own, *conversation.system]
-        if instruction is not None:
-            system.append(_REQUIRED_INSTRUCTION.format(what=instruction))
-        if forbid_calls:
-            system.append(_FORBIDDEN_INSTRUCTION)
         rules = ResultRules(
             mode=mode,
             required_call=required,
@@ -422,6 +413,8 @@ class ClaudeAgentProvider:
             budget_usd=options.max_budget_usd or settings.max_budget_usd,
             max_turns=options.max_turns or settings.max_turns,
             strict_tools=frozenset(t.name for t in checked if t.strict),
+            sampling=frozenset(k for k in ("temperature", "top_p", "top_k") if k in body),
+            model=options.model or settings.model,
         )
         return _Plan(
             conversation=conversation,
@@ -438,6 +431,7 @@ class ClaudeAgentProvider:
             timeout=options.timeout or settings.timeout,
             rules=rules,
             key=self._setup_key(mode, conversation.system, options, checked),
+            body=body,
         )
 
     def _sdk_options(
@@ -466,6 +460,8 @@ class ClaudeAgentProvider:
             env["CLAUDE_CODE_EFFORT_LEVEL"] = plan.effort
         if plan.thinking is not None:
             env.update(CLAUDE_CODE_DISABLE_THINKING="", MAX_THINKING_TOKENS="")  # "": unset
+        if plan.body:
+            env["CLAUDE_CODE_EXTRA_BODY"] = json.dumps(plan.body)
         if plan.options.betas:
             env["ANTHROPIC_BETAS"] = ",".join(
                 b for b in (env.get("ANTHROPIC_BETAS", ""), *plan.options.betas) if b
@@ -569,9 +565,7 @@ class ClaudeAgentProvider:
             hold_envelopes=single_turn,
         )
         collector = ResultCollector()
-        # Stop sequences cut the parts here, before the collector, the result rules and the
-        # trace see them: all judge the answer the caller gets (no stops: parts pass through).
-        cutter = StopCutter(plan.options.stop_sequences)
+        notes = {"process": process, **_notes(plan)}
         bridge, tool_names = self.settings.bridge_name, [t.name for t in plan.tools]
         try:
             start = StreamStartPart(warnings=plan.warnings, mode=plan.mode)
@@ -602,9 +596,8 @@ class ClaudeAgentProvider:
                             session.transport.finished = True
                             continue
                         for part in mapper.map(message):
-                            for kept in cutter.parts(part):
-                                collector.add(kept)
-                                yield kept
+                            collector.add(part)
+                            yield part
             except sdk.ClaudeSDKError as exc:
                 failure = exception_failure(exc, stderr, self.settings.max_buffer_size)
             except UnsupportedRequestError as exc:  # the CLI's model cannot do what was asked
@@ -613,13 +606,12 @@ class ClaudeAgentProvider:
                 failure = process_died(None, stderr)
             if failure is None and result is not None:
                 for part in mapper.flush():
-                    for kept in cutter.parts(part):
-                        collector.add(kept)
-                        yield kept
+                    collector.add(part)
+                    yield part
                 outcome = mapper.outcome(result)
                 failure = result_failure(outcome, plan.rules, collector)
                 if failure is None:
-                    finish = cutter.finish(finish_part(outcome, process=process))
+                    finish = finish_part(outcome, notes=notes)
                     collector.add(finish)
                     query.finish(finish, collector)
                     clean = not result.is_error
@@ -637,9 +629,7 @@ class ClaudeAgentProvider:
             if result is not None:
                 # An error without a partial result: the finish reason says the query failed.
                 failed = not isinstance(failure, PartialResultError)
-                finish = cutter.finish(
-                    finish_part(mapper.outcome(result), failed=failed, process=process)
-                )
+                finish = finish_part(mapper.outcome(result), failed=failed, notes=notes)
                 collector.add(finish)
                 query.finish(finish, collector)
                 yield finish
@@ -759,10 +749,7 @@ class ClaudeAgentProvider:
             id(registry.gate) if registry is not None else None,
             mode,
             tuple(system),
-            # Stop sequences are applied to the parts, not by the CLI (`_stop`).
-            options.model_dump_json(
-                exclude={"tool_names", "groups", "require", "timeout", "stop_sequences"}
-            ),
+            options.model_dump_json(exclude={"tool_names", "groups", "require", "timeout"}),
             tuple((t.model_dump_json(exclude={"executor"}), id(t.executor)) for t in tools),
         )
 
@@ -892,11 +879,78 @@ _STOP_WITH_OUTPUT_SCHEMA = (
     "which a stop sequence would cut; leave one of them out"
 )
 
-_ONE_CALL_PER_TURN = (
-    "parallel_tool_calls=False cannot be honoured: Claude may answer with several tool calls "
-    "at once and the Claude Code CLI cannot limit a turn to one call yet; leave it out or set "
-    "it to true (every call the model makes comes back)"
+_FORCED_CHOICE_IN_EXECUTOR_MODE = (
+    "tool_choice={choice!r} forces a tool call in every model turn, and in executor mode the "
+    "CLI sends it on each turn of its loop, so the model could never answer; use "
+    "mode='single-turn' (the calls come back for you to run) or tool_choice='auto'"
 )
+
+#: Keys of the Messages API request the CLI writes itself, each from its own option: a value
+#: in `ProviderSettings.env["CLAUDE_CODE_EXTRA_BODY"]` would silently replace it.
+_CLI_BODY_KEYS = {
+    "max_tokens": "max_tokens=",
+    "thinking": "thinking=",
+    "output_config": "effort= / output_schema=",
+    "tools": "tools=",
+    "system": "system_prompt=",
+    "messages": "the messages",
+    "model": "model=",
+    "metadata": "nothing: the CLI sends its own user_id",
+    "context_management": "nothing: the CLI manages the context",
+    "stream": "nothing: the CLI always streams",
+}
+
+
+def _request_body(
+    options: CallOptions, settings: ProviderSettings, *, tools: bool, forbid: bool
+) -> dict[str, Any]:
+    """What the CLI merges into every Messages API request of the query
+    (`CLAUDE_CODE_EXTRA_BODY`): the request options the CLI has no switch for, as written, over
+    whatever `settings.env` puts there (which must not name a key the CLI writes itself)."""
+    own = settings.env.get("CLAUDE_CODE_EXTRA_BODY") or ""
+    try:
+        body = json.loads(own) if own else {}
+    except ValueError as exc:
+        raise UnsupportedRequestError(
+            f"ProviderSettings.env['CLAUDE_CODE_EXTRA_BODY'] is not JSON ({exc})"
+        ) from None
+    if not isinstance(body, dict):
+        raise UnsupportedRequestError(
+            "ProviderSettings.env['CLAUDE_CODE_EXTRA_BODY'] must be a JSON object"
+        )
+    written = sorted(body.keys() & _CLI_BODY_KEYS.keys())
+    if written:
+        raise UnsupportedRequestError(
+            f"ProviderSettings.env['CLAUDE_CODE_EXTRA_BODY'] sets {written[0]!r}, which the CLI "
+            f"writes itself; use {_CLI_BODY_KEYS[written[0]]} instead"
+        )
+    sent: dict[str, Any] = {}
+    for key in ("temperature", "top_p", "top_k"):
+        if getattr(options, key) is not None:
+            sent[key] = getattr(options, key)
+    if options.stop_sequences:
+        sent["stop_sequences"] = list(options.stop_sequences)
+    choice: dict[str, Any] = {}
+    if forbid:
+        choice = {"type": "none"}
+    elif isinstance(options.tool_choice, NamedToolChoice):
+        name = bridge_tool_name(settings.bridge_name, options.tool_choice.name)
+        choice = {"type": "tool", "name": name}
+    elif options.tool_choice == "required":
+        choice = {"type": "any"}
+    if not options.parallel_tool_calls and not forbid:
+        choice = {"type": "auto", **choice, "disable_parallel_tool_use": True}
+    if choice and tools:  # the API takes no tool_choice without tools
+        sent["tool_choice"] = choice
+    if choice.get("type") in ("any", "tool"):
+        sent["thinking"] = {"type": "disabled"}  # the API refuses forced tool use with thinking
+    clash = sorted(k for k in body.keys() & sent.keys() if body[k] != sent[k])
+    if clash:
+        raise UnsupportedRequestError(
+            f"ProviderSettings.env['CLAUDE_CODE_EXTRA_BODY'] sets {clash[0]!r} to "
+            f"{body[clash[0]]!r}, and the call asks for {sent[clash[0]]!r}; set it in one place"
+        )
+    return {**body, **sent}
 
 
 def _ours(info: Any) -> bool:
@@ -1096,6 +1150,13 @@ def _traced(plan: _Plan) -> TracedRequest:
         history=plan.conversation.history,
         prompt=plan.conversation.prompt,
     )
+
+
+def _notes(plan: _Plan) -> dict[str, str]:
+    """What the finish part's `provider_details` says of how the request was sent."""
+    if plan.thinking is None and plan.body.get("thinking") == {"type": "disabled"}:
+        return {"thinking": "disabled: the API refuses a forced tool_choice with thinking"}
+    return {}
 
 
 def _thinking_config(thinking: Thinking | None) -> sdk.ThinkingConfig | None:

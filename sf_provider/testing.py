@@ -623,9 +623,10 @@ class ScriptedMessagesAPI:
             await _write_json(writer, 404, _error_body("not_found_error", f"no route {path}"))
             return True
         recorded.index = len(self.requests) - 1
-        if not recorded.body.get("tools") and _has_tool_blocks(recorded.body):
+        refusal = _refusal(recorded.body)
+        if refusal is not None:
             # As the Messages API answers it, before any scripted reply is spent.
-            await _write_json(writer, 400, _error_body("invalid_request_error", _TOOLS_NEEDED))
+            await _write_json(writer, 400, _error_body("invalid_request_error", refusal))
             return True
         try:
             item = await self._next_item(recorded)
@@ -712,8 +713,19 @@ class ScriptedMessagesAPI:
                 block["name"] = _resolve_tool_name(str(block.get("name", "")), offered)
                 block.setdefault("input", {})
             content.append(block)
+        content, stop_sequence = _honour_stops(content, request.body.get("stop_sequences"))
+        choice = request.body.get("tool_choice") or {}
+        if choice.get("type") == "none" and any(b.get("type") == "tool_use" for b in content):
+            self._state.errors.append(
+                f"ScriptedMessagesAPI: request #{request.index} has tool_choice none, but its "
+                f"scripted reply calls a tool (the API would never send one)"
+            )
         stop = item.stop_reason or (
-            "tool_use" if any(b.get("type") == "tool_use" for b in content) else "end_turn"
+            "stop_sequence"
+            if stop_sequence is not None
+            else "tool_use"
+            if any(b.get("type") == "tool_use" for b in content)
+            else "end_turn"
         )
         usage = {
             "input_tokens": 25,
@@ -729,12 +741,50 @@ class ScriptedMessagesAPI:
             "model": item.model or request.body.get("model") or SCRIPTED_MODEL,
             "content": content,
             "stop_reason": stop,
-            "stop_sequence": None,
+            "stop_sequence": stop_sequence,
             "usage": usage,
         }
 
 
 _TOOLS_NEEDED = "Requests which include `tool_use` or `tool_result` blocks must define tools."
+#: The Messages API's answer to a forced tool choice with thinking on.
+_FORCED_CHOICE_WITH_THINKING = "Thinking may not be enabled when tool_choice forces tool use."
+
+
+def _refusal(body: Mapping[str, Any]) -> str | None:
+    """The Messages API's 400 for a request it refuses before the model runs, or None."""
+    if not body.get("tools") and _has_tool_blocks(body):
+        return _TOOLS_NEEDED
+    choice = body.get("tool_choice")
+    if not isinstance(choice, dict):
+        return None
+    thinking = body.get("thinking")
+    thinking_on = isinstance(thinking, dict) and thinking.get("type") in ("enabled", "adaptive")
+    if choice.get("type") in ("any", "tool") and thinking_on:
+        return _FORCED_CHOICE_WITH_THINKING
+    names = [t.get("name") for t in body.get("tools") or [] if isinstance(t, dict)]
+    if choice.get("type") == "tool" and choice.get("name") not in names:
+        return f"tool_choice.name: Tool '{choice.get('name')}' not found in provided tools"
+    return None
+
+
+def _honour_stops(
+    content: list[dict[str, Any]], stops: Any
+) -> tuple[list[dict[str, Any]], str | None]:
+    """`content` as the API would have ended it at the first stop sequence in a text block (the
+    text before it; nothing after), and that sequence; unchanged, and None, without one."""
+    if not isinstance(stops, list) or not stops:
+        return content, None
+    for index, block in enumerate(content):
+        if block.get("type") != "text":
+            continue
+        found = [(block["text"].find(s), s) for s in stops if isinstance(s, str) and s]
+        hits = sorted((at, -len(s), s) for at, s in found if at >= 0)
+        if hits:
+            at, _, stop = hits[0]
+            kept = content[:index] + ([{**block, "text": block["text"][:at]}] if at else [])
+            return kept, stop
+    return content, None
 
 
 def _has_tool_blocks(body: Mapping[str, Any]) -> bool:
@@ -893,7 +943,10 @@ def _sse_events(message: dict[str, Any], chunk_size: int) -> list[bytes]:
             "message_delta",
             {
                 "type": "message_delta",
-                "delta": {"stop_reason": message["stop_reason"], "stop_sequence": None},
+                "delta": {
+                    "stop_reason": message["stop_reason"],
+                    "stop_sequence": message["stop_sequence"],
+                },
                 "usage": {"output_tokens": usage["output_tokens"]},
             },
         )
