@@ -87,13 +87,10 @@ from pydantic_ai.settings import ModelSettingName, ModelSettings, ThinkingLevel,
 from pydantic_ai.tools import ToolDefinition
 from pydantic_ai.usage import RequestUsage, UsageLimits
 
-from .. import _request as req
+from .. import _door as door
 from .. import errors
 from .. import types as sf
-from .._error_kinds import ErrorKind, SentParts, classify
-from .._mapping import STRUCTURED_OUTPUT_TOOL
-from .._tool_choice import NamedToolChoice, ToolChoice, offered_tools
-from .._warnings import warn_user
+from .._door import ErrorKind, NamedToolChoice, SentParts, ToolChoice, classify, offered_tools
 from ..provider import ClaudeAgentProvider
 from ..settings import EFFORT_NAMES, ProviderSettings
 from ..tools import FunctionTool, tool_from_spec
@@ -280,7 +277,7 @@ class ClaudeAgentModel(Model):
         flattened: list[sf.CallWarning] = []
         history = await _to_provider_messages(messages, instructions, flattened)
         # Bad input raises here, before a CLI process starts.
-        parts = self.claude_provider.stream(history, tools=tools, **options)
+        parts = door.stream(self.claude_provider, door.request(history, tools, **options))
         stream = ClaudeStreamedResponse(
             model_request_parameters=params,
             _model_name=self.model_name,
@@ -450,7 +447,7 @@ async def _to_provider_messages(
     messages: Iterable[ModelMessage],
     instructions: str | None = None,
     flattened: list[sf.CallWarning] | None = None,
-) -> list[req.Message]:
+) -> list[door.Message]:
     """pydantic-ai history -> the provider's typed messages (`sf_provider._request`).
 
     System prompts and instructions -> system; user prompts -> text and images; `TextPart`,
@@ -460,7 +457,7 @@ async def _to_provider_messages(
     `ImageUrl(force_download=...)` is downloaded here. What is replayed as text or left out
     adds its warning to `flattened`.
     """
-    out: list[req.Message] = [req.SystemMessage(instructions)] if instructions else []
+    out: list[door.Message] = [door.SystemMessage(instructions)] if instructions else []
     for message in messages:
         if isinstance(message, ModelRequest):
             out += await _request_messages(message)
@@ -469,66 +466,66 @@ async def _to_provider_messages(
     return out
 
 
-async def _request_messages(message: ModelRequest) -> list[req.Message]:
+async def _request_messages(message: ModelRequest) -> list[door.Message]:
     # Tool results answer the previous turn and must come first in the user turn.
-    results: list[req.ToolResult] = []
-    others: list[req.Message] = []
+    results: list[door.ToolResult] = []
+    others: list[door.Message] = []
     for part in message.parts:
         if isinstance(part, ToolReturnPart):
             is_error = part.outcome in ERROR_OUTCOMES
             if not part.files:
                 output = part.model_response_str(wrap_if_error=False)
-                results.append(req.ToolResult(part.tool_call_id, output, is_error))
+                results.append(door.ToolResult(part.tool_call_id, output, is_error))
                 continue
             # Images inside the result, as pydantic-ai's Anthropic model sends them.
             where = f"tool {part.tool_name!r} returned"
             items = part.content_items(mode="str", wrap_if_error=False)
             content = tuple([await _content_part(item, where) for item in items])
-            results.append(req.ToolResult(part.tool_call_id, content, is_error))
+            results.append(door.ToolResult(part.tool_call_id, content, is_error))
         elif isinstance(part, RetryPromptPart):
             if part.tool_name is not None:
-                results.append(req.ToolResult(part.tool_call_id, part.model_response(), True))
+                results.append(door.ToolResult(part.tool_call_id, part.model_response(), True))
             else:
-                others.append(req.UserMessage((req.Text(part.model_response()),)))
+                others.append(door.UserMessage((door.Text(part.model_response()),)))
         elif isinstance(part, RetryFeedbackPart):
-            others.append(req.UserMessage((req.Text(part.model_response()),)))
+            others.append(door.UserMessage((door.Text(part.model_response()),)))
         elif isinstance(part, SystemPromptPart):
-            others.append(req.SystemMessage(part.content))
+            others.append(door.SystemMessage(part.content))
         elif isinstance(part, UserPromptPart):
-            others.append(req.UserMessage(await _user_parts(part)))
+            others.append(door.UserMessage(await _user_parts(part)))
         elif isinstance(part, CompactionPart):  # the application's summary, as pydantic-ai sends it
-            others.append(req.UserMessage((req.Text(_SUMMARY_FRAME.format(part.content or "")),)))
+            others.append(door.UserMessage((door.Text(_SUMMARY_FRAME.format(part.content or "")),)))
         else:
             raise UserError(
                 f"ClaudeAgentModel cannot send a {type(part).__name__} (run it through an Agent, "
                 f"which prepares the history, or leave it out)"
             )
-    tool: list[req.Message] = [req.ToolMessage(tuple(results))] if results else []
+    tool: list[door.Message] = [door.ToolMessage(tuple(results))] if results else []
     return tool + others
 
 
-async def _user_parts(part: UserPromptPart) -> tuple[req.Text | req.Image, ...]:
+async def _user_parts(part: UserPromptPart) -> tuple[door.Text | door.Image, ...]:
     if isinstance(part.content, str):
-        return (req.Text(part.content),)
+        return (door.Text(part.content),)
     # CachePoints are filtered out, as pydantic-ai's models without cache points do; the CLI
     # places its own cache breakpoints.
     items = [item for item in part.content if not isinstance(item, CachePoint)]
     return tuple([await _content_part(item, "a user prompt holds") for item in items])
 
 
-async def _content_part(item: object, where: str) -> req.Text | req.Image:
+async def _content_part(item: object, where: str) -> door.Text | door.Image:
     """A user prompt's or a tool return's item as a provider part: text or an image."""
     if isinstance(item, str):
-        return req.Text(item)
+        return door.Text(item)
     if isinstance(item, TextContent):
-        return req.Text(item.content)
+        return door.Text(item.content)
     if isinstance(item, BinaryContent) and item.is_image:
-        return req.Image(data=item.base64, media_type=item.media_type)
+        return door.Image(data=item.base64, media_type=item.media_type)
     if isinstance(item, ImageUrl) and item.force_download:
         image = await download_item(item, data_format="base64")  # pydantic-ai's contract
-        return req.Image(data=image["data"], media_type=image["data_type"])
+        return door.Image(data=image["data"], media_type=image["data_type"])
     if isinstance(item, ImageUrl):
-        return req.Image(url=item.url)
+        return door.Image(url=item.url)
     what = type(item).__name__
     if isinstance(item, BinaryContent):
         what += f" of media type {item.media_type!r}"
@@ -537,17 +534,17 @@ async def _content_part(item: object, where: str) -> req.Text | req.Image:
 
 def _response_messages(
     message: ModelResponse, flattened: list[sf.CallWarning]
-) -> list[req.Message]:
-    out: list[req.Message] = []
-    parts: list[req.AssistantPart] = []
-    results: list[req.ToolResult] = []  # results of provider-executed calls, after their calls
+) -> list[door.Message]:
+    out: list[door.Message] = []
+    parts: list[door.AssistantPart] = []
+    results: list[door.ToolResult] = []  # results of provider-executed calls, after their calls
 
     def close() -> None:
         nonlocal parts, results
         if parts:
-            out.append(req.AssistantMessage(tuple(parts)))
+            out.append(door.AssistantMessage(tuple(parts)))
         if results:
-            out.append(req.ToolMessage(tuple(results)))  # parallel calls: their results in one
+            out.append(door.ToolMessage(tuple(results)))  # parallel calls: their results in one
         parts, results = [], []
 
     for part in message.parts:
@@ -563,32 +560,32 @@ def _response_messages(
             # Another provider's built-in tool (e.g. Anthropic's web_search): Claude here has no
             # such tool, so the call and its result are told as text, the way foreign reasoning is.
             text, warning = _flattened(part)
-            parts.append(req.Text(text))
+            parts.append(door.Text(text))
             flattened.append(warning)
         elif isinstance(part, TextPart):
-            parts.append(req.Text(part.content))
+            parts.append(door.Text(part.content))
         elif isinstance(part, CompactionPart | FilePart):
             told, warning = _foreign_artifact(part, message.provider_name)
             if told:
-                parts.append(req.Text(told))
+                parts.append(door.Text(told))
             flattened.append(warning)
         elif isinstance(part, ThinkingPart):
             signed = part.signature and part.provider_name in _SIGNATURE_PROVIDERS
             if signed and part.id == _REDACTED_THINKING_ID:  # pydantic-ai's redacted thinking
-                parts.append(req.Reasoning("", redacted=part.signature))
+                parts.append(door.Reasoning("", redacted=part.signature))
                 continue
-            parts.append(req.Reasoning(part.content, signature=part.signature if signed else None))
+            parts.append(door.Reasoning(part.content, signature=part.signature if signed else None))
         elif isinstance(part, ToolCallPart | NativeToolCallPart):
             # A provider-executed call is replayed as a call with its result right after it.
-            parts.append(req.ToolCall(part.tool_call_id, part.tool_name, part.args_as_dict()))
+            parts.append(door.ToolCall(part.tool_call_id, part.tool_name, part.args_as_dict()))
         elif isinstance(part, NativeToolReturnPart):
             failed = part.outcome in ERROR_OUTCOMES
-            output: str | tuple[req.Text | req.Image, ...]
+            output: str | tuple[door.Text | door.Image, ...]
             if isinstance(part.content, list):  # a result with an image: its content blocks
-                output = req.media_parts(part.content, f"the result of {part.tool_call_id}")
+                output = door.media_parts(part.content, f"the result of {part.tool_call_id}")
             else:
                 output = part.model_response_str(wrap_if_error=False)
-            results.append(req.ToolResult(part.tool_call_id, output, failed))
+            results.append(door.ToolResult(part.tool_call_id, output, failed))
         else:
             raise UserError(f"ClaudeAgentModel cannot replay a {type(part).__name__}")
     close()
@@ -776,14 +773,14 @@ class ClaudeStreamedResponse(StreamedResponse):
         pydantic-ai treats text before a provider's built-in tool."""
         manager, call_id = self._parts_manager, f"{_STRUCTURED_OUTPUT_ID}{uuid4().hex[:16]}"
         call = NativeToolCallPart(
-            tool_name=STRUCTURED_OUTPUT_TOOL,
+            tool_name=door.STRUCTURED_OUTPUT_TOOL,
             args=value if isinstance(value, dict) else {"value": value},
             tool_call_id=call_id,
             provider_name=_SYSTEM,
         )
         yield manager.handle_part(vendor_part_id=call_id, part=call)
         done: NativeToolReturnPart[Any] = NativeToolReturnPart(
-            tool_name=STRUCTURED_OUTPUT_TOOL,
+            tool_name=door.STRUCTURED_OUTPUT_TOOL,
             content="Structured output provided successfully",
             tool_call_id=call_id,
             provider_name=_SYSTEM,
@@ -798,7 +795,7 @@ class ClaudeStreamedResponse(StreamedResponse):
         if not call_warnings:
             return
         self._details()["warnings"] = [w.model_dump() for w in call_warnings]
-        warn_user("ClaudeAgentModel", call_warnings)
+        door.warn_user("ClaudeAgentModel", call_warnings)
 
     def _details(self) -> dict[str, Any]:
         if self.provider_details is None:
