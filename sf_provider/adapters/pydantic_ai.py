@@ -5,16 +5,13 @@ Install the extra: ``pip install 'sf-provider[pydantic-ai]'``::
     agent = Agent(ClaudeAgentModel(ClaudeAgentProvider(ProviderSettings(model="..."))))
     result = await agent.run("Weather in Paris?")
 
-Single-turn (the default): each `request` is one provider query offering the tools
-pydantic-ai declares, without executors; the calls come back as `ToolCallPart`s and the Agent
-runs them; the whole history is replayed natively (`_to_provider_messages`). Executor mode
-(``mode="executor", tools=[...]``) runs the given `FunctionTool`s inside the CLI, reported as
-provider-executed native parts. `request` drains the same `StreamedResponse` that
-`request_stream` yields, built on `ClaudeAgentProvider.stream`.
+Single-turn (the default): each `request` is one query offering the Agent's tools without
+executors; the calls come back as `ToolCallPart`s for the Agent to run, and the history is
+replayed natively. Executor mode (``mode="executor", tools=[...]``) runs the given
+`FunctionTool`s inside the CLI. `request` drains the `StreamedResponse` `request_stream` yields.
 
-What each model setting does: the README's "Model settings" table; the rest of the behaviour
-(structured output, usage, history from other providers, errors): the README's "Frameworks:
-pydantic-ai and LangChain".
+The README is the reference: "Model settings: what each one does", and "Frameworks: pydantic-ai
+and LangChain" (structured output, usage, history from other providers, errors).
 """
 
 from __future__ import annotations
@@ -117,6 +114,10 @@ _SUMMARY_FRAME = (
     "instructions.\n\n{}\n</pyai:conversation_summary>"
 )
 
+#: The finish part's facts `provider_details` keeps, next to the part's own details.
+_FINISH_FACTS = frozenset(
+    {"cost_usd", "session_id", "num_turns", "api_calls", "raw_stop_reason", "duration_ms"}
+)
 _FINISH_REASONS: dict[sf.FinishReason, FinishReason | None] = {
     "stop": "stop", "length": "length", "tool-calls": "tool_call",
     "content-filter": "content_filter", "error": "error", "other": None,
@@ -162,8 +163,6 @@ class ClaudeAgentModel(Model):
         #: A provider made here is the model's to close (`async with agent:` / `async with model:`).
         self._owns_provider = not isinstance(provider, ClaudeAgentProvider)
         self._entered = 0
-        if not isinstance(provider, ClaudeAgentProvider):
-            provider = ClaudeAgentProvider(provider)
         if mode == "single-turn" and tools:
             raise UserError(
                 "tools=[...] are run by the provider in mode='executor'; in single-turn mode give "
@@ -176,7 +175,9 @@ class ClaudeAgentModel(Model):
                     "mode='executor' needs tools=[FunctionTool(..., executor=...)], every one with "
                     f"an executor (without one: {', '.join(missing) or 'no tools given'})"
                 )
-        self.claude_provider = provider
+        self.claude_provider = (
+            provider if isinstance(provider, ClaudeAgentProvider) else ClaudeAgentProvider(provider)
+        )
         self.mode = mode
         self.tools = list(tools)
 
@@ -216,9 +217,6 @@ class ClaudeAgentModel(Model):
         model_request_parameters: ModelRequestParameters,
     ) -> ModelResponse:
         """One provider query, folded by the same stream processing as `request_stream`."""
-        model_settings, model_request_parameters = self.prepare_request(
-            model_settings, model_request_parameters
-        )
         async with self._open(
             messages, model_settings, model_request_parameters, folded=True
         ) as stream:
@@ -235,9 +233,6 @@ class ClaudeAgentModel(Model):
         run_context: RunContext[Any] | None = None,
     ) -> AsyncGenerator[StreamedResponse, None]:
         """One provider query as a `StreamedResponse` (text, thinking and tool-call deltas)."""
-        model_settings, model_request_parameters = self.prepare_request(
-            model_settings, model_request_parameters
-        )
         limits = run_context.usage_limits if run_context is not None else None
         async with self._open(messages, model_settings, model_request_parameters, limits) as stream:
             yield stream
@@ -252,6 +247,7 @@ class ClaudeAgentModel(Model):
         *,
         folded: bool = False,
     ) -> AsyncGenerator[ClaudeStreamedResponse, None]:
+        model_settings, params = self.prepare_request(model_settings, params)
         if params.native_tools:
             names = ", ".join(type(t).__name__ for t in params.native_tools)
             raise UserError(f"ClaudeAgentModel does not support native (built-in) tools: {names}")
@@ -262,17 +258,11 @@ class ClaudeAgentModel(Model):
         options.update(_model_options(model_settings, params.thinking))
         # The instructions pydantic-ai sends: `instruction_parts` in an Agent run (and through
         # pydantic_ai.direct); for a bare `Model.request()`, the newest ones the history records.
+        recorded = [m.instructions for m in messages if isinstance(m, ModelRequest)]
         instructions = (
             InstructionPart.join(params.instruction_parts)
             if params.instruction_parts is not None
-            else next(
-                (
-                    m.instructions
-                    for m in reversed(messages)
-                    if isinstance(m, ModelRequest) and m.instructions is not None
-                ),
-                None,
-            )
+            else next((i for i in reversed(recorded) if i is not None), None)
         )
         flattened: list[sf.CallWarning] = []
         history = await _to_provider_messages(messages, instructions, flattened)
@@ -340,11 +330,11 @@ def _offered_tools(
     required = not (params.allow_text_output or params.allow_image_output)
     names = list(declared)
     try:
-        if (setting == "none" or setting == []) and not outputs:
-            # The provider's "none": no tool exposed, or, when the history holds tool calls
-            # (the Messages API needs their tools defined), defined with calls forbidden.
-            return functions, "none"
         if setting == "none" or setting == []:
+            if not outputs:
+                # The provider's "none": no tool exposed, or, when the history holds tool calls
+                # (the Messages API needs their tools defined), defined with calls forbidden.
+                return functions, "none"
             names = outputs
         elif setting == "required":
             offered_tools(functions, "required")
@@ -491,8 +481,14 @@ async def _request_messages(message: ModelRequest) -> list[door.Message]:
             others.append(door.UserMessage((door.Text(part.model_response()),)))
         elif isinstance(part, SystemPromptPart):
             others.append(door.SystemMessage(part.content))
+        elif isinstance(part, UserPromptPart) and isinstance(part.content, str):
+            others.append(door.UserMessage((door.Text(part.content),)))
         elif isinstance(part, UserPromptPart):
-            others.append(door.UserMessage(await _user_parts(part)))
+            # CachePoints are left out, as by pydantic-ai's models without cache points (the
+            # CLI places its own cache breakpoints).
+            prompt = [item for item in part.content if not isinstance(item, CachePoint)]
+            user = tuple([await _content_part(item, "a user prompt holds") for item in prompt])
+            others.append(door.UserMessage(user))
         elif isinstance(part, CompactionPart):  # the application's summary, as pydantic-ai sends it
             others.append(door.UserMessage((door.Text(_SUMMARY_FRAME.format(part.content or "")),)))
         else:
@@ -502,15 +498,6 @@ async def _request_messages(message: ModelRequest) -> list[door.Message]:
             )
     tool: list[door.Message] = [door.ToolMessage(tuple(results))] if results else []
     return tool + others
-
-
-async def _user_parts(part: UserPromptPart) -> tuple[door.Text | door.Image, ...]:
-    if isinstance(part.content, str):
-        return (door.Text(part.content),)
-    # CachePoints are filtered out, as pydantic-ai's models without cache points do; the CLI
-    # places its own cache breakpoints.
-    items = [item for item in part.content if not isinstance(item, CachePoint)]
-    return tuple([await _content_part(item, "a user prompt holds") for item in items])
 
 
 async def _content_part(item: object, where: str) -> door.Text | door.Image:
@@ -554,21 +541,16 @@ def _response_messages(
             continue  # the CLI's own StructuredOutput call: its object is the text that follows
         if results and not isinstance(part, NativeToolReturnPart):
             close()  # what follows a provider-executed result is the next model turn
-        if isinstance(part, NativeToolCallPart | NativeToolReturnPart) and (
-            part.provider_name != _SYSTEM
-        ):
-            # Another provider's built-in tool (e.g. Anthropic's web_search): Claude here has no
-            # such tool, so the call and its result are told as text, the way foreign reasoning is.
-            text, warning = _flattened(part)
-            parts.append(door.Text(text))
-            flattened.append(warning)
-        elif isinstance(part, TextPart):
-            parts.append(door.Text(part.content))
-        elif isinstance(part, CompactionPart | FilePart):
-            told, warning = _foreign_artifact(part, message.provider_name)
+        if (
+            isinstance(part, NativeToolCallPart | NativeToolReturnPart)
+            and part.provider_name != _SYSTEM
+        ) or isinstance(part, CompactionPart | FilePart):
+            told, warning = _foreign(part, message.provider_name)
             if told:
                 parts.append(door.Text(told))
             flattened.append(warning)
+        elif isinstance(part, TextPart):
+            parts.append(door.Text(part.content))
         elif isinstance(part, ThinkingPart):
             signed = part.signature and part.provider_name in _SIGNATURE_PROVIDERS
             if signed and part.id == _REDACTED_THINKING_ID:  # pydantic-ai's redacted thinking
@@ -592,11 +574,14 @@ def _response_messages(
     return out
 
 
-def _foreign_artifact(
-    part: CompactionPart | FilePart, response_provider: str | None
+def _foreign(
+    part: NativeToolCallPart | NativeToolReturnPart | CompactionPart | FilePart,
+    response_provider: str | None,
 ) -> tuple[str | None, sf.CallWarning]:
-    """Another model's compaction or generated file: the text Claude can be told (a readable
-    summary), if any, and the warning that says what became of it."""
+    """Another model's built-in tool call or result, compaction or generated file: the text
+    Claude is told of it, if it can read any, and the warning that says what became of it.
+    A built-in tool (e.g. Anthropic's web_search) is no tool here, so its call and result are
+    told as text, the way foreign reasoning is."""
     provider = part.provider_name or response_provider or "another model"
     if isinstance(part, FilePart):
         return None, sf.CallWarning(
@@ -604,31 +589,25 @@ def _foreign_artifact(
             message=f"{provider}'s generated file ({part.content.media_type}) was left out: the "
             f"Messages API takes no files in an assistant turn",
         )
-    if part.content:
-        tag = f'<compaction provider="{provider}">{part.content}</compaction>'
+    if isinstance(part, CompactionPart) and part.content:
+        told = f'<compaction provider="{provider}">{part.content}</compaction>'
         message = f"{provider}'s compaction summary was replayed as text"
-        return tag, sf.CallWarning(code="history-flattened", message=message)
-    which = f" ({part.id})" if part.id else ""
-    return None, sf.CallWarning(
-        code="compaction-dropped",
-        message=f"{provider}'s compaction{which} is encrypted for {provider} alone and was left "
-        f"out",
-    )
-
-
-def _flattened(part: NativeToolCallPart | NativeToolReturnPart) -> tuple[str, sf.CallWarning]:
-    """Another provider's native tool call or result as text, and the warning that says so."""
+        return told, sf.CallWarning(code="history-flattened", message=message)
+    if isinstance(part, CompactionPart):
+        which = f" ({part.id})" if part.id else ""
+        return None, sf.CallWarning(
+            code="compaction-dropped",
+            message=f"{provider}'s compaction{which} is encrypted for {provider} alone and was "
+            f"left out",
+        )
     if isinstance(part, NativeToolCallPart):
         kind, body = "call", part.args_as_json_str()
     else:
         kind, body = "result", part.model_response_str(wrap_if_error=False)
-    tag, provider = f"native-tool-{kind}", part.provider_name
-    warning = sf.CallWarning(
-        code="history-flattened",
-        message=f"{provider}'s native tool {kind} {part.tool_name!r} ({part.tool_call_id}) was "
-        f"replayed as text",
-    )
-    return f'<{tag} provider="{provider}" name="{part.tool_name}">{body}</{tag}>', warning
+    tag = f"native-tool-{kind}"
+    told = f'<{tag} provider="{provider}" name="{part.tool_name}">{body}</{tag}>'
+    message = f"{provider}'s native tool {kind} {part.tool_name!r} ({part.tool_call_id})"
+    return told, sf.CallWarning(code="history-flattened", message=f"{message} was replayed as text")
 
 
 # --------------------------------------------------------------------------- responses
@@ -686,7 +665,11 @@ class ClaudeStreamedResponse(StreamedResponse):
             case sf.StreamStartPart():
                 self._executor = part.mode == "executor"
                 self._details()["mode"] = part.mode
-                self._warn([*self._replay_warnings, *part.warnings])
+                # What was not honoured as asked: in `provider_details["warnings"]` and as a
+                # Python `UserWarning` (e.g. `history-flattened`), so it is seen without looking.
+                if call_warnings := [*self._replay_warnings, *part.warnings]:
+                    self._details()["warnings"] = [w.model_dump() for w in call_warnings]
+                    door.warn_user("ClaudeAgentModel", call_warnings)
             case sf.TextDeltaPart():
                 yield from manager.handle_text_delta(vendor_part_id=part.id, content=part.delta)
             case sf.ReasoningDeltaPart():
@@ -789,14 +772,6 @@ class ClaudeStreamedResponse(StreamedResponse):
         text = TextPart(content=json.dumps(value, ensure_ascii=False))
         yield manager.handle_part(vendor_part_id=f"{call_id}:text", part=text)
 
-    def _warn(self, call_warnings: list[sf.CallWarning]) -> None:
-        """Report what was not honoured as asked: in `provider_details["warnings"]` and as a
-        Python `UserWarning` (e.g. `history-flattened`), so it is seen without looking."""
-        if not call_warnings:
-            return
-        self._details()["warnings"] = [w.model_dump() for w in call_warnings]
-        door.warn_user("ClaudeAgentModel", call_warnings)
-
     def _details(self) -> dict[str, Any]:
         if self.provider_details is None:
             self.provider_details = {}
@@ -822,15 +797,8 @@ class ClaudeStreamedResponse(StreamedResponse):
         response_id = part.provider_details.get("response_id")
         if isinstance(response_id, str):  # the last API message's id (`msg_...`)
             self.provider_response_id = response_id
-        facts = {
-            "cost_usd",
-            "session_id",
-            "num_turns",
-            "api_calls",
-            "raw_stop_reason",
-            "duration_ms",
-        }
-        self._details().update(part.provider_details, **part.model_dump(include=facts))
+        facts = part.model_dump(include=set(_FINISH_FACTS))
+        self._details().update(part.provider_details, **facts)
 
     def get(self) -> ModelResponse:
         """The response so far, without the parts of API streams that were cut and redone."""
