@@ -676,17 +676,14 @@ class ClaudeStreamedResponse(StreamedResponse):
                 yield from manager.handle_thinking_delta(
                     vendor_part_id=part.id, content=part.delta, provider_name=_SYSTEM
                 )
-            case sf.ReasoningEndPart() if part.redacted:
-                # As pydantic-ai's Anthropic model gives it: no text, the data as its signature.
+            case sf.ReasoningEndPart() if part.redacted or part.signature:
+                # Redacted thinking as pydantic-ai's Anthropic model gives it: no text, the data
+                # as its signature.
                 yield from manager.handle_thinking_delta(
                     vendor_part_id=part.id,
-                    id=_REDACTED_THINKING_ID,
-                    signature=part.redacted,
+                    id=_REDACTED_THINKING_ID if part.redacted else None,
+                    signature=part.redacted or part.signature,
                     provider_name=_SYSTEM,
-                )
-            case sf.ReasoningEndPart() if part.signature:
-                yield from manager.handle_thinking_delta(
-                    vendor_part_id=part.id, signature=part.signature, provider_name=_SYSTEM
                 )
             case sf.ToolInputStartPart() if not self._executor:
                 yield from manager.handle_tool_call_delta_events(
