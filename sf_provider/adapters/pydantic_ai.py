@@ -5,16 +5,13 @@ Install the extra: ``pip install 'sf-provider[pydantic-ai]'``::
     agent = Agent(ClaudeAgentModel(ClaudeAgentProvider(ProviderSettings(model="..."))))
     result = await agent.run("Weather in Paris?")
 
-Single-turn (the default): each `request` is one provider query offering the tools
-pydantic-ai declares, without executors; the calls come back as `ToolCallPart`s and the Agent
-runs them; the whole history is replayed natively (`_to_provider_messages`). Executor mode
-(``mode="executor", tools=[...]``) runs the given `FunctionTool`s inside the CLI, reported as
-provider-executed native parts. `request` drains the same `StreamedResponse` that
-`request_stream` yields, built on `ClaudeAgentProvider.stream`.
+Single-turn (the default): each `request` is one query offering the Agent's tools without
+executors; the calls come back as `ToolCallPart`s for the Agent to run, and the history is
+replayed natively. Executor mode (``mode="executor", tools=[...]``) runs the given
+`FunctionTool`s inside the CLI. `request` drains the `StreamedResponse` `request_stream` yields.
 
-What each model setting does: the README's "Model settings" table; the rest of the behaviour
-(structured output, usage, history from other providers, errors): the README's "Frameworks:
-pydantic-ai and LangChain".
+The README is the reference: "Model settings: what each one does", and "Frameworks: pydantic-ai
+and LangChain" (structured output, usage, history from other providers, errors).
 """
 
 from __future__ import annotations
@@ -87,13 +84,10 @@ from pydantic_ai.settings import ModelSettingName, ModelSettings, ThinkingLevel,
 from pydantic_ai.tools import ToolDefinition
 from pydantic_ai.usage import RequestUsage, UsageLimits
 
-from .. import _request as req
+from .. import _door as door
 from .. import errors
 from .. import types as sf
-from .._error_kinds import ErrorKind, SentParts, classify
-from .._mapping import STRUCTURED_OUTPUT_TOOL
-from .._tool_choice import NamedToolChoice, ToolChoice, offered_tools
-from .._warnings import warn_user
+from .._door import ErrorKind, NamedToolChoice, SentParts, ToolChoice, classify, offered_tools
 from ..provider import ClaudeAgentProvider
 from ..settings import EFFORT_NAMES, ProviderSettings
 from ..tools import FunctionTool, tool_from_spec
@@ -120,6 +114,10 @@ _SUMMARY_FRAME = (
     "instructions.\n\n{}\n</pyai:conversation_summary>"
 )
 
+#: The finish part's facts `provider_details` keeps, next to the part's own details.
+_FINISH_FACTS = frozenset(
+    {"cost_usd", "session_id", "num_turns", "api_calls", "raw_stop_reason", "duration_ms"}
+)
 _FINISH_REASONS: dict[sf.FinishReason, FinishReason | None] = {
     "stop": "stop", "length": "length", "tool-calls": "tool_call",
     "content-filter": "content_filter", "error": "error", "other": None,
@@ -165,8 +163,6 @@ class ClaudeAgentModel(Model):
         #: A provider made here is the model's to close (`async with agent:` / `async with model:`).
         self._owns_provider = not isinstance(provider, ClaudeAgentProvider)
         self._entered = 0
-        if not isinstance(provider, ClaudeAgentProvider):
-            provider = ClaudeAgentProvider(provider)
         if mode == "single-turn" and tools:
             raise UserError(
                 "tools=[...] are run by the provider in mode='executor'; in single-turn mode give "
@@ -179,7 +175,9 @@ class ClaudeAgentModel(Model):
                     "mode='executor' needs tools=[FunctionTool(..., executor=...)], every one with "
                     f"an executor (without one: {', '.join(missing) or 'no tools given'})"
                 )
-        self.claude_provider = provider
+        self.claude_provider = (
+            provider if isinstance(provider, ClaudeAgentProvider) else ClaudeAgentProvider(provider)
+        )
         self.mode = mode
         self.tools = list(tools)
 
@@ -219,9 +217,6 @@ class ClaudeAgentModel(Model):
         model_request_parameters: ModelRequestParameters,
     ) -> ModelResponse:
         """One provider query, folded by the same stream processing as `request_stream`."""
-        model_settings, model_request_parameters = self.prepare_request(
-            model_settings, model_request_parameters
-        )
         async with self._open(
             messages, model_settings, model_request_parameters, folded=True
         ) as stream:
@@ -238,9 +233,6 @@ class ClaudeAgentModel(Model):
         run_context: RunContext[Any] | None = None,
     ) -> AsyncGenerator[StreamedResponse, None]:
         """One provider query as a `StreamedResponse` (text, thinking and tool-call deltas)."""
-        model_settings, model_request_parameters = self.prepare_request(
-            model_settings, model_request_parameters
-        )
         limits = run_context.usage_limits if run_context is not None else None
         async with self._open(messages, model_settings, model_request_parameters, limits) as stream:
             yield stream
@@ -255,6 +247,7 @@ class ClaudeAgentModel(Model):
         *,
         folded: bool = False,
     ) -> AsyncGenerator[ClaudeStreamedResponse, None]:
+        model_settings, params = self.prepare_request(model_settings, params)
         if params.native_tools:
             names = ", ".join(type(t).__name__ for t in params.native_tools)
             raise UserError(f"ClaudeAgentModel does not support native (built-in) tools: {names}")
@@ -265,22 +258,16 @@ class ClaudeAgentModel(Model):
         options.update(_model_options(model_settings, params.thinking))
         # The instructions pydantic-ai sends: `instruction_parts` in an Agent run (and through
         # pydantic_ai.direct); for a bare `Model.request()`, the newest ones the history records.
+        recorded = [m.instructions for m in messages if isinstance(m, ModelRequest)]
         instructions = (
             InstructionPart.join(params.instruction_parts)
             if params.instruction_parts is not None
-            else next(
-                (
-                    m.instructions
-                    for m in reversed(messages)
-                    if isinstance(m, ModelRequest) and m.instructions is not None
-                ),
-                None,
-            )
+            else next((i for i in reversed(recorded) if i is not None), None)
         )
         flattened: list[sf.CallWarning] = []
         history = await _to_provider_messages(messages, instructions, flattened)
         # Bad input raises here, before a CLI process starts.
-        parts = self.claude_provider.stream(history, tools=tools, **options)
+        parts = door.stream(self.claude_provider, door.request(history, tools, **options))
         stream = ClaudeStreamedResponse(
             model_request_parameters=params,
             _model_name=self.model_name,
@@ -343,11 +330,11 @@ def _offered_tools(
     required = not (params.allow_text_output or params.allow_image_output)
     names = list(declared)
     try:
-        if (setting == "none" or setting == []) and not outputs:
-            # The provider's "none": no tool exposed, or, when the history holds tool calls
-            # (the Messages API needs their tools defined), defined with calls forbidden.
-            return functions, "none"
         if setting == "none" or setting == []:
+            if not outputs:
+                # The provider's "none": no tool exposed, or, when the history holds tool calls
+                # (the Messages API needs their tools defined), defined with calls forbidden.
+                return functions, "none"
             names = outputs
         elif setting == "required":
             offered_tools(functions, "required")
@@ -450,7 +437,7 @@ async def _to_provider_messages(
     messages: Iterable[ModelMessage],
     instructions: str | None = None,
     flattened: list[sf.CallWarning] | None = None,
-) -> list[req.Message]:
+) -> list[door.Message]:
     """pydantic-ai history -> the provider's typed messages (`sf_provider._request`).
 
     System prompts and instructions -> system; user prompts -> text and images; `TextPart`,
@@ -460,7 +447,7 @@ async def _to_provider_messages(
     `ImageUrl(force_download=...)` is downloaded here. What is replayed as text or left out
     adds its warning to `flattened`.
     """
-    out: list[req.Message] = [req.SystemMessage(instructions)] if instructions else []
+    out: list[door.Message] = [door.SystemMessage(instructions)] if instructions else []
     for message in messages:
         if isinstance(message, ModelRequest):
             out += await _request_messages(message)
@@ -469,66 +456,63 @@ async def _to_provider_messages(
     return out
 
 
-async def _request_messages(message: ModelRequest) -> list[req.Message]:
+async def _request_messages(message: ModelRequest) -> list[door.Message]:
     # Tool results answer the previous turn and must come first in the user turn.
-    results: list[req.ToolResult] = []
-    others: list[req.Message] = []
+    results: list[door.ToolResult] = []
+    others: list[door.Message] = []
     for part in message.parts:
         if isinstance(part, ToolReturnPart):
             is_error = part.outcome in ERROR_OUTCOMES
             if not part.files:
                 output = part.model_response_str(wrap_if_error=False)
-                results.append(req.ToolResult(part.tool_call_id, output, is_error))
+                results.append(door.ToolResult(part.tool_call_id, output, is_error))
                 continue
             # Images inside the result, as pydantic-ai's Anthropic model sends them.
             where = f"tool {part.tool_name!r} returned"
             items = part.content_items(mode="str", wrap_if_error=False)
             content = tuple([await _content_part(item, where) for item in items])
-            results.append(req.ToolResult(part.tool_call_id, content, is_error))
+            results.append(door.ToolResult(part.tool_call_id, content, is_error))
         elif isinstance(part, RetryPromptPart):
             if part.tool_name is not None:
-                results.append(req.ToolResult(part.tool_call_id, part.model_response(), True))
+                results.append(door.ToolResult(part.tool_call_id, part.model_response(), True))
             else:
-                others.append(req.UserMessage((req.Text(part.model_response()),)))
+                others.append(door.UserMessage((door.Text(part.model_response()),)))
         elif isinstance(part, RetryFeedbackPart):
-            others.append(req.UserMessage((req.Text(part.model_response()),)))
+            others.append(door.UserMessage((door.Text(part.model_response()),)))
         elif isinstance(part, SystemPromptPart):
-            others.append(req.SystemMessage(part.content))
+            others.append(door.SystemMessage(part.content))
+        elif isinstance(part, UserPromptPart) and isinstance(part.content, str):
+            others.append(door.UserMessage((door.Text(part.content),)))
         elif isinstance(part, UserPromptPart):
-            others.append(req.UserMessage(await _user_parts(part)))
+            # CachePoints are left out, as by pydantic-ai's models without cache points (the
+            # CLI places its own cache breakpoints).
+            prompt = [item for item in part.content if not isinstance(item, CachePoint)]
+            user = tuple([await _content_part(item, "a user prompt holds") for item in prompt])
+            others.append(door.UserMessage(user))
         elif isinstance(part, CompactionPart):  # the application's summary, as pydantic-ai sends it
-            others.append(req.UserMessage((req.Text(_SUMMARY_FRAME.format(part.content or "")),)))
+            others.append(door.UserMessage((door.Text(_SUMMARY_FRAME.format(part.content or "")),)))
         else:
             raise UserError(
                 f"ClaudeAgentModel cannot send a {type(part).__name__} (run it through an Agent, "
                 f"which prepares the history, or leave it out)"
             )
-    tool: list[req.Message] = [req.ToolMessage(tuple(results))] if results else []
+    tool: list[door.Message] = [door.ToolMessage(tuple(results))] if results else []
     return tool + others
 
 
-async def _user_parts(part: UserPromptPart) -> tuple[req.Text | req.Image, ...]:
-    if isinstance(part.content, str):
-        return (req.Text(part.content),)
-    # CachePoints are filtered out, as pydantic-ai's models without cache points do; the CLI
-    # places its own cache breakpoints.
-    items = [item for item in part.content if not isinstance(item, CachePoint)]
-    return tuple([await _content_part(item, "a user prompt holds") for item in items])
-
-
-async def _content_part(item: object, where: str) -> req.Text | req.Image:
+async def _content_part(item: object, where: str) -> door.Text | door.Image:
     """A user prompt's or a tool return's item as a provider part: text or an image."""
     if isinstance(item, str):
-        return req.Text(item)
+        return door.Text(item)
     if isinstance(item, TextContent):
-        return req.Text(item.content)
+        return door.Text(item.content)
     if isinstance(item, BinaryContent) and item.is_image:
-        return req.Image(data=item.base64, media_type=item.media_type)
+        return door.Image(data=item.base64, media_type=item.media_type)
     if isinstance(item, ImageUrl) and item.force_download:
         image = await download_item(item, data_format="base64")  # pydantic-ai's contract
-        return req.Image(data=image["data"], media_type=image["data_type"])
+        return door.Image(data=image["data"], media_type=image["data_type"])
     if isinstance(item, ImageUrl):
-        return req.Image(url=item.url)
+        return door.Image(url=item.url)
     what = type(item).__name__
     if isinstance(item, BinaryContent):
         what += f" of media type {item.media_type!r}"
@@ -537,17 +521,17 @@ async def _content_part(item: object, where: str) -> req.Text | req.Image:
 
 def _response_messages(
     message: ModelResponse, flattened: list[sf.CallWarning]
-) -> list[req.Message]:
-    out: list[req.Message] = []
-    parts: list[req.AssistantPart] = []
-    results: list[req.ToolResult] = []  # results of provider-executed calls, after their calls
+) -> list[door.Message]:
+    out: list[door.Message] = []
+    parts: list[door.AssistantPart] = []
+    results: list[door.ToolResult] = []  # results of provider-executed calls, after their calls
 
     def close() -> None:
         nonlocal parts, results
         if parts:
-            out.append(req.AssistantMessage(tuple(parts)))
+            out.append(door.AssistantMessage(tuple(parts)))
         if results:
-            out.append(req.ToolMessage(tuple(results)))  # parallel calls: their results in one
+            out.append(door.ToolMessage(tuple(results)))  # parallel calls: their results in one
         parts, results = [], []
 
     for part in message.parts:
@@ -557,49 +541,47 @@ def _response_messages(
             continue  # the CLI's own StructuredOutput call: its object is the text that follows
         if results and not isinstance(part, NativeToolReturnPart):
             close()  # what follows a provider-executed result is the next model turn
-        if isinstance(part, NativeToolCallPart | NativeToolReturnPart) and (
-            part.provider_name != _SYSTEM
-        ):
-            # Another provider's built-in tool (e.g. Anthropic's web_search): Claude here has no
-            # such tool, so the call and its result are told as text, the way foreign reasoning is.
-            text, warning = _flattened(part)
-            parts.append(req.Text(text))
+        if (
+            isinstance(part, NativeToolCallPart | NativeToolReturnPart)
+            and part.provider_name != _SYSTEM
+        ) or isinstance(part, CompactionPart | FilePart):
+            told, warning = _foreign(part, message.provider_name)
+            if told:
+                parts.append(door.Text(told))
             flattened.append(warning)
         elif isinstance(part, TextPart):
-            parts.append(req.Text(part.content))
-        elif isinstance(part, CompactionPart | FilePart):
-            told, warning = _foreign_artifact(part, message.provider_name)
-            if told:
-                parts.append(req.Text(told))
-            flattened.append(warning)
+            parts.append(door.Text(part.content))
         elif isinstance(part, ThinkingPart):
             signed = part.signature and part.provider_name in _SIGNATURE_PROVIDERS
             if signed and part.id == _REDACTED_THINKING_ID:  # pydantic-ai's redacted thinking
-                parts.append(req.Reasoning("", redacted=part.signature))
+                parts.append(door.Reasoning("", redacted=part.signature))
                 continue
-            parts.append(req.Reasoning(part.content, signature=part.signature if signed else None))
+            parts.append(door.Reasoning(part.content, signature=part.signature if signed else None))
         elif isinstance(part, ToolCallPart | NativeToolCallPart):
             # A provider-executed call is replayed as a call with its result right after it.
-            parts.append(req.ToolCall(part.tool_call_id, part.tool_name, part.args_as_dict()))
+            parts.append(door.ToolCall(part.tool_call_id, part.tool_name, part.args_as_dict()))
         elif isinstance(part, NativeToolReturnPart):
             failed = part.outcome in ERROR_OUTCOMES
-            output: str | tuple[req.Text | req.Image, ...]
+            output: str | tuple[door.Text | door.Image, ...]
             if isinstance(part.content, list):  # a result with an image: its content blocks
-                output = req.media_parts(part.content, f"the result of {part.tool_call_id}")
+                output = door.media_parts(part.content, f"the result of {part.tool_call_id}")
             else:
                 output = part.model_response_str(wrap_if_error=False)
-            results.append(req.ToolResult(part.tool_call_id, output, failed))
+            results.append(door.ToolResult(part.tool_call_id, output, failed))
         else:
             raise UserError(f"ClaudeAgentModel cannot replay a {type(part).__name__}")
     close()
     return out
 
 
-def _foreign_artifact(
-    part: CompactionPart | FilePart, response_provider: str | None
+def _foreign(
+    part: NativeToolCallPart | NativeToolReturnPart | CompactionPart | FilePart,
+    response_provider: str | None,
 ) -> tuple[str | None, sf.CallWarning]:
-    """Another model's compaction or generated file: the text Claude can be told (a readable
-    summary), if any, and the warning that says what became of it."""
+    """Another model's built-in tool call or result, compaction or generated file: the text
+    Claude is told of it, if it can read any, and the warning that says what became of it.
+    A built-in tool (e.g. Anthropic's web_search) is no tool here, so its call and result are
+    told as text, the way foreign reasoning is."""
     provider = part.provider_name or response_provider or "another model"
     if isinstance(part, FilePart):
         return None, sf.CallWarning(
@@ -607,31 +589,25 @@ def _foreign_artifact(
             message=f"{provider}'s generated file ({part.content.media_type}) was left out: the "
             f"Messages API takes no files in an assistant turn",
         )
-    if part.content:
-        tag = f'<compaction provider="{provider}">{part.content}</compaction>'
+    if isinstance(part, CompactionPart) and part.content:
+        told = f'<compaction provider="{provider}">{part.content}</compaction>'
         message = f"{provider}'s compaction summary was replayed as text"
-        return tag, sf.CallWarning(code="history-flattened", message=message)
-    which = f" ({part.id})" if part.id else ""
-    return None, sf.CallWarning(
-        code="compaction-dropped",
-        message=f"{provider}'s compaction{which} is encrypted for {provider} alone and was left "
-        f"out",
-    )
-
-
-def _flattened(part: NativeToolCallPart | NativeToolReturnPart) -> tuple[str, sf.CallWarning]:
-    """Another provider's native tool call or result as text, and the warning that says so."""
+        return told, sf.CallWarning(code="history-flattened", message=message)
+    if isinstance(part, CompactionPart):
+        which = f" ({part.id})" if part.id else ""
+        return None, sf.CallWarning(
+            code="compaction-dropped",
+            message=f"{provider}'s compaction{which} is encrypted for {provider} alone and was "
+            f"left out",
+        )
     if isinstance(part, NativeToolCallPart):
         kind, body = "call", part.args_as_json_str()
     else:
         kind, body = "result", part.model_response_str(wrap_if_error=False)
-    tag, provider = f"native-tool-{kind}", part.provider_name
-    warning = sf.CallWarning(
-        code="history-flattened",
-        message=f"{provider}'s native tool {kind} {part.tool_name!r} ({part.tool_call_id}) was "
-        f"replayed as text",
-    )
-    return f'<{tag} provider="{provider}" name="{part.tool_name}">{body}</{tag}>', warning
+    tag = f"native-tool-{kind}"
+    told = f'<{tag} provider="{provider}" name="{part.tool_name}">{body}</{tag}>'
+    message = f"{provider}'s native tool {kind} {part.tool_name!r} ({part.tool_call_id})"
+    return told, sf.CallWarning(code="history-flattened", message=f"{message} was replayed as text")
 
 
 # --------------------------------------------------------------------------- responses
@@ -689,24 +665,25 @@ class ClaudeStreamedResponse(StreamedResponse):
             case sf.StreamStartPart():
                 self._executor = part.mode == "executor"
                 self._details()["mode"] = part.mode
-                self._warn([*self._replay_warnings, *part.warnings])
+                # What was not honoured as asked: in `provider_details["warnings"]` and as a
+                # Python `UserWarning` (e.g. `history-flattened`), so it is seen without looking.
+                if call_warnings := [*self._replay_warnings, *part.warnings]:
+                    self._details()["warnings"] = [w.model_dump() for w in call_warnings]
+                    door.warn_user("ClaudeAgentModel", call_warnings)
             case sf.TextDeltaPart():
                 yield from manager.handle_text_delta(vendor_part_id=part.id, content=part.delta)
             case sf.ReasoningDeltaPart():
                 yield from manager.handle_thinking_delta(
                     vendor_part_id=part.id, content=part.delta, provider_name=_SYSTEM
                 )
-            case sf.ReasoningEndPart() if part.redacted:
-                # As pydantic-ai's Anthropic model gives it: no text, the data as its signature.
+            case sf.ReasoningEndPart() if part.redacted or part.signature:
+                # Redacted thinking as pydantic-ai's Anthropic model gives it: no text, the data
+                # as its signature.
                 yield from manager.handle_thinking_delta(
                     vendor_part_id=part.id,
-                    id=_REDACTED_THINKING_ID,
-                    signature=part.redacted,
+                    id=_REDACTED_THINKING_ID if part.redacted else None,
+                    signature=part.redacted or part.signature,
                     provider_name=_SYSTEM,
-                )
-            case sf.ReasoningEndPart() if part.signature:
-                yield from manager.handle_thinking_delta(
-                    vendor_part_id=part.id, signature=part.signature, provider_name=_SYSTEM
                 )
             case sf.ToolInputStartPart() if not self._executor:
                 yield from manager.handle_tool_call_delta_events(
@@ -776,14 +753,14 @@ class ClaudeStreamedResponse(StreamedResponse):
         pydantic-ai treats text before a provider's built-in tool."""
         manager, call_id = self._parts_manager, f"{_STRUCTURED_OUTPUT_ID}{uuid4().hex[:16]}"
         call = NativeToolCallPart(
-            tool_name=STRUCTURED_OUTPUT_TOOL,
+            tool_name=door.STRUCTURED_OUTPUT_TOOL,
             args=value if isinstance(value, dict) else {"value": value},
             tool_call_id=call_id,
             provider_name=_SYSTEM,
         )
         yield manager.handle_part(vendor_part_id=call_id, part=call)
         done: NativeToolReturnPart[Any] = NativeToolReturnPart(
-            tool_name=STRUCTURED_OUTPUT_TOOL,
+            tool_name=door.STRUCTURED_OUTPUT_TOOL,
             content="Structured output provided successfully",
             tool_call_id=call_id,
             provider_name=_SYSTEM,
@@ -791,14 +768,6 @@ class ClaudeStreamedResponse(StreamedResponse):
         yield manager.handle_part(vendor_part_id=f"{call_id}:result", part=done)
         text = TextPart(content=json.dumps(value, ensure_ascii=False))
         yield manager.handle_part(vendor_part_id=f"{call_id}:text", part=text)
-
-    def _warn(self, call_warnings: list[sf.CallWarning]) -> None:
-        """Report what was not honoured as asked: in `provider_details["warnings"]` and as a
-        Python `UserWarning` (e.g. `history-flattened`), so it is seen without looking."""
-        if not call_warnings:
-            return
-        self._details()["warnings"] = [w.model_dump() for w in call_warnings]
-        warn_user("ClaudeAgentModel", call_warnings)
 
     def _details(self) -> dict[str, Any]:
         if self.provider_details is None:
@@ -825,15 +794,8 @@ class ClaudeStreamedResponse(StreamedResponse):
         response_id = part.provider_details.get("response_id")
         if isinstance(response_id, str):  # the last API message's id (`msg_...`)
             self.provider_response_id = response_id
-        facts = {
-            "cost_usd",
-            "session_id",
-            "num_turns",
-            "api_calls",
-            "raw_stop_reason",
-            "duration_ms",
-        }
-        self._details().update(part.provider_details, **part.model_dump(include=facts))
+        facts = part.model_dump(include=set(_FINISH_FACTS))
+        self._details().update(part.provider_details, **facts)
 
     def get(self) -> ModelResponse:
         """The response so far, without the parts of API streams that were cut and redone."""
