@@ -137,8 +137,8 @@ class ClaudeAgentModel(Model):
     # What the CLI cannot be told; pydantic-ai itself warns for those that change a guarantee
     # (extra_headers, extra_body), and this model for the rest (`_model_options`).
     unsupported_settings: ClassVar[frozenset[ModelSettingName]] = frozenset(
-        {"temperature", "top_p", "top_k", "seed", "presence_penalty", "frequency_penalty",
-         "logit_bias", "extra_headers", "citations", "service_tier", "extra_body"}
+        {"seed", "presence_penalty", "frequency_penalty", "logit_bias", "extra_headers",
+         "citations", "service_tier", "extra_body"}
     )  # fmt: skip
 
     def __init__(
@@ -391,6 +391,14 @@ _HANDLED_BY_PYDANTIC_AI = frozenset(
 )  # fmt: skip
 
 
+#: Settings that are call options of the same name; sampling is sent as written (the model
+#: and API version decide, `UnsupportedSettingError` when they refuse).
+_PASSED_ON = frozenset(
+    {"max_tokens", "max_retries", "stop_sequences", "parallel_tool_calls", "temperature", "top_p",
+     "top_k"}
+)  # fmt: skip
+
+
 def _model_options(
     model_settings: ModelSettings | None, thinking: ThinkingLevel | None
 ) -> dict[str, Any]:
@@ -405,7 +413,7 @@ def _model_options(
         options["effort"] = EFFORT_NAMES[thinking]
     # thinking=True: thinking at the model's default effort, which is what the CLI does.
     for name, value in (model_settings or {}).items():
-        if name in ("max_tokens", "max_retries", "stop_sequences", "parallel_tool_calls"):
+        if name in _PASSED_ON:
             options[name] = value
         elif name == "timeout" and isinstance(value, int | float):
             options["timeout"] = float(value)

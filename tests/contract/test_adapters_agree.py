@@ -10,7 +10,7 @@ text, the finish reason in the core's vocabulary, the structured object, and the
 from the door's own error type (one table per door). Every case runs the real CLI against the
 scripted Messages API, and what the model was sent is proven from its request log.
 
-A (door, case) that encodes behaviour still being built (issue 27) is marked
+A (door, case) that encodes behaviour still being built (issue 28) is marked
 `xfail(strict=True)` in `TARGET`: when it starts passing the mark must go.
 """
 
@@ -150,6 +150,9 @@ class Case:
     tool_choice: str | None = None
     output: type[BaseModel] | None = None
     stream: bool = False
+    temperature: float | None = None
+    #: False: at most one tool call per model turn (`parallel_tool_calls`).
+    parallel: bool = True
 
 
 @dataclass
@@ -243,6 +246,10 @@ class CoreDoor(Door):
             options["tool_choice"] = {"type": "tool", "name": case.tool_choice}
         if case.output:
             options["output_schema"] = case.output.model_json_schema()
+        if case.temperature is not None:
+            options["temperature"] = case.temperature
+        if not case.parallel:
+            options["parallel_tool_calls"] = False
         content: Any = case.prompt
         if case.image:
             content = [
@@ -324,6 +331,10 @@ class PydanticAIDoor(Door):
             settings["tool_choice"] = case.tool_choice  # type: ignore[typeddict-item]
         elif case.tool_choice:
             settings["tool_choice"] = [case.tool_choice]  # type: ignore[typeddict-item]
+        if case.temperature is not None:
+            settings["temperature"] = case.temperature
+        if not case.parallel:
+            settings["parallel_tool_calls"] = False
         prompt: list[Any] = [case.prompt]
         if case.image:
             prompt.append(BinaryContent(data=base64.b64decode(PIXEL), media_type="image/png"))
@@ -399,6 +410,8 @@ class LangChainDoor(Door):
         provider = ClaudeAgentProvider(self.api.settings(warm_processes=0))
         self.stack.push_async_callback(provider.aclose)
         extra: dict[str, Any] = {"max_tokens": case.max_tokens} if case.max_tokens else {}
+        if case.temperature is not None:
+            extra["temperature"] = case.temperature
         chat = ChatClaudeAgent(provider=provider, **extra)
         tools = {n: langchain_tool(TOOLS[n]) for n in case.tools}
         model: Any = chat
@@ -406,6 +419,8 @@ class LangChainDoor(Door):
             model = chat.with_structured_output(case.output, method="json_schema")
         elif tools:
             choice = {"tool_choice": case.tool_choice} if case.tool_choice else {}
+            if not case.parallel:
+                choice["parallel_tool_calls"] = False
             model = chat.bind_tools(list(tools.values()), **choice)
         content: Any = case.prompt
         if case.image:
@@ -478,6 +493,10 @@ class OpenAIStyleDoor(Door):
             request["max_tokens"] = case.max_tokens
         if case.stop:
             request["stop"] = list(case.stop)
+        if case.temperature is not None:
+            request["temperature"] = case.temperature
+        if not case.parallel:
+            request["parallel_tool_calls"] = False
         if case.output:
             request["response_format"] = {
                 "type": "json_schema",
@@ -493,6 +512,20 @@ class OpenAIStyleDoor(Door):
         messages: list[dict[str, Any]] = [{"role": "user", "content": content}]
         if case.history:
             assert not any(c.is_error for c in case.history), "Chat Completions has no error flag"
+            messages.append(
+                {
+                    "role": "assistant",
+                    "content": None,
+                    "tool_calls": [
+                        {"id": c.id, "type": "function",
+                         "function": {"name": c.name, "arguments": json.dumps(c.args)}}
+                        for c in case.history
+                    ],
+                }
+            )  # fmt: skip
+            messages += [
+                {"role": "tool", "tool_call_id": c.id, "content": c.result} for c in case.history
+            ]
         if case.stream:
             text_parts: list[str] = []
             finish = None
@@ -619,8 +652,16 @@ class MessagesDoor(Door):
             request["tool_choice"] = {"type": "any"}
         elif case.tool_choice:
             request["tool_choice"] = {"type": "tool", "name": case.tool_choice}
+        if not case.parallel:
+            request["tool_choice"] = {
+                "type": "auto",
+                **request.get("tool_choice", {}),
+                "disable_parallel_tool_use": True,
+            }
         if case.stop:
             request["stop_sequences"] = list(case.stop)
+        if case.temperature is not None:
+            request["temperature"] = case.temperature
         if case.output:
             request["extra_body"] = {
                 "output_config": {
@@ -731,6 +772,14 @@ def answers(*items: ScriptItem) -> Callable[[], list[ScriptItem]]:
 
 
 TOO_LONG = "prompt is too long: 250000 tokens > 200000 maximum"
+
+
+def refuse_temperature(_request: RecordedRequest) -> ScriptItem:
+    """The API's answer to a temperature on Opus 4.7 and later (a function: the CLI tries a
+    plain 400 three times)."""
+    return http_error(400, "temperature is deprecated for this model.")
+
+
 PIECES = ["The list: one, two, ", "three, four, ", "five, six, ", "seven, eig"]
 #: Cut at the output limit four times: the CLI resumes a cut answer three times, then stops.
 CUT = answers(*[reply(text(p), stop_reason="max_tokens") for p in PIECES])
@@ -747,6 +796,8 @@ class Expected:
     check: Callable[[ScriptedMessagesAPI], None] = lambda api: None
     #: A door whose outcome is its own (the core stream hands back a DiscardPart, not an error).
     per_door: dict[str, Outcome] = field(default_factory=dict)
+    #: What the door's error must say (the setting and the API's words).
+    mentions: str | None = None
 
 
 def offered(request: RecordedRequest) -> list[str]:
@@ -808,6 +859,30 @@ def check_image(api: ScriptedMessagesAPI) -> None:
     assert image["source"] == {"type": "base64", "media_type": "image/png", "data": PIXEL}
 
 
+def check_sent(**fields: Any) -> Callable[[ScriptedMessagesAPI], None]:
+    """Every request the model got carries these body fields, as the API reads them."""
+
+    def check(api: ScriptedMessagesAPI) -> None:
+        assert api.requests
+        for request in api.requests:
+            assert {k: request.body.get(k) for k in fields} == fields
+
+    return check
+
+
+def check_all(
+    *checks: Callable[[ScriptedMessagesAPI], None],
+) -> Callable[[ScriptedMessagesAPI], None]:
+    def check(api: ScriptedMessagesAPI) -> None:
+        for one in checks:
+            one(api)
+
+    return check
+
+
+FORCED_OFF = {"type": "disabled"}  # thinking, with a forced tool choice
+
+
 def check_structured(api: ScriptedMessagesAPI) -> None:
     assert api.requests[0].tool_names == ["StructuredOutput"]
 
@@ -842,10 +917,12 @@ CASES: dict[str, Expected] = {
     "stop": Expected(
         Case(STOPPED, stop=("END", "Ignore")),
         Outcome([], "Lyon is mild. ", "stop"),
+        check_sent(stop_sequences=["END", "Ignore"]),
     ),
     "stop-streamed": Expected(
         Case(STOPPED, stop=("END", "Ignore"), stream=True),
         Outcome([], "Lyon is mild. ", "stop"),
+        check_sent(stop_sequences=["END", "Ignore"]),
     ),
     "max-tokens": Expected(
         Case(CUT, max_tokens=50),
@@ -879,7 +956,10 @@ CASES: dict[str, Expected] = {
             tool_choice="required",
         ),
         Outcome([("toolu_lyon", "get_celsius", {"city": "Lyon"})], "", "tool-calls"),
-        check_offered("get_celsius", "to_fahrenheit"),
+        check_all(
+            check_offered("get_celsius", "to_fahrenheit"),
+            check_sent(tool_choice={"type": "any"}, thinking=FORCED_OFF),
+        ),
     ),
     "tool-choice-required-unmet": Expected(
         Case(
@@ -896,7 +976,43 @@ CASES: dict[str, Expected] = {
             tool_choice="to_fahrenheit",
         ),
         Outcome([("toolu_f", "to_fahrenheit", {"celsius": 15})], "", "tool-calls"),
-        check_offered("to_fahrenheit"),
+        check_all(
+            check_offered("to_fahrenheit"),
+            check_sent(
+                tool_choice={"type": "tool", "name": "mcp__sf__to_fahrenheit"}, thinking=FORCED_OFF
+            ),
+        ),
+    ),
+    "tool-choice-none-after-calls": Expected(
+        Case(
+            answers(reply(text("Lyon: 15 °C."))),
+            tools=("get_celsius",),
+            history=(Call("call_1", "get_celsius", {"city": "Lyon"}, "15.0"),),
+            tool_choice="none",
+        ),
+        Outcome([], "Lyon: 15 °C.", "stop"),
+        check_sent(tool_choice={"type": "none"}),
+    ),
+    "parallel-tool-calls-off": Expected(
+        Case(
+            answers(reply(tool_use("get_celsius", {"city": "Lyon"}, "toolu_lyon"))),
+            "Lyon and Paris?",
+            tools=("get_celsius",),
+            parallel=False,
+        ),
+        Outcome([("toolu_lyon", "get_celsius", {"city": "Lyon"})], "", "tool-calls"),
+        check_sent(tool_choice={"type": "auto", "disable_parallel_tool_use": True}),
+    ),
+    "temperature": Expected(
+        Case(answers(reply(text("About 15 °C."))), temperature=0.3),
+        Outcome([], "About 15 °C.", "stop"),
+        check_sent(temperature=0.3),
+    ),
+    "temperature-refused": Expected(
+        Case(lambda: refuse_temperature, temperature=0.3),
+        Outcome(error="refused"),
+        check_sent(temperature=0.3),
+        mentions="temperature is deprecated for this model",
     ),
     "stream-retraction": Expected(
         Case(
@@ -920,9 +1036,13 @@ CASES: dict[str, Expected] = {
 }
 
 
-#: (door, case) pairs that encode behaviour issue 27 is building now: strict xfails, to drop
+#: (door, case) pairs that encode behaviour being built now (issue 28): strict xfails, to drop
 #: when it lands.
-TARGET: dict[tuple[str, str], str] = {}
+TARGET: dict[tuple[str, str], str] = {
+    (door, case): "issue 28: the door does not pass temperature on yet"
+    for door in ("langchain", "litellm", "chat-completions", "messages")
+    for case in ("temperature", "temperature-refused")
+}
 #: (door, case) pairs a door cannot express at all.
 NOT_EXPRESSIBLE: dict[tuple[str, str], str] = {
     (door, "error-tool-result"): "a Chat Completions tool message has no error flag"
@@ -952,6 +1072,7 @@ async def test_every_front_door_gives_the_same_outcome(door: str, case: str) -> 
             outcome = await front.send(expected.case)
         except Exception as exc:  # every door's error is read into the outcome
             outcome = Outcome(error=front.error_kind(exc))
+            assert expected.mentions is None or expected.mentions in str(exc), str(exc)
     assert outcome == expected.per_door.get(door, expected.outcome)
     expected.check(api)
     assert api.errors == []
