@@ -180,10 +180,8 @@ def schema(name: str) -> dict[str, Any]:
 # --------------------------------------------------------------------------- the doors
 
 
-#: The one class a stream taken back raises everywhere (issue 27; absent until it lands).
-RETRACTION: tuple[type[BaseException], ...] = tuple(
-    [sf_errors.StreamRetractionError] if hasattr(sf_errors, "StreamRetractionError") else []
-)
+#: The one class a stream taken back raises everywhere.
+RETRACTION = (sf_errors.StreamRetractionError,)
 
 
 class Door:
