@@ -59,16 +59,9 @@ from langchain_core.utils.function_calling import convert_to_json_schema, conver
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 from pydantic.v1 import BaseModel as BaseModelV1
 
-from .. import _request as req
+from .. import _door as door
 from .. import types as sf
-from .._error_kinds import ErrorKind, SentParts, classify
-from .._mapping import ResultCollector
-from .._outcome import response_model
-from .._stop import STOP_SEQUENCE_DETAIL
-from .._sync import iterate_in_thread, run_sync
-from .._thinking import thinking_option
-from .._tool_choice import NamedToolChoice, ToolChoice, offered_tools
-from .._warnings import warn_user
+from .._door import ErrorKind
 from ..errors import (
     InvalidMessagesError,
     ProviderError,
@@ -286,13 +279,15 @@ class ChatClaudeAgent(BaseChatModel):
     ) -> ChatResult:
         keep_reply = bool(kwargs.pop(_KEEP_REPLY, False))
         failure: ProviderError | None = None
-        collector = ResultCollector()  # `provider.generate`, keeping a reply that did not answer
+        collector = (
+            door.ResultCollector()
+        )  # `provider.generate`, keeping a reply that did not answer
         try:
             provider_messages, tools, options, lost = _request(
                 messages, stop, self._call_options(kwargs)
             )
-            stream = self.provider.stream(provider_messages, tools=tools, **options)
-            async with aclosing(stream) as parts:
+            request = door.request(provider_messages, tools, **options)
+            async with aclosing(door.stream(self.provider, request)) as parts:
                 async for part in parts:
                     collector.add(part)
         except _NOT_ANSWERING as exc:
@@ -326,8 +321,8 @@ class ChatClaudeAgent(BaseChatModel):
             )
             chunks = _ChunkMapper(self._requested_model(options), blocks=bool(tools))
             chunks.warnings.extend(lost)
-            stream = self.provider.stream(provider_messages, tools=tools, **options)
-            async with aclosing(stream) as parts:
+            request = door.request(provider_messages, tools, **options)
+            async with aclosing(door.stream(self.provider, request)) as parts:
                 async for part in parts:
                     chunk = chunks.chunk(part)
                     if chunk is None:
@@ -356,7 +351,7 @@ class ChatClaudeAgent(BaseChatModel):
         run_manager: CallbackManagerForLLMRun | None = None,
         **kwargs: Any,
     ) -> ChatResult:
-        return run_sync(lambda: self._agenerate(messages, stop, None, **kwargs))
+        return door.run_sync(lambda: self._agenerate(messages, stop, None, **kwargs))
 
     def _stream(
         self,
@@ -365,7 +360,7 @@ class ChatClaudeAgent(BaseChatModel):
         run_manager: CallbackManagerForLLMRun | None = None,
         **kwargs: Any,
     ) -> Iterator[ChatGenerationChunk]:
-        for chunk in iterate_in_thread(lambda: self._astream(messages, stop, None, **kwargs)):
+        for chunk in door.iterate_in_thread(lambda: self._astream(messages, stop, None, **kwargs)):
             if run_manager is not None and chunk.text:
                 run_manager.on_llm_new_token(chunk.text, chunk=chunk)
             yield chunk
@@ -397,11 +392,11 @@ def _bound_tools(tools: Sequence[ToolLike], options: dict[str, Any]) -> list[Fun
         if isinstance(choice, Mapping) and choice.get("disable_parallel_tool_use"):
             options["parallel_tool_calls"] = False
         options["tool_choice"] = _tool_choice(choice)
-        offered_tools(offered, options["tool_choice"])
+        door.offered_tools(offered, options["tool_choice"])
     return offered
 
 
-def _tool_choice(choice: str | dict[str, Any] | bool | None) -> ToolChoice:
+def _tool_choice(choice: str | dict[str, Any] | bool | None) -> door.ToolChoice:
     """LangChain's `tool_choice` (ChatAnthropic's and ChatOpenAI's forms) -> the provider's
     (what it means for the tools: `_tool_choice.offered_tools`)."""
     name: Any
@@ -425,7 +420,7 @@ def _tool_choice(choice: str | dict[str, Any] | bool | None) -> ToolChoice:
                 f"tool_choice {choice!r} is not understood: use 'auto', 'none', 'any', "
                 f"'required' or a tool name"
             )
-    return NamedToolChoice(name=name)
+    return door.NamedToolChoice(name=name)
 
 
 #: Keyword arguments other chat models take that the CLI cannot honour, and why.
@@ -468,7 +463,7 @@ def _options(kwargs: Mapping[str, Any]) -> dict[str, Any]:
 
 def _thinking(value: Any) -> Any:
     """ChatAnthropic's `thinking` dicts as the provider's `Thinking`; other values as given."""
-    return thinking_option(value) if isinstance(value, Mapping) else value
+    return door.thinking_option(value) if isinstance(value, Mapping) else value
 
 
 #: A private binding of `with_structured_output(include_raw=True)`: the call returns the reply
@@ -509,7 +504,7 @@ def _structured_output(schema: dict[str, Any] | type, message: BaseMessage) -> A
 
 def _request(
     messages: list[BaseMessage], stop: list[str] | None, kwargs: dict[str, Any]
-) -> tuple[list[req.Message], list[FunctionTool], dict[str, Any], list[sf.CallWarning]]:
+) -> tuple[list[door.Message], list[FunctionTool], dict[str, Any], list[sf.CallWarning]]:
     """The provider's messages, tools and call options, and what the messages lost (warned of
     here, and reported with the reply's `response_metadata["warnings"]`)."""
     options = _options(kwargs)
@@ -526,10 +521,10 @@ def _request(
 def _warn(call_warnings: Sequence[sf.CallWarning]) -> None:
     """What was not sent as given, as a Python `UserWarning` too, so it is seen without looking
     at `response_metadata["warnings"]` (as the pydantic-ai adapter does)."""
-    warn_user("ChatClaudeAgent", call_warnings, stacklevel=2)
+    door.warn_user("ChatClaudeAgent", call_warnings, stacklevel=2)
 
 
-#: req.Message types (and ChatMessage roles) of speakers, by the role the request gives them.
+#: door.Message types (and ChatMessage roles) of speakers, by the role the request gives them.
 _SPEAKERS = dict.fromkeys(("human", "HumanMessageChunk", "user"), "user") | dict.fromkeys(
     ("ai", "AIMessageChunk", "assistant"), "assistant"
 )
@@ -537,10 +532,10 @@ _SPEAKERS = dict.fromkeys(("human", "HumanMessageChunk", "user"), "user") | dict
 
 def _provider_messages(
     messages: Sequence[BaseMessage],
-) -> tuple[list[req.Message], list[sf.CallWarning]]:
+) -> tuple[list[door.Message], list[sf.CallWarning]]:
     """LangChain messages as the provider's typed messages, and what they lost (sent as
     `ChatAnthropic` sends it); what cannot be sent is an `InvalidMessagesError`."""
-    converted: list[req.Message] = []
+    converted: list[door.Message] = []
     lost: list[sf.CallWarning] = []
     answered: dict[str, int] = {}  # tool call id -> the last message answering it
     for i, message in enumerate(messages):
@@ -554,7 +549,7 @@ def _provider_messages(
         if speaker and message.name:
             speakers.setdefault(speaker, set()).add(message.name)
         if isinstance(message, SystemMessage) or role == "system":
-            if converted and not isinstance(converted[-1], req.SystemMessage):
+            if converted and not isinstance(converted[-1], door.SystemMessage):
                 raise InvalidMessagesError(
                     f"{where}: system messages must come first (consecutive, at the start): "
                     f"the request has one system prompt, so this one would move; put it at "
@@ -567,14 +562,14 @@ def _provider_messages(
                         f"{where}: only text can go here, not {block.get('type')!r}"
                     )
                 lines.append(str(block.get("text", "")))
-            converted.append(req.SystemMessage("\n".join(lines)))
+            converted.append(door.SystemMessage("\n".join(lines)))
         elif isinstance(message, HumanMessage) or role == "user":
-            converted.append(req.UserMessage(_user_content(message.content, where, lost)))
+            converted.append(door.UserMessage(_user_content(message.content, where, lost)))
         elif isinstance(message, AIMessage) or role == "assistant":
             answers = {call_id for call_id, j in answered.items() if j > i}
             content = _assistant_content(message, where, answers, lost)
             if content:
-                converted.append(req.AssistantMessage(content))
+                converted.append(door.AssistantMessage(content))
             elif i < len(messages) - 1:
                 # The API refuses an empty assistant turn but a last one (an empty prefill,
                 # which asks for nothing: left out silently there, as the request is the same).
@@ -587,7 +582,7 @@ def _provider_messages(
                     )
                 )
         elif isinstance(message, ToolMessage):
-            converted.append(req.ToolMessage(_tool_results(message, where, lost)))
+            converted.append(door.ToolMessage(_tool_results(message, where, lost)))
         else:
             raise InvalidMessagesError(
                 f"{where}: role {role!r} cannot be sent; use system, human, ai or tool messages"
@@ -614,12 +609,12 @@ def _content_blocks(content: str | list[str | dict[str, Any]]) -> list[dict[str,
 
 def _user_content(
     content: str | list[str | dict[str, Any]], where: str, lost: list[sf.CallWarning]
-) -> tuple[req.Text | req.Image, ...]:
-    blocks: list[req.Text | req.Image] = []
+) -> tuple[door.Text | door.Image, ...]:
+    blocks: list[door.Text | door.Image] = []
     for block in _content_blocks(content):
         kind = block.get("type")
         if kind == "text":
-            blocks.append(req.Text(str(block.get("text", ""))))
+            blocks.append(door.Text(str(block.get("text", ""))))
             _note_citations(block, where, lost)
         elif kind == "image_url":  # OpenAI style: {"image_url": {"url": ...}} or a plain url
             blocks.append(_image_url(block.get("image_url"), where))
@@ -630,18 +625,18 @@ def _user_content(
             )
         elif kind == "image" and isinstance(block.get("base64"), str):  # LangChain v1 block
             media = block.get("mime_type")
-            blocks.append(req.Image(data=block["base64"], media_type=_string(media, where)))
+            blocks.append(door.Image(data=block["base64"], media_type=_string(media, where)))
         elif kind == "image" and isinstance(block.get("url"), str):
-            blocks.append(req.Image(url=block["url"]))
+            blocks.append(door.Image(url=block["url"]))
         elif kind == "image" and _source(block):  # Anthropic style
             source = _source(block)
             if source.get("type") == "base64":
                 data, media = source.get("data"), source.get("media_type")
                 blocks.append(
-                    req.Image(data=_string(data, where), media_type=_string(media, where))
+                    door.Image(data=_string(data, where), media_type=_string(media, where))
                 )
             else:
-                blocks.append(req.Image(url=_string(source.get("url"), where)))
+                blocks.append(door.Image(url=_string(source.get("url"), where)))
         elif kind == "image":
             raise InvalidMessagesError(
                 f"{where}: an image block needs base64 + mime_type, a url, or an Anthropic "
@@ -661,11 +656,11 @@ def _string(value: Any, where: str) -> str | None:
     return value
 
 
-def _image_url(image: Any, where: str) -> req.Image:
+def _image_url(image: Any, where: str) -> door.Image:
     """An OpenAI `image_url` as an image, read as the gateway's OpenAI format reads it (its
     `detail` is checked with every image's); other fields refused."""
     if isinstance(image, str):
-        return req.Image(url=image)
+        return door.Image(url=image)
     if not isinstance(image, Mapping) or not isinstance(image.get("url"), str):
         raise InvalidMessagesError(f"{where}: an image_url block needs {{'url': ...}}")
     unknown = [
@@ -676,7 +671,7 @@ def _image_url(image: Any, where: str) -> req.Image:
             f"{where}: image_url field(s) {', '.join(map(repr, unknown))} cannot be sent: an "
             f"image goes to the model by its url only; send 'url' (and 'detail') only"
         )
-    return req.Image(url=str(image["url"]), detail=_string(image.get("detail"), where))
+    return door.Image(url=str(image["url"]), detail=_string(image.get("detail"), where))
 
 
 def _note_citations(block: Mapping[str, Any], where: str, lost: list[sf.CallWarning]) -> None:
@@ -698,9 +693,9 @@ def _source(block: Mapping[str, Any]) -> Mapping[str, Any]:
 
 def _assistant_content(
     message: BaseMessage, where: str, answered: set[str], lost: list[sf.CallWarning]
-) -> tuple[req.AssistantPart, ...]:
+) -> tuple[door.AssistantPart, ...]:
     """An AI message's parts; `answered` holds the call ids later tool messages answer."""
-    blocks: list[req.AssistantPart] = []
+    blocks: list[door.AssistantPart] = []
     ai = message if isinstance(message, AIMessage) else None
     if message.additional_kwargs.get("function_call"):
         raise InvalidMessagesError(
@@ -716,11 +711,11 @@ def _assistant_content(
         if kind == "text":
             text = str(block.get("text", ""))
             if text.strip():  # the API refuses blank text blocks (ChatAnthropic leaves them out)
-                blocks.append(req.Text(text))
+                blocks.append(door.Text(text))
             _note_citations(block, where, lost)
         elif kind == "refusal":  # what the model said (ChatOpenAI); the API has no such block
             if str(block.get("refusal", "")).strip():
-                blocks.append(req.Text(str(block["refusal"])))
+                blocks.append(door.Text(str(block["refusal"])))
         elif kind == "thinking":  # Anthropic style, signed
             blocks.append(_reasoning(block.get("thinking"), block.get("signature"), where))
         elif kind == "redacted_thinking" or (
@@ -729,7 +724,7 @@ def _assistant_content(
             data = (block if kind == "redacted_thinking" else block["value"]).get("data")
             if not isinstance(data, str) or not data:
                 raise InvalidMessagesError(f"{where}: a redacted_thinking block needs its 'data'")
-            blocks.append(req.Reasoning("", redacted=data))
+            blocks.append(door.Reasoning("", redacted=data))
         elif kind == "reasoning":  # LangChain v1 standard block
             extras = block.get("extras") or {}
             signature = block.get("signature") or extras.get("signature")
@@ -755,16 +750,16 @@ def _assistant_content(
     if (
         isinstance(reasoning, str)
         and reasoning.strip()
-        and not any(isinstance(b, req.Reasoning) for b in blocks)  # else it repeats the content
+        and not any(isinstance(b, door.Reasoning) for b in blocks)  # else it repeats the content
     ):  # unsigned: replayed as text with a `history-flattened` warning, as reasoning blocks are
-        blocks.insert(0, req.Reasoning(reasoning))
+        blocks.insert(0, door.Reasoning(reasoning))
     refusal = message.additional_kwargs.get("refusal")  # ChatOpenAI's, with empty content
     if (
         isinstance(refusal, str)
         and refusal.strip()
-        and not any(isinstance(b, req.Text) for b in blocks)
+        and not any(isinstance(b, door.Text) for b in blocks)
     ):
-        blocks.append(req.Text(refusal))
+        blocks.append(door.Text(refusal))
     for call in calls:
         if not call.get("id"):
             raise InvalidMessagesError(
@@ -776,23 +771,23 @@ def _assistant_content(
             raise InvalidMessagesError(
                 f"{where}: tool call {call['id']!r} needs a 'name' and 'args' (an object)"
             )
-        blocks.append(req.ToolCall(call["id"], name, dict(arguments)))
+        blocks.append(door.ToolCall(call["id"], name, dict(arguments)))
     for call in invalid:
         if call.get("id") not in known:  # a call in `tool_calls` too is sent from there
             blocks.append(_invalid_call(call, where, answered, lost))
     return tuple(blocks)
 
 
-def _reasoning(text: Any, signature: Any, where: str) -> req.Reasoning:
+def _reasoning(text: Any, signature: Any, where: str) -> door.Reasoning:
     if text is not None and not isinstance(text, str):
         raise InvalidMessagesError(f"{where}: a thinking block's text must be a string")
     signed = signature if isinstance(signature, str) and signature else None
-    return req.Reasoning(text or "", signature=signed)
+    return door.Reasoning(text or "", signature=signed)
 
 
 def _invalid_call(
     call: Mapping[str, Any], where: str, answered: set[str], lost: list[sf.CallWarning]
-) -> req.ToolCall:
+) -> door.ToolCall:
     """An invalid tool call (unparsable arguments) as a call, as ChatAnthropic sends it: its
     arguments when they are a JSON object, else none (`{}`) and a warning."""
     call_id, name, args = call.get("id"), call.get("name"), call.get("args")
@@ -826,7 +821,7 @@ def _invalid_call(
             )
         )
         arguments = {}
-    return req.ToolCall(str(call_id), str(name), dict(arguments))
+    return door.ToolCall(str(call_id), str(name), dict(arguments))
 
 
 #: Tool message blocks the provider's tool results cannot carry (they hold text or JSON).
@@ -854,7 +849,7 @@ def _result_blocks(message: ToolMessage) -> list[dict[str, Any]]:
 
 def _tool_results(
     message: ToolMessage, where: str, lost: list[sf.CallWarning]
-) -> tuple[req.ToolResult, ...]:
+) -> tuple[door.ToolResult, ...]:
     blocks = _result_blocks(message)
     is_error = message.status == "error"
     if not blocks:
@@ -881,7 +876,7 @@ def _tool_result(
     is_error: bool,
     where: str,
     lost: list[sf.CallWarning],
-) -> req.ToolResult:
+) -> door.ToolResult:
     """A tool message's result: text or JSON; with images, content parts."""
     blocks = [] if isinstance(content, str) else _content_blocks(content)
     if any(b.get("type") in _IMAGES for b in blocks):
@@ -891,8 +886,8 @@ def _tool_result(
                 f"{where}: a tool result with images holds text and images only, not "
                 f"{', '.join(others)} blocks"
             )
-        return req.ToolResult(call_id, _user_content(content, where, lost), is_error)
-    return req.ToolResult(call_id, _tool_output(content, where, lost), is_error)
+        return door.ToolResult(call_id, _user_content(content, where, lost), is_error)
+    return door.ToolResult(call_id, _tool_output(content, where, lost), is_error)
 
 
 #: Tool message blocks sent as their text: `text`, and LangChain v1 `text-plain` holding text.
@@ -901,7 +896,7 @@ _TEXTS = {"text", "text-plain"}
 
 def _tool_output(
     content: str | list[str | dict[str, Any]], where: str, lost: list[sf.CallWarning]
-) -> str | tuple[req.Text, ...]:
+) -> str | tuple[door.Text, ...]:
     """A tool result's output (a string; a list of plain data, sent as JSON) or, for several
     text blocks (a tool that returned a list of strings, say), its `content`: each its own text
     block, as the model would get them from ChatAnthropic. Content blocks of a kind the
@@ -924,7 +919,7 @@ def _tool_output(
         texts = [_text_block(block, where) for block in blocks]
         if len(texts) <= 1:
             return "".join(texts)
-        return tuple(req.Text(text) for text in texts)
+        return tuple(door.Text(text) for text in texts)
     unknown = sorted(kinds - _TEXTS)
     if unknown:
         raise InvalidMessagesError(
@@ -978,7 +973,7 @@ def _response_metadata(
         "model_provider": "anthropic",
         "finish_reason": finish.finish_reason,
         "stop_reason": finish.raw_stop_reason,
-        "stop_sequence": finish.provider_details.get(STOP_SEQUENCE_DETAIL),
+        "stop_sequence": finish.provider_details.get(door.STOP_SEQUENCE_DETAIL),
         "cost_usd": finish.cost_usd,
         "session_id": finish.session_id,
         "num_turns": finish.num_turns,
@@ -988,7 +983,7 @@ def _response_metadata(
     }
     if metadata["stop_sequence"] is not None:  # ended at one of `stop`, as ChatAnthropic says
         metadata["stop_reason"] = "stop_sequence"
-    model = response_model(finish.provider_details) or requested_model
+    model = door.response_model(finish.provider_details) or requested_model
     if model:
         metadata["model_name"] = model
     structured = getattr(finish, "structured_output", None)  # with the `output_schema` option
@@ -1059,7 +1054,7 @@ class _ChunkMapper:
         self.blocks = blocks
         self.warnings: list[sf.CallWarning] = []
         self.invalid: dict[str, str] = {}
-        self.streamed = SentParts()  # part and call ids already handed to LangChain
+        self.streamed = door.SentParts()  # part and call ids already handed to LangChain
         self.index: dict[str, int | None] = {}  # part id -> its content block (None: a string)
 
     def _in_blocks(self) -> bool:
@@ -1188,7 +1183,7 @@ def _as_langchain_error(exc: ProviderError) -> None:
     decides on it (`ModelRetryMiddleware` does not retry what `is_retryable` says will fail
     again; summarization cuts the history on `ContextOverflowError`), and code catching the
     provider's error still catches it. Kept as it is with a langchain-core without them."""
-    name = _LANGCHAIN_ERRORS[classify(exc).kind]
+    name = _LANGCHAIN_ERRORS[door.classify(exc).kind]
     kind = getattr(langchain_errors, name, None) if name else None
     if isinstance(kind, type) and issubclass(kind, Exception) and not isinstance(exc, kind):
         exc.__class__ = _mixed(type(exc), kind)
