@@ -9,9 +9,8 @@ back as `ChatAnthropic` gives them. This module only converts messages in and re
     while (reply := await agent.ainvoke(messages)).tool_calls:
         messages += [reply, *(get_weather.invoke(call) for call in reply.tool_calls)]
 
-What each setting does: the README's "Model settings" table; history sent as `ChatAnthropic`
-sends it (with warnings), what is refused, errors and replies: the README's "Frameworks:
-pydantic-ai and LangChain".
+Settings: the README's "Model settings" table; history, what is refused, errors and replies:
+its "Frameworks: pydantic-ai and LangChain".
 """
 
 from __future__ import annotations
@@ -31,10 +30,7 @@ from operator import itemgetter
 from typing import Any, Literal
 
 from langchain_core import exceptions as langchain_errors
-from langchain_core.callbacks import (
-    AsyncCallbackManagerForLLMRun,
-    CallbackManagerForLLMRun,
-)
+from langchain_core.callbacks import AsyncCallbackManagerForLLMRun, CallbackManagerForLLMRun
 from langchain_core.exceptions import OutputParserException
 from langchain_core.language_models import BaseChatModel, LangSmithParams, LanguageModelInput
 from langchain_core.messages import (
@@ -48,10 +44,7 @@ from langchain_core.messages import (
 )
 from langchain_core.messages.ai import InputTokenDetails, UsageMetadata
 from langchain_core.messages.tool import ToolCall, tool_call_chunk
-from langchain_core.output_parsers.openai_tools import (
-    JsonOutputKeyToolsParser,
-    PydanticToolsParser,
-)
+from langchain_core.output_parsers.openai_tools import JsonOutputKeyToolsParser, PydanticToolsParser
 from langchain_core.outputs import ChatGeneration, ChatGenerationChunk, ChatResult
 from langchain_core.runnables import Runnable, RunnableLambda, RunnableMap, RunnablePassthrough
 from langchain_core.tools import BaseTool
@@ -61,6 +54,7 @@ from pydantic.v1 import BaseModel as BaseModelV1
 
 from .. import _door as door
 from .. import types as sf
+from .._anthropic_format import message as anthropic_message
 from .._door import ErrorKind
 from ..errors import (
     InvalidMessagesError,
@@ -94,21 +88,13 @@ _ANSWER_SETTINGS = (
 class ChatClaudeAgent(BaseChatModel):
     """Claude through the Claude Code CLI as a LangChain chat model; LangChain runs the tools.
 
-    Give it a `provider` (a `ClaudeAgentProvider`) or `settings` (a `ProviderSettings`; the
-    provider is built from them), not both. `model`, `max_tokens`, `timeout`, `max_retries`,
-    `thinking` and `effort` are taken the way `ChatAnthropic` takes them and apply to every call
-    (over the provider's settings); `thinking` also takes ChatAnthropic's dicts
-    (`{"type": "enabled", "budget_tokens": N}`, `{"type": "disabled"}`, `{"type": "adaptive"}`).
-    Any other constructor argument (`temperature`, `top_p`, ...) is refused: the Claude Code
-    CLI has no switch for it. Keyword arguments of `invoke`/`stream` (and of `bind`) that are
-    not `tools`/`tool_choice` are passed on as the provider's call options (`model`,
-    `system_prompt`, `max_tokens`, ...); one the CLI cannot honour (`temperature`,
-    `extra_headers`, ...) or an unknown one raises `UnsupportedRequestError` before anything
-    starts. `invoke(..., stream=True)`, or `streaming=True` for every call, streams (token
-    callbacks), as LangChain means it (`stream=False` or `disable_streaming` win over it).
-    With `cache=`, the LLM cache keys on these settings and the provider's that shape the
-    answer (`_identifying_params`). A failure is the provider's error that is also LangChain's
-    standard model error (`_as_langchain_error`).
+    Give it a `provider` (a `ClaudeAgentProvider`) or `settings` (a `ProviderSettings`), not
+    both. `model`, `max_tokens`, `timeout`, `max_retries`, `thinking` (also ChatAnthropic's
+    dicts) and `effort` apply to every call, over the provider's settings; any other
+    constructor argument is refused. Keyword arguments of `invoke`/`stream`/`bind` are the
+    provider's call options, checked before anything starts. What each does, what is refused,
+    and how replies and errors look: the README's "Model settings" table and its "Frameworks:
+    pydantic-ai and LangChain".
     """
 
     model_config = ConfigDict(arbitrary_types_allowed=True, extra="forbid")
@@ -150,24 +136,17 @@ class ChatClaudeAgent(BaseChatModel):
 
     @property
     def _identifying_params(self) -> dict[str, Any]:
-        """Everything that shapes the answer: LangChain's LLM cache keys on it (a model asked
-        differently must not get another's cached answer), and tracing shows it. The model's
-        own settings over the provider's, as a call applies them, and the provider settings
-        that change what the model is asked (not its environment, paths or process handling).
-        """
+        """Everything that shapes the answer (`_ANSWER_SETTINGS`, the model's own over the
+        provider's): LangChain's LLM cache keys on it, and tracing shows it."""
         settings = self.provider.settings.model_dump(mode="json", include=set(_ANSWER_SETTINGS))
-        own = {name: getattr(self, name) for name in _OWN_FIELDS}
-        return settings | {name: value for name, value in own.items() if value is not None}
+        return settings | self._call_options({})
 
     def _get_ls_params(self, stop: list[str] | None = None, **kwargs: Any) -> LangSmithParams:
-        """What LangSmith records of a call, as ChatAnthropic reports it: provider `anthropic`
-        (so a run is priced as Claude, as `response_metadata["model_provider"]` says), and the
-        model and output limit the call asks for: its keyword arguments over the model's own
-        settings over the provider's (`settings=` or `provider=`), as the call applies them.
-        """
+        """What LangSmith records of a call, as ChatAnthropic reports it (provider `anthropic`,
+        so a run is priced as Claude), with the model and output limit the call applies."""
         options = self._call_options(kwargs)
         params = LangSmithParams(ls_provider="anthropic", ls_model_type="chat")
-        if model := self._requested_model(options):
+        if model := self._requested_model(options.get("model")):
             params["ls_model_name"] = model
         if max_tokens := options.get("max_tokens") or self.provider.settings.max_tokens:
             params["ls_max_tokens"] = max_tokens
@@ -175,8 +154,9 @@ class ChatClaudeAgent(BaseChatModel):
             params["ls_stop"] = stop
         return params
 
-    def _requested_model(self, options: Mapping[str, Any]) -> str | None:
-        model = options.get("model") or self.provider.settings.model
+    def _requested_model(self, model: Any) -> str | None:
+        """The model a call asks for: its own, or the provider's."""
+        model = model or self.provider.settings.model
         return str(model) if model else None
 
     def _call_options(self, kwargs: dict[str, Any]) -> dict[str, Any]:
@@ -195,11 +175,9 @@ class ChatClaudeAgent(BaseChatModel):
     ) -> Runnable[LanguageModelInput, AIMessage]:
         """Offer these tools to the model; LangChain (or the application) runs the calls.
 
-        `tools`: anything `convert_to_openai_tool` takes (server tools are refused);
-        `tool_choice`: ChatAnthropic's and ChatOpenAI's forms (`_tool_choice`); `strict=True`
-        makes every tool `FunctionTool.strict` (a call off its schema is a
-        `StrictToolCallError`); `parallel_tool_calls` (and `disable_parallel_tool_use`) is the
-        provider's call option, whose `False` it refuses at the call.
+        `tools`: anything `convert_to_openai_tool` takes; `tool_choice`: ChatAnthropic's and
+        ChatOpenAI's forms; `strict=True` makes every tool `FunctionTool.strict`;
+        `parallel_tool_calls` is the provider's call option (see the README's settings table).
         """
         # Checked here too, so that a bad tool or choice fails now, not at the first call.
         options = _options({"tool_choice": tool_choice, "parallel_tool_calls": parallel_tool_calls,
@@ -278,33 +256,23 @@ class ChatClaudeAgent(BaseChatModel):
         **kwargs: Any,
     ) -> ChatResult:
         keep_reply = bool(kwargs.pop(_KEEP_REPLY, False))
-        failure: ProviderError | None = None
-        collector = (
-            door.ResultCollector()
-        )  # `provider.generate`, keeping a reply that did not answer
+        collector = door.ResultCollector()  # as `provider.generate`, keeping a reply that failed
+        failure = None
         try:
-            provider_messages, tools, options, lost = _request(
-                messages, stop, self._call_options(kwargs)
-            )
-            request = door.request(provider_messages, tools, **options)
+            request, lost = _request(messages, stop, self._call_options(kwargs))
             async with aclosing(door.stream(self.provider, request)) as parts:
                 async for part in parts:
                     collector.add(part)
-        except _NOT_ANSWERING as exc:
-            if not keep_reply:
+        except ProviderError as exc:
+            if not (keep_reply and isinstance(exc, _NOT_ANSWERING)):
                 _as_langchain_error(exc)
                 raise
-            failure = exc  # the reply, also when it is not the call or object asked for
-        except ProviderError as exc:
-            _as_langchain_error(exc)
-            raise
+            failure = str(exc)  # the reply, also when it is not the call or object asked for
         result = collector.result()
         _warn(result.warnings)
-        if lost:
-            result = result.model_copy(update={"warnings": [*lost, *result.warnings]})
-        message = _ai_message(result, self._requested_model(options))
+        message = _ai_message(result, self._requested_model(request.options.model), lost)
         if failure is not None:
-            message.response_metadata[_NOT_ANSWERED] = str(failure)
+            message.response_metadata[_NOT_ANSWERED] = failure
         return ChatResult(generations=[ChatGeneration(message=message)])
 
     async def _astream(
@@ -316,12 +284,10 @@ class ChatClaudeAgent(BaseChatModel):
     ) -> AsyncIterator[ChatGenerationChunk]:
         keep_reply = bool(kwargs.pop(_KEEP_REPLY, False))
         try:
-            provider_messages, tools, options, lost = _request(
-                messages, stop, self._call_options(kwargs)
-            )
-            chunks = _ChunkMapper(self._requested_model(options), blocks=bool(tools))
+            request, lost = _request(messages, stop, self._call_options(kwargs))
+            model = self._requested_model(request.options.model)
+            chunks = _ChunkMapper(model, blocks=bool(request.tools))
             chunks.warnings.extend(lost)
-            request = door.request(provider_messages, tools, **options)
             async with aclosing(door.stream(self.provider, request)) as parts:
                 async for part in parts:
                     chunk = chunks.chunk(part)
@@ -330,17 +296,14 @@ class ChatClaudeAgent(BaseChatModel):
                     if run_manager is not None and chunk.text:
                         await run_manager.on_llm_new_token(chunk.text, chunk=chunk)
                     yield chunk
-        except _NOT_ANSWERING as exc:
-            if not keep_reply:
+        except ProviderError as exc:
+            if not (keep_reply and isinstance(exc, _NOT_ANSWERING)):
                 _as_langchain_error(exc)
                 raise
             # After the finish chunk: the reply streamed whole, and this says what it lacks.
-            empty: str | list[str | dict[str, Any]] = [] if tools else ""
+            empty: str | list[str | dict[str, Any]] = [] if request.tools else ""
             metadata = {_NOT_ANSWERED: str(exc)}
             yield _chunk(AIMessageChunk(content=empty, response_metadata=metadata))
-        except ProviderError as exc:
-            _as_langchain_error(exc)
-            raise
 
     # -- sync: the async path on an event loop of its own
 
@@ -373,10 +336,8 @@ def _function_tool(tool: ToolLike) -> FunctionTool:
     """A LangChain tool as a `FunctionTool` without an executor (LangChain runs the calls), by
     the tool layer's one rule (`tool_from_spec`); a `BaseTool`, function or pydantic model goes
     through `convert_to_openai_tool` first, with the `BaseTool.extras` that conversion drops."""
-    if isinstance(tool, FunctionTool):
-        return tool
-    if isinstance(tool, Mapping) and "toolSpec" not in tool:  # Bedrock's: LangChain reads it
-        return tool_from_spec(tool)
+    if isinstance(tool, FunctionTool) or (isinstance(tool, Mapping) and "toolSpec" not in tool):
+        return tool_from_spec(tool)  # (Bedrock's `toolSpec` dict: LangChain reads it)
     spec = convert_to_openai_tool(tool)
     if isinstance(tool, BaseTool) and tool.extras:
         spec = {**tool.extras, **spec}
@@ -400,9 +361,7 @@ def _tool_choice(choice: str | dict[str, Any] | bool | None) -> door.ToolChoice:
     """LangChain's `tool_choice` (ChatAnthropic's and ChatOpenAI's forms) -> the provider's
     (what it means for the tools: `_tool_choice.offered_tools`)."""
     name: Any
-    if isinstance(choice, Mapping):  # `disable_parallel_tool_use`: see `_bound_tools`
-        choice = {k: v for k, v in choice.items() if k != "disable_parallel_tool_use"}
-    match choice:
+    match choice:  # (a mapping pattern ignores other keys: `disable_parallel_tool_use`, ...)
         case None | "auto" | False | {"type": "auto"}:
             return "auto"
         case "none" | {"type": "none"}:
@@ -504,9 +463,9 @@ def _structured_output(schema: dict[str, Any] | type, message: BaseMessage) -> A
 
 def _request(
     messages: list[BaseMessage], stop: list[str] | None, kwargs: dict[str, Any]
-) -> tuple[list[door.Message], list[FunctionTool], dict[str, Any], list[sf.CallWarning]]:
-    """The provider's messages, tools and call options, and what the messages lost (warned of
-    here, and reported with the reply's `response_metadata["warnings"]`)."""
+) -> tuple[door.Request, list[sf.CallWarning]]:
+    """The provider's request, and what the messages lost (warned of here, and reported with
+    the reply's `response_metadata["warnings"]`)."""
     options = _options(kwargs)
     options.pop("stream", None)  # LangChain's own, already acted on (`_LANGCHAIN_OWN`)
     if stop:  # LangChain's `stop` (invoke, bind): the provider's stop sequences
@@ -515,7 +474,7 @@ def _request(
     tools = _bound_tools(options.pop("tools", None) or [], options)
     converted, lost = _provider_messages(messages)
     _warn(lost)
-    return converted, tools, options, lost
+    return door.request(converted, tools, **options), lost
 
 
 def _warn(call_warnings: Sequence[sf.CallWarning]) -> None:
@@ -524,7 +483,7 @@ def _warn(call_warnings: Sequence[sf.CallWarning]) -> None:
     door.warn_user("ChatClaudeAgent", call_warnings, stacklevel=2)
 
 
-#: door.Message types (and ChatMessage roles) of speakers, by the role the request gives them.
+#: LangChain message types (and ChatMessage roles) of speakers, by the role they speak in.
 _SPEAKERS = dict.fromkeys(("human", "HumanMessageChunk", "user"), "user") | dict.fromkeys(
     ("ai", "AIMessageChunk", "assistant"), "assistant"
 )
@@ -582,7 +541,7 @@ def _provider_messages(
                     )
                 )
         elif isinstance(message, ToolMessage):
-            converted.append(door.ToolMessage(_tool_results(message, where, lost)))
+            converted.append(_tool_results(message, where, lost))
         else:
             raise InvalidMessagesError(
                 f"{where}: role {role!r} cannot be sent; use system, human, ai or tool messages"
@@ -704,8 +663,7 @@ def _assistant_content(
         )
     calls: list[Mapping[str, Any]] = list(ai.tool_calls) if ai else []
     invalid: list[Mapping[str, Any]] = list(ai.invalid_tool_calls) if ai else []
-    known = {call.get("id") for call in calls}
-    known_invalid = {call.get("id") for call in invalid}
+    seen = {call.get("id") for call in [*calls, *invalid]}
     for block in _content_blocks(message.content):
         kind = block.get("type")
         if kind == "text":
@@ -729,17 +687,14 @@ def _assistant_content(
             extras = block.get("extras") or {}
             signature = block.get("signature") or extras.get("signature")
             blocks.append(_reasoning(block.get("reasoning"), signature, where))
-        elif kind in ("tool_use", "tool_call"):
-            # `tool_calls` carries the calls; a call only in the content (an Anthropic-style
-            # message built by hand) is taken from there. An invalid call is sent below.
-            if block.get("id") not in known | known_invalid:
+        elif kind in ("tool_use", "tool_call", "invalid_tool_call"):
+            # `tool_calls` and `invalid_tool_calls` carry the calls; one only in the content (an
+            # Anthropic-style message built by hand, v1 content) is taken from there.
+            if block.get("id") not in seen:
+                seen.add(block.get("id"))
                 arguments = block.get("input" if kind == "tool_use" else "args")
-                calls.append({"name": block.get("name"), "args": arguments, "id": block.get("id")})
-                known.add(block.get("id"))
-        elif kind == "invalid_tool_call":  # v1 content: `invalid_tool_calls` carries them
-            if block.get("id") not in known | known_invalid:
-                invalid.append(block)
-                known_invalid.add(block.get("id"))
+                found = {"name": block.get("name"), "args": arguments, "id": block.get("id")}
+                (invalid if kind == "invalid_tool_call" else calls).append(found)
         elif kind == "tool_call_chunk":
             pass  # a streamed piece of a call in `tool_calls`
         else:
@@ -772,6 +727,7 @@ def _assistant_content(
                 f"{where}: tool call {call['id']!r} needs a 'name' and 'args' (an object)"
             )
         blocks.append(door.ToolCall(call["id"], name, dict(arguments)))
+    known = {call.get("id") for call in calls}
     for call in invalid:
         if call.get("id") not in known:  # a call in `tool_calls` too is sent from there
             blocks.append(_invalid_call(call, where, answered, lost))
@@ -847,88 +803,64 @@ def _result_blocks(message: ToolMessage) -> list[dict[str, Any]]:
     return []
 
 
-def _tool_results(
-    message: ToolMessage, where: str, lost: list[sf.CallWarning]
-) -> tuple[door.ToolResult, ...]:
-    blocks = _result_blocks(message)
-    is_error = message.status == "error"
-    if not blocks:
-        return (_tool_result(message.tool_call_id, message.content, is_error, where, lost),)
-    return tuple(
-        _tool_result(
-            str(block.get("tool_use_id")),
-            block.get("content") or "",
-            bool(block.get("is_error", is_error)),
-            where,
-            lost,
-        )
-        for block in blocks
-    )
+def _tool_results(message: ToolMessage, where: str, lost: list[sf.CallWarning]) -> door.ToolMessage:
+    error = message.status == "error"
+    results = [
+        (str(b.get("tool_use_id")), b.get("content") or "", bool(b.get("is_error", error)))
+        for b in _result_blocks(message)
+    ] or [(message.tool_call_id, message.content, error)]
+    return door.ToolMessage(tuple(_tool_result(*result, where, lost) for result in results))
 
 
 #: Tool message blocks sent as the result's content blocks (as ChatAnthropic sends them).
 _IMAGES = {"image", "image_url"}
 
+#: Tool message blocks sent as their text: `text`, and LangChain v1 `text-plain` holding text.
+_TEXTS = {"text", "text-plain"}
+
 
 def _tool_result(
-    call_id: str,
-    content: str | list[str | dict[str, Any]],
-    is_error: bool,
-    where: str,
-    lost: list[sf.CallWarning],
+    call_id: str, content: Any, is_error: bool, where: str, lost: list[sf.CallWarning]
 ) -> door.ToolResult:
-    """A tool message's result: text or JSON; with images, content parts."""
-    blocks = [] if isinstance(content, str) else _content_blocks(content)
-    if any(b.get("type") in _IMAGES for b in blocks):
+    """A tool message's result, as the model would get it from ChatAnthropic: a string; text
+    blocks (a tool that returned a list of strings, say), each its own; with images, text and
+    image parts; a list of plain data, as JSON. Content blocks of a kind the provider's tool
+    results cannot carry are refused, as blocks of unknown kinds are in other messages, rather
+    than sent as JSON markup."""
+    if isinstance(content, str):
+        return door.ToolResult(call_id, content, is_error)
+    blocks = _content_blocks(content)
+    kinds = {str(b["type"]) for b in blocks if isinstance(b, Mapping) and b.get("type")}
+    output: str | tuple[door.Text | door.Image, ...]
+    if kinds & _IMAGES:
         others = sorted({str(b.get("type")) for b in blocks} - _IMAGES - {"text"})
         if others:
             raise InvalidMessagesError(
                 f"{where}: a tool result with images holds text and images only, not "
                 f"{', '.join(others)} blocks"
             )
-        return door.ToolResult(call_id, _user_content(content, where, lost), is_error)
-    return door.ToolResult(call_id, _tool_output(content, where, lost), is_error)
-
-
-#: Tool message blocks sent as their text: `text`, and LangChain v1 `text-plain` holding text.
-_TEXTS = {"text", "text-plain"}
-
-
-def _tool_output(
-    content: str | list[str | dict[str, Any]], where: str, lost: list[sf.CallWarning]
-) -> str | tuple[door.Text, ...]:
-    """A tool result's output (a string; a list of plain data, sent as JSON) or, for several
-    text blocks (a tool that returned a list of strings, say), its `content`: each its own text
-    block, as the model would get them from ChatAnthropic. Content blocks of a kind the
-    provider's tool results cannot carry are refused, as blocks of unknown kinds are in other
-    messages, rather than sent as JSON markup."""
-    if isinstance(content, str):
-        return content
-    blocks = _content_blocks(content)
-    kinds = {str(b["type"]) for b in blocks if isinstance(b, Mapping) and b.get("type")}
-    media = sorted(kinds & _MEDIA)
-    if media:
+        output = _user_content(content, where, lost)
+    elif media := sorted(kinds & _MEDIA):
         raise InvalidMessagesError(
             f"{where}: a tool result with {', '.join(media)} blocks cannot be sent: the "
             f"provider's tool results carry text, JSON and images only (and it sends no "
             f"documents, audio or video in any message). Return text from the tool"
         )
-    if all(isinstance(b, Mapping) and b.get("type") in _TEXTS for b in blocks):
+    elif all(isinstance(b, Mapping) and b.get("type") in _TEXTS for b in blocks):
         for block in blocks:
             _note_citations(block, where, lost)
         texts = [_text_block(block, where) for block in blocks]
-        if len(texts) <= 1:
-            return "".join(texts)
-        return tuple(door.Text(text) for text in texts)
-    unknown = sorted(kinds - _TEXTS)
-    if unknown:
+        output = "".join(texts) if len(texts) <= 1 else tuple(map(door.Text, texts))
+    elif unknown := sorted(kinds - _TEXTS):
         raise InvalidMessagesError(
             f"{where}: a tool result with {', '.join(unknown)} blocks cannot be sent: the "
             f"provider's tool results carry text, JSON and images only, and sending these "
             f"content blocks as JSON would show the model markup instead. Return text (or a "
             f"JSON string) from the tool"
         )
-    return json.dumps(blocks, ensure_ascii=False)  # plain data, not content blocks: as JSON
+    else:
+        output = json.dumps(blocks, ensure_ascii=False)  # plain data, not content blocks
+    return door.ToolResult(call_id, output, is_error)
 
 
 def _text_block(block: Mapping[str, Any], where: str) -> str:
@@ -986,9 +918,8 @@ def _response_metadata(
     model = door.response_model(finish.provider_details) or requested_model
     if model:
         metadata["model_name"] = model
-    structured = getattr(finish, "structured_output", None)  # with the `output_schema` option
-    if structured is not None:
-        metadata["structured_output"] = structured
+    if finish.structured_output is not None:  # with the `output_schema` option
+        metadata["structured_output"] = finish.structured_output
     if warnings:
         metadata["warnings"] = [w.model_dump() for w in warnings]
     if invalid:  # unknown tool or off-schema arguments: LangChain's tool runner reports it too
@@ -996,37 +927,26 @@ def _response_metadata(
     return metadata
 
 
-def _ai_message(result: sf.GenerateResult, requested_model: str | None = None) -> AIMessage:
-    """A `GenerateResult` of a single-turn query as an `AIMessage`: the text, or, with signed
-    or redacted thinking or tool calls, Anthropic content blocks as `ChatAnthropic` gives them
+def _ai_message(
+    result: sf.GenerateResult, requested_model: str | None, lost: list[sf.CallWarning]
+) -> AIMessage:
+    """A single-turn query's result as an `AIMessage`: the text, or, with signed or redacted
+    thinking or tool calls, the Messages API's content blocks as `ChatAnthropic` gives them
     (the next request replays the thinking, which the API wants back with the calls)."""
-    calls: list[ToolCall] = []
     for call in result.tool_calls:
         _app_call(call.provider_executed, call.tool_name)
-        calls.append(ToolCall(name=call.tool_name, args=call.input, id=call.tool_call_id))
+    # The blocks as `/v1/messages` answers them (the id and model are not read here).
+    blocks = anthropic_message(result, message_id="", model="", structured=False)["content"]
     invalid = {c.tool_call_id: c.invalid_reason or "" for c in result.tool_calls if c.invalid}
-    additional = {"reasoning_content": result.reasoning} if result.reasoning else {}
-    content: str | list[str | dict[str, Any]] = result.text
-    signed = [r for r in result.final_reasoning if r.signature or r.redacted]
-    if signed or calls:
-        content = [
-            {"type": "redacted_thinking", "data": r.redacted}
-            if r.redacted
-            else {"type": "thinking", "thinking": r.text, "signature": r.signature}
-            for r in signed
-        ]
-        if result.text:
-            content.append({"type": "text", "text": result.text})
-        content += [
-            {"type": "tool_use", "id": c["id"], "name": c["name"], "input": c["args"]}
-            for c in calls
-        ]
+    warnings = [*lost, *result.warnings]
     return AIMessage(
-        content=content,
-        tool_calls=calls,
+        content=blocks if any(b["type"] != "text" for b in blocks) else result.text,
+        tool_calls=[
+            ToolCall(name=c.tool_name, args=c.input, id=c.tool_call_id) for c in result.tool_calls
+        ],
         usage_metadata=_usage_metadata(result.usage),
-        response_metadata=_response_metadata(result, result.warnings, invalid, requested_model),
-        additional_kwargs=additional,
+        response_metadata=_response_metadata(result, warnings, invalid, requested_model),
+        additional_kwargs={"reasoning_content": result.reasoning} if result.reasoning else {},
     )
 
 
@@ -1178,10 +1098,8 @@ _MIXED: dict[tuple[type[ProviderError], type[Exception]], type[ProviderError]] =
 
 
 def _as_langchain_error(exc: ProviderError) -> None:
-    """Make `exc` also LangChain's standard model error, as LangChain's own integrations
-    raise theirs (a class deriving from both, the original name kept): agent middleware
-    decides on it (`ModelRetryMiddleware` does not retry what `is_retryable` says will fail
-    again; summarization cuts the history on `ContextOverflowError`), and code catching the
+    """Make `exc` also LangChain's standard model error (a class deriving from both, the
+    original name kept), which LangChain's agent middleware acts on, while code catching the
     provider's error still catches it. Kept as it is with a langchain-core without them."""
     name = _LANGCHAIN_ERRORS[door.classify(exc).kind]
     kind = getattr(langchain_errors, name, None) if name else None
