@@ -499,7 +499,7 @@ def _provider_messages(
     answered: dict[str, int] = {}  # tool call id -> the last message answering it
     for i, message in enumerate(messages):
         if isinstance(message, ToolMessage):
-            answered |= dict.fromkeys(_answered_ids(message), i)
+            answered |= {call_id: i for call_id, _, _ in _results(message)}
     speakers: dict[str, set[str]] = {}  # role -> the names its messages carry
     for i, message in enumerate(messages):
         where = f"message {i} ({type(message).__name__})"
@@ -541,7 +541,8 @@ def _provider_messages(
                     )
                 )
         elif isinstance(message, ToolMessage):
-            converted.append(_tool_results(message, where, lost))
+            results = (_tool_result(*result, where, lost) for result in _results(message))
+            converted.append(door.ToolMessage(tuple(results)))
         else:
             raise InvalidMessagesError(
                 f"{where}: role {role!r} cannot be sent; use system, human, ai or tool messages"
@@ -575,32 +576,8 @@ def _user_content(
         if kind == "text":
             blocks.append(door.Text(str(block.get("text", ""))))
             _note_citations(block, where, lost)
-        elif kind == "image_url":  # OpenAI style: {"image_url": {"url": ...}} or a plain url
-            blocks.append(_image_url(block.get("image_url"), where))
-        elif kind == "image" and (block.get("file_id") or _source(block).get("type") == "file"):
-            raise InvalidMessagesError(
-                f"{where}: images by file id (the Files API) are not supported: the CLI "
-                f"cannot fetch uploaded files; send the image as base64 or a URL"
-            )
-        elif kind == "image" and isinstance(block.get("base64"), str):  # LangChain v1 block
-            media = block.get("mime_type")
-            blocks.append(door.Image(data=block["base64"], media_type=_string(media, where)))
-        elif kind == "image" and isinstance(block.get("url"), str):
-            blocks.append(door.Image(url=block["url"]))
-        elif kind == "image" and _source(block):  # Anthropic style
-            source = _source(block)
-            if source.get("type") == "base64":
-                data, media = source.get("data"), source.get("media_type")
-                blocks.append(
-                    door.Image(data=_string(data, where), media_type=_string(media, where))
-                )
-            else:
-                blocks.append(door.Image(url=_string(source.get("url"), where)))
-        elif kind == "image":
-            raise InvalidMessagesError(
-                f"{where}: an image block needs base64 + mime_type, a url, or an Anthropic "
-                f"source (base64 or url)"
-            )
+        elif kind in ("image", "image_url"):
+            blocks.append(_image(block, where))
         else:
             raise InvalidMessagesError(
                 f"{where}: a user block must be text or an image (image_url, or an image with "
@@ -609,28 +586,49 @@ def _user_content(
     return tuple(blocks)
 
 
+def _image(block: Mapping[str, Any], where: str) -> door.Image:
+    """An image block: OpenAI's `image_url` (read as the gateway's OpenAI format reads it: its
+    `detail` is checked with every image's, other fields refused), LangChain v1's (base64 +
+    mime_type, or a url) or Anthropic's (a base64 or url `source`)."""
+    if block.get("type") == "image_url":
+        image = block.get("image_url")  # {"url": ..., "detail": ...} or a plain url
+        if isinstance(image, str):
+            return door.Image(url=image)
+        if not isinstance(image, Mapping) or not isinstance(image.get("url"), str):
+            raise InvalidMessagesError(f"{where}: an image_url block needs {{'url': ...}}")
+        unknown = [k for k, v in image.items() if k not in ("url", "detail") and v is not None]
+        if unknown:
+            raise InvalidMessagesError(
+                f"{where}: image_url field(s) {', '.join(map(repr, unknown))} cannot be sent: "
+                f"an image goes to the model by its url only; send 'url' (and 'detail') only"
+            )
+        return door.Image(url=str(image["url"]), detail=_string(image.get("detail"), where))
+    found = block.get("source")
+    source: Mapping[str, Any] = found if isinstance(found, Mapping) else {}
+    if block.get("file_id") or source.get("type") == "file":
+        raise InvalidMessagesError(
+            f"{where}: images by file id (the Files API) are not supported: the CLI "
+            f"cannot fetch uploaded files; send the image as base64 or a URL"
+        )
+    if isinstance(block.get("base64"), str):
+        return door.Image(data=block["base64"], media_type=_string(block.get("mime_type"), where))
+    if isinstance(block.get("url"), str):
+        return door.Image(url=block["url"])
+    if source.get("type") == "base64":
+        data, media = source.get("data"), source.get("media_type")
+        return door.Image(data=_string(data, where), media_type=_string(media, where))
+    if source:
+        return door.Image(url=_string(source.get("url"), where))
+    raise InvalidMessagesError(
+        f"{where}: an image block needs base64 + mime_type, a url, or an Anthropic source "
+        f"(base64 or url)"
+    )
+
+
 def _string(value: Any, where: str) -> str | None:
     if value is not None and not isinstance(value, str):
         raise InvalidMessagesError(f"{where}: an image's data, media type and url are strings")
     return value
-
-
-def _image_url(image: Any, where: str) -> door.Image:
-    """An OpenAI `image_url` as an image, read as the gateway's OpenAI format reads it (its
-    `detail` is checked with every image's); other fields refused."""
-    if isinstance(image, str):
-        return door.Image(url=image)
-    if not isinstance(image, Mapping) or not isinstance(image.get("url"), str):
-        raise InvalidMessagesError(f"{where}: an image_url block needs {{'url': ...}}")
-    unknown = [
-        key for key, value in image.items() if key not in ("url", "detail") and value is not None
-    ]
-    if unknown:
-        raise InvalidMessagesError(
-            f"{where}: image_url field(s) {', '.join(map(repr, unknown))} cannot be sent: an "
-            f"image goes to the model by its url only; send 'url' (and 'detail') only"
-        )
-    return door.Image(url=str(image["url"]), detail=_string(image.get("detail"), where))
 
 
 def _note_citations(block: Mapping[str, Any], where: str, lost: list[sf.CallWarning]) -> None:
@@ -643,11 +641,6 @@ def _note_citations(block: Mapping[str, Any], where: str, lost: list[sf.CallWarn
     )
     if (block.get("citations") or block.get("annotations")) and warning not in lost:
         lost.append(warning)
-
-
-def _source(block: Mapping[str, Any]) -> Mapping[str, Any]:
-    source = block.get("source")
-    return source if isinstance(source, Mapping) else {}
 
 
 def _assistant_content(
@@ -784,32 +777,21 @@ def _invalid_call(
 _MEDIA = {"image", "image_url", "file", "audio", "video", "document", "input_audio"}
 
 
-def _answered_ids(message: ToolMessage) -> list[str]:
-    """The call ids a tool message answers: its own, or its `tool_result` blocks'."""
-    blocks = _result_blocks(message)
-    return [str(b.get("tool_use_id")) for b in blocks] if blocks else [message.tool_call_id]
-
-
-def _result_blocks(message: ToolMessage) -> list[dict[str, Any]]:
-    """The content when it is Anthropic `tool_result` blocks (sent as such, as ChatAnthropic
-    sends them), else []."""
-    content = message.content
+def _results(message: ToolMessage) -> list[tuple[str, Any, bool]]:
+    """A tool message's results (call id, content, is_error): its own, or its Anthropic
+    `tool_result` blocks' (sent as such, as ChatAnthropic sends them)."""
+    content, error = message.content, message.status == "error"
     if (
         isinstance(content, list)
         and content
         and all(isinstance(b, dict) and b.get("type") == "tool_result" for b in content)
     ):
-        return [b for b in content if isinstance(b, dict)]
-    return []
-
-
-def _tool_results(message: ToolMessage, where: str, lost: list[sf.CallWarning]) -> door.ToolMessage:
-    error = message.status == "error"
-    results = [
-        (str(b.get("tool_use_id")), b.get("content") or "", bool(b.get("is_error", error)))
-        for b in _result_blocks(message)
-    ] or [(message.tool_call_id, message.content, error)]
-    return door.ToolMessage(tuple(_tool_result(*result, where, lost) for result in results))
+        return [
+            (str(b.get("tool_use_id")), b.get("content") or "", bool(b.get("is_error", error)))
+            for b in content
+            if isinstance(b, dict)
+        ]
+    return [(message.tool_call_id, content, error)]
 
 
 #: Tool message blocks sent as the result's content blocks (as ChatAnthropic sends them).
