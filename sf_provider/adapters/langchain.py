@@ -9,9 +9,8 @@ back as `ChatAnthropic` gives them. This module only converts messages in and re
     while (reply := await agent.ainvoke(messages)).tool_calls:
         messages += [reply, *(get_weather.invoke(call) for call in reply.tool_calls)]
 
-What each setting does: the README's "Model settings" table; history sent as `ChatAnthropic`
-sends it (with warnings), what is refused, errors and replies: the README's "Frameworks:
-pydantic-ai and LangChain".
+Settings: the README's "Model settings" table; history, what is refused, errors and replies:
+its "Frameworks: pydantic-ai and LangChain".
 """
 
 from __future__ import annotations
@@ -31,10 +30,7 @@ from operator import itemgetter
 from typing import Any, Literal
 
 from langchain_core import exceptions as langchain_errors
-from langchain_core.callbacks import (
-    AsyncCallbackManagerForLLMRun,
-    CallbackManagerForLLMRun,
-)
+from langchain_core.callbacks import AsyncCallbackManagerForLLMRun, CallbackManagerForLLMRun
 from langchain_core.exceptions import OutputParserException
 from langchain_core.language_models import BaseChatModel, LangSmithParams, LanguageModelInput
 from langchain_core.messages import (
@@ -48,10 +44,7 @@ from langchain_core.messages import (
 )
 from langchain_core.messages.ai import InputTokenDetails, UsageMetadata
 from langchain_core.messages.tool import ToolCall, tool_call_chunk
-from langchain_core.output_parsers.openai_tools import (
-    JsonOutputKeyToolsParser,
-    PydanticToolsParser,
-)
+from langchain_core.output_parsers.openai_tools import JsonOutputKeyToolsParser, PydanticToolsParser
 from langchain_core.outputs import ChatGeneration, ChatGenerationChunk, ChatResult
 from langchain_core.runnables import Runnable, RunnableLambda, RunnableMap, RunnablePassthrough
 from langchain_core.tools import BaseTool
@@ -59,16 +52,10 @@ from langchain_core.utils.function_calling import convert_to_json_schema, conver
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 from pydantic.v1 import BaseModel as BaseModelV1
 
-from .. import _request as req
+from .. import _door as door
 from .. import types as sf
-from .._error_kinds import ErrorKind, SentParts, classify
-from .._mapping import ResultCollector
-from .._outcome import response_model
-from .._stop import STOP_SEQUENCE_DETAIL
-from .._sync import iterate_in_thread, run_sync
-from .._thinking import thinking_option
-from .._tool_choice import NamedToolChoice, ToolChoice, offered_tools
-from .._warnings import warn_user
+from .._anthropic_format import message as anthropic_message
+from .._door import ErrorKind
 from ..errors import (
     InvalidMessagesError,
     ProviderError,
@@ -101,21 +88,13 @@ _ANSWER_SETTINGS = (
 class ChatClaudeAgent(BaseChatModel):
     """Claude through the Claude Code CLI as a LangChain chat model; LangChain runs the tools.
 
-    Give it a `provider` (a `ClaudeAgentProvider`) or `settings` (a `ProviderSettings`; the
-    provider is built from them), not both. `model`, `max_tokens`, `timeout`, `max_retries`,
-    `thinking` and `effort` are taken the way `ChatAnthropic` takes them and apply to every call
-    (over the provider's settings); `thinking` also takes ChatAnthropic's dicts
-    (`{"type": "enabled", "budget_tokens": N}`, `{"type": "disabled"}`, `{"type": "adaptive"}`).
-    Any other constructor argument (`temperature`, `top_p`, ...) is refused: the Claude Code
-    CLI has no switch for it. Keyword arguments of `invoke`/`stream` (and of `bind`) that are
-    not `tools`/`tool_choice` are passed on as the provider's call options (`model`,
-    `system_prompt`, `max_tokens`, ...); one the CLI cannot honour (`temperature`,
-    `extra_headers`, ...) or an unknown one raises `UnsupportedRequestError` before anything
-    starts. `invoke(..., stream=True)`, or `streaming=True` for every call, streams (token
-    callbacks), as LangChain means it (`stream=False` or `disable_streaming` win over it).
-    With `cache=`, the LLM cache keys on these settings and the provider's that shape the
-    answer (`_identifying_params`). A failure is the provider's error that is also LangChain's
-    standard model error (`_as_langchain_error`).
+    Give it a `provider` (a `ClaudeAgentProvider`) or `settings` (a `ProviderSettings`), not
+    both. `model`, `max_tokens`, `timeout`, `max_retries`, `thinking` (also ChatAnthropic's
+    dicts) and `effort` apply to every call, over the provider's settings; any other
+    constructor argument is refused. Keyword arguments of `invoke`/`stream`/`bind` are the
+    provider's call options, checked before anything starts. What each does, what is refused,
+    and how replies and errors look: the README's "Model settings" table and its "Frameworks:
+    pydantic-ai and LangChain".
     """
 
     model_config = ConfigDict(arbitrary_types_allowed=True, extra="forbid")
@@ -157,24 +136,17 @@ class ChatClaudeAgent(BaseChatModel):
 
     @property
     def _identifying_params(self) -> dict[str, Any]:
-        """Everything that shapes the answer: LangChain's LLM cache keys on it (a model asked
-        differently must not get another's cached answer), and tracing shows it. The model's
-        own settings over the provider's, as a call applies them, and the provider settings
-        that change what the model is asked (not its environment, paths or process handling).
-        """
+        """Everything that shapes the answer (`_ANSWER_SETTINGS`, the model's own over the
+        provider's): LangChain's LLM cache keys on it, and tracing shows it."""
         settings = self.provider.settings.model_dump(mode="json", include=set(_ANSWER_SETTINGS))
-        own = {name: getattr(self, name) for name in _OWN_FIELDS}
-        return settings | {name: value for name, value in own.items() if value is not None}
+        return settings | self._call_options({})
 
     def _get_ls_params(self, stop: list[str] | None = None, **kwargs: Any) -> LangSmithParams:
-        """What LangSmith records of a call, as ChatAnthropic reports it: provider `anthropic`
-        (so a run is priced as Claude, as `response_metadata["model_provider"]` says), and the
-        model and output limit the call asks for: its keyword arguments over the model's own
-        settings over the provider's (`settings=` or `provider=`), as the call applies them.
-        """
+        """What LangSmith records of a call, as ChatAnthropic reports it (provider `anthropic`,
+        so a run is priced as Claude), with the model and output limit the call applies."""
         options = self._call_options(kwargs)
         params = LangSmithParams(ls_provider="anthropic", ls_model_type="chat")
-        if model := self._requested_model(options):
+        if model := self._requested_model(options.get("model")):
             params["ls_model_name"] = model
         if max_tokens := options.get("max_tokens") or self.provider.settings.max_tokens:
             params["ls_max_tokens"] = max_tokens
@@ -182,8 +154,9 @@ class ChatClaudeAgent(BaseChatModel):
             params["ls_stop"] = stop
         return params
 
-    def _requested_model(self, options: Mapping[str, Any]) -> str | None:
-        model = options.get("model") or self.provider.settings.model
+    def _requested_model(self, model: Any) -> str | None:
+        """The model a call asks for: its own, or the provider's."""
+        model = model or self.provider.settings.model
         return str(model) if model else None
 
     def _call_options(self, kwargs: dict[str, Any]) -> dict[str, Any]:
@@ -202,11 +175,9 @@ class ChatClaudeAgent(BaseChatModel):
     ) -> Runnable[LanguageModelInput, AIMessage]:
         """Offer these tools to the model; LangChain (or the application) runs the calls.
 
-        `tools`: anything `convert_to_openai_tool` takes (server tools are refused);
-        `tool_choice`: ChatAnthropic's and ChatOpenAI's forms (`_tool_choice`); `strict=True`
-        makes every tool `FunctionTool.strict` (a call off its schema is a
-        `StrictToolCallError`); `parallel_tool_calls` (and `disable_parallel_tool_use`) is the
-        provider's call option, whose `False` it refuses at the call.
+        `tools`: anything `convert_to_openai_tool` takes; `tool_choice`: ChatAnthropic's and
+        ChatOpenAI's forms; `strict=True` makes every tool `FunctionTool.strict`;
+        `parallel_tool_calls` is the provider's call option (see the README's settings table).
         """
         # Checked here too, so that a bad tool or choice fails now, not at the first call.
         options = _options({"tool_choice": tool_choice, "parallel_tool_calls": parallel_tool_calls,
@@ -285,31 +256,23 @@ class ChatClaudeAgent(BaseChatModel):
         **kwargs: Any,
     ) -> ChatResult:
         keep_reply = bool(kwargs.pop(_KEEP_REPLY, False))
-        failure: ProviderError | None = None
-        collector = ResultCollector()  # `provider.generate`, keeping a reply that did not answer
+        collector = door.ResultCollector()  # as `provider.generate`, keeping a reply that failed
+        failure = None
         try:
-            provider_messages, tools, options, lost = _request(
-                messages, stop, self._call_options(kwargs)
-            )
-            stream = self.provider.stream(provider_messages, tools=tools, **options)
-            async with aclosing(stream) as parts:
+            request, lost = _request(messages, stop, self._call_options(kwargs))
+            async with aclosing(door.stream(self.provider, request)) as parts:
                 async for part in parts:
                     collector.add(part)
-        except _NOT_ANSWERING as exc:
-            if not keep_reply:
+        except ProviderError as exc:
+            if not (keep_reply and isinstance(exc, _NOT_ANSWERING)):
                 _as_langchain_error(exc)
                 raise
-            failure = exc  # the reply, also when it is not the call or object asked for
-        except ProviderError as exc:
-            _as_langchain_error(exc)
-            raise
+            failure = str(exc)  # the reply, also when it is not the call or object asked for
         result = collector.result()
         _warn(result.warnings)
-        if lost:
-            result = result.model_copy(update={"warnings": [*lost, *result.warnings]})
-        message = _ai_message(result, self._requested_model(options))
+        message = _ai_message(result, self._requested_model(request.options.model), lost)
         if failure is not None:
-            message.response_metadata[_NOT_ANSWERED] = str(failure)
+            message.response_metadata[_NOT_ANSWERED] = failure
         return ChatResult(generations=[ChatGeneration(message=message)])
 
     async def _astream(
@@ -321,13 +284,11 @@ class ChatClaudeAgent(BaseChatModel):
     ) -> AsyncIterator[ChatGenerationChunk]:
         keep_reply = bool(kwargs.pop(_KEEP_REPLY, False))
         try:
-            provider_messages, tools, options, lost = _request(
-                messages, stop, self._call_options(kwargs)
-            )
-            chunks = _ChunkMapper(self._requested_model(options), blocks=bool(tools))
+            request, lost = _request(messages, stop, self._call_options(kwargs))
+            model = self._requested_model(request.options.model)
+            chunks = _ChunkMapper(model, blocks=bool(request.tools))
             chunks.warnings.extend(lost)
-            stream = self.provider.stream(provider_messages, tools=tools, **options)
-            async with aclosing(stream) as parts:
+            async with aclosing(door.stream(self.provider, request)) as parts:
                 async for part in parts:
                     chunk = chunks.chunk(part)
                     if chunk is None:
@@ -335,17 +296,14 @@ class ChatClaudeAgent(BaseChatModel):
                     if run_manager is not None and chunk.text:
                         await run_manager.on_llm_new_token(chunk.text, chunk=chunk)
                     yield chunk
-        except _NOT_ANSWERING as exc:
-            if not keep_reply:
+        except ProviderError as exc:
+            if not (keep_reply and isinstance(exc, _NOT_ANSWERING)):
                 _as_langchain_error(exc)
                 raise
             # After the finish chunk: the reply streamed whole, and this says what it lacks.
-            empty: str | list[str | dict[str, Any]] = [] if tools else ""
+            empty: str | list[str | dict[str, Any]] = [] if request.tools else ""
             metadata = {_NOT_ANSWERED: str(exc)}
             yield _chunk(AIMessageChunk(content=empty, response_metadata=metadata))
-        except ProviderError as exc:
-            _as_langchain_error(exc)
-            raise
 
     # -- sync: the async path on an event loop of its own
 
@@ -356,7 +314,7 @@ class ChatClaudeAgent(BaseChatModel):
         run_manager: CallbackManagerForLLMRun | None = None,
         **kwargs: Any,
     ) -> ChatResult:
-        return run_sync(lambda: self._agenerate(messages, stop, None, **kwargs))
+        return door.run_sync(lambda: self._agenerate(messages, stop, None, **kwargs))
 
     def _stream(
         self,
@@ -365,7 +323,7 @@ class ChatClaudeAgent(BaseChatModel):
         run_manager: CallbackManagerForLLMRun | None = None,
         **kwargs: Any,
     ) -> Iterator[ChatGenerationChunk]:
-        for chunk in iterate_in_thread(lambda: self._astream(messages, stop, None, **kwargs)):
+        for chunk in door.iterate_in_thread(lambda: self._astream(messages, stop, None, **kwargs)):
             if run_manager is not None and chunk.text:
                 run_manager.on_llm_new_token(chunk.text, chunk=chunk)
             yield chunk
@@ -378,10 +336,8 @@ def _function_tool(tool: ToolLike) -> FunctionTool:
     """A LangChain tool as a `FunctionTool` without an executor (LangChain runs the calls), by
     the tool layer's one rule (`tool_from_spec`); a `BaseTool`, function or pydantic model goes
     through `convert_to_openai_tool` first, with the `BaseTool.extras` that conversion drops."""
-    if isinstance(tool, FunctionTool):
-        return tool
-    if isinstance(tool, Mapping) and "toolSpec" not in tool:  # Bedrock's: LangChain reads it
-        return tool_from_spec(tool)
+    if isinstance(tool, FunctionTool) or (isinstance(tool, Mapping) and "toolSpec" not in tool):
+        return tool_from_spec(tool)  # (Bedrock's `toolSpec` dict: LangChain reads it)
     spec = convert_to_openai_tool(tool)
     if isinstance(tool, BaseTool) and tool.extras:
         spec = {**tool.extras, **spec}
@@ -397,17 +353,15 @@ def _bound_tools(tools: Sequence[ToolLike], options: dict[str, Any]) -> list[Fun
         if isinstance(choice, Mapping) and choice.get("disable_parallel_tool_use"):
             options["parallel_tool_calls"] = False
         options["tool_choice"] = _tool_choice(choice)
-        offered_tools(offered, options["tool_choice"])
+        door.offered_tools(offered, options["tool_choice"])
     return offered
 
 
-def _tool_choice(choice: str | dict[str, Any] | bool | None) -> ToolChoice:
+def _tool_choice(choice: str | dict[str, Any] | bool | None) -> door.ToolChoice:
     """LangChain's `tool_choice` (ChatAnthropic's and ChatOpenAI's forms) -> the provider's
     (what it means for the tools: `_tool_choice.offered_tools`)."""
     name: Any
-    if isinstance(choice, Mapping):  # `disable_parallel_tool_use`: see `_bound_tools`
-        choice = {k: v for k, v in choice.items() if k != "disable_parallel_tool_use"}
-    match choice:
+    match choice:  # (a mapping pattern ignores other keys: `disable_parallel_tool_use`, ...)
         case None | "auto" | False | {"type": "auto"}:
             return "auto"
         case "none" | {"type": "none"}:
@@ -425,7 +379,7 @@ def _tool_choice(choice: str | dict[str, Any] | bool | None) -> ToolChoice:
                 f"tool_choice {choice!r} is not understood: use 'auto', 'none', 'any', "
                 f"'required' or a tool name"
             )
-    return NamedToolChoice(name=name)
+    return door.NamedToolChoice(name=name)
 
 
 #: Keyword arguments other chat models take that the CLI cannot honour, and why.
@@ -468,7 +422,7 @@ def _options(kwargs: Mapping[str, Any]) -> dict[str, Any]:
 
 def _thinking(value: Any) -> Any:
     """ChatAnthropic's `thinking` dicts as the provider's `Thinking`; other values as given."""
-    return thinking_option(value) if isinstance(value, Mapping) else value
+    return door.thinking_option(value) if isinstance(value, Mapping) else value
 
 
 #: A private binding of `with_structured_output(include_raw=True)`: the call returns the reply
@@ -509,9 +463,9 @@ def _structured_output(schema: dict[str, Any] | type, message: BaseMessage) -> A
 
 def _request(
     messages: list[BaseMessage], stop: list[str] | None, kwargs: dict[str, Any]
-) -> tuple[list[req.Message], list[FunctionTool], dict[str, Any], list[sf.CallWarning]]:
-    """The provider's messages, tools and call options, and what the messages lost (warned of
-    here, and reported with the reply's `response_metadata["warnings"]`)."""
+) -> tuple[door.Request, list[sf.CallWarning]]:
+    """The provider's request, and what the messages lost (warned of here, and reported with
+    the reply's `response_metadata["warnings"]`)."""
     options = _options(kwargs)
     options.pop("stream", None)  # LangChain's own, already acted on (`_LANGCHAIN_OWN`)
     if stop:  # LangChain's `stop` (invoke, bind): the provider's stop sequences
@@ -520,16 +474,16 @@ def _request(
     tools = _bound_tools(options.pop("tools", None) or [], options)
     converted, lost = _provider_messages(messages)
     _warn(lost)
-    return converted, tools, options, lost
+    return door.request(converted, tools, **options), lost
 
 
 def _warn(call_warnings: Sequence[sf.CallWarning]) -> None:
     """What was not sent as given, as a Python `UserWarning` too, so it is seen without looking
     at `response_metadata["warnings"]` (as the pydantic-ai adapter does)."""
-    warn_user("ChatClaudeAgent", call_warnings, stacklevel=2)
+    door.warn_user("ChatClaudeAgent", call_warnings, stacklevel=2)
 
 
-#: req.Message types (and ChatMessage roles) of speakers, by the role the request gives them.
+#: LangChain message types (and ChatMessage roles) of speakers, by the role they speak in.
 _SPEAKERS = dict.fromkeys(("human", "HumanMessageChunk", "user"), "user") | dict.fromkeys(
     ("ai", "AIMessageChunk", "assistant"), "assistant"
 )
@@ -537,15 +491,15 @@ _SPEAKERS = dict.fromkeys(("human", "HumanMessageChunk", "user"), "user") | dict
 
 def _provider_messages(
     messages: Sequence[BaseMessage],
-) -> tuple[list[req.Message], list[sf.CallWarning]]:
+) -> tuple[list[door.Message], list[sf.CallWarning]]:
     """LangChain messages as the provider's typed messages, and what they lost (sent as
     `ChatAnthropic` sends it); what cannot be sent is an `InvalidMessagesError`."""
-    converted: list[req.Message] = []
+    converted: list[door.Message] = []
     lost: list[sf.CallWarning] = []
     answered: dict[str, int] = {}  # tool call id -> the last message answering it
     for i, message in enumerate(messages):
         if isinstance(message, ToolMessage):
-            answered |= dict.fromkeys(_answered_ids(message), i)
+            answered |= {call_id: i for call_id, _, _ in _results(message)}
     speakers: dict[str, set[str]] = {}  # role -> the names its messages carry
     for i, message in enumerate(messages):
         where = f"message {i} ({type(message).__name__})"
@@ -554,7 +508,7 @@ def _provider_messages(
         if speaker and message.name:
             speakers.setdefault(speaker, set()).add(message.name)
         if isinstance(message, SystemMessage) or role == "system":
-            if converted and not isinstance(converted[-1], req.SystemMessage):
+            if converted and not isinstance(converted[-1], door.SystemMessage):
                 raise InvalidMessagesError(
                     f"{where}: system messages must come first (consecutive, at the start): "
                     f"the request has one system prompt, so this one would move; put it at "
@@ -567,14 +521,14 @@ def _provider_messages(
                         f"{where}: only text can go here, not {block.get('type')!r}"
                     )
                 lines.append(str(block.get("text", "")))
-            converted.append(req.SystemMessage("\n".join(lines)))
+            converted.append(door.SystemMessage("\n".join(lines)))
         elif isinstance(message, HumanMessage) or role == "user":
-            converted.append(req.UserMessage(_user_content(message.content, where, lost)))
+            converted.append(door.UserMessage(_user_content(message.content, where, lost)))
         elif isinstance(message, AIMessage) or role == "assistant":
             answers = {call_id for call_id, j in answered.items() if j > i}
             content = _assistant_content(message, where, answers, lost)
             if content:
-                converted.append(req.AssistantMessage(content))
+                converted.append(door.AssistantMessage(content))
             elif i < len(messages) - 1:
                 # The API refuses an empty assistant turn but a last one (an empty prefill,
                 # which asks for nothing: left out silently there, as the request is the same).
@@ -587,7 +541,8 @@ def _provider_messages(
                     )
                 )
         elif isinstance(message, ToolMessage):
-            converted.append(req.ToolMessage(_tool_results(message, where, lost)))
+            results = (_tool_result(*result, where, lost) for result in _results(message))
+            converted.append(door.ToolMessage(tuple(results)))
         else:
             raise InvalidMessagesError(
                 f"{where}: role {role!r} cannot be sent; use system, human, ai or tool messages"
@@ -614,39 +569,15 @@ def _content_blocks(content: str | list[str | dict[str, Any]]) -> list[dict[str,
 
 def _user_content(
     content: str | list[str | dict[str, Any]], where: str, lost: list[sf.CallWarning]
-) -> tuple[req.Text | req.Image, ...]:
-    blocks: list[req.Text | req.Image] = []
+) -> tuple[door.Text | door.Image, ...]:
+    blocks: list[door.Text | door.Image] = []
     for block in _content_blocks(content):
         kind = block.get("type")
         if kind == "text":
-            blocks.append(req.Text(str(block.get("text", ""))))
+            blocks.append(door.Text(str(block.get("text", ""))))
             _note_citations(block, where, lost)
-        elif kind == "image_url":  # OpenAI style: {"image_url": {"url": ...}} or a plain url
-            blocks.append(_image_url(block.get("image_url"), where))
-        elif kind == "image" and (block.get("file_id") or _source(block).get("type") == "file"):
-            raise InvalidMessagesError(
-                f"{where}: images by file id (the Files API) are not supported: the CLI "
-                f"cannot fetch uploaded files; send the image as base64 or a URL"
-            )
-        elif kind == "image" and isinstance(block.get("base64"), str):  # LangChain v1 block
-            media = block.get("mime_type")
-            blocks.append(req.Image(data=block["base64"], media_type=_string(media, where)))
-        elif kind == "image" and isinstance(block.get("url"), str):
-            blocks.append(req.Image(url=block["url"]))
-        elif kind == "image" and _source(block):  # Anthropic style
-            source = _source(block)
-            if source.get("type") == "base64":
-                data, media = source.get("data"), source.get("media_type")
-                blocks.append(
-                    req.Image(data=_string(data, where), media_type=_string(media, where))
-                )
-            else:
-                blocks.append(req.Image(url=_string(source.get("url"), where)))
-        elif kind == "image":
-            raise InvalidMessagesError(
-                f"{where}: an image block needs base64 + mime_type, a url, or an Anthropic "
-                f"source (base64 or url)"
-            )
+        elif kind in ("image", "image_url"):
+            blocks.append(_image(block, where))
         else:
             raise InvalidMessagesError(
                 f"{where}: a user block must be text or an image (image_url, or an image with "
@@ -655,28 +586,49 @@ def _user_content(
     return tuple(blocks)
 
 
+def _image(block: Mapping[str, Any], where: str) -> door.Image:
+    """An image block: OpenAI's `image_url` (read as the gateway's OpenAI format reads it: its
+    `detail` is checked with every image's, other fields refused), LangChain v1's (base64 +
+    mime_type, or a url) or Anthropic's (a base64 or url `source`)."""
+    if block.get("type") == "image_url":
+        image = block.get("image_url")  # {"url": ..., "detail": ...} or a plain url
+        if isinstance(image, str):
+            return door.Image(url=image)
+        if not isinstance(image, Mapping) or not isinstance(image.get("url"), str):
+            raise InvalidMessagesError(f"{where}: an image_url block needs {{'url': ...}}")
+        unknown = [k for k, v in image.items() if k not in ("url", "detail") and v is not None]
+        if unknown:
+            raise InvalidMessagesError(
+                f"{where}: image_url field(s) {', '.join(map(repr, unknown))} cannot be sent: "
+                f"an image goes to the model by its url only; send 'url' (and 'detail') only"
+            )
+        return door.Image(url=str(image["url"]), detail=_string(image.get("detail"), where))
+    found = block.get("source")
+    source: Mapping[str, Any] = found if isinstance(found, Mapping) else {}
+    if block.get("file_id") or source.get("type") == "file":
+        raise InvalidMessagesError(
+            f"{where}: images by file id (the Files API) are not supported: the CLI "
+            f"cannot fetch uploaded files; send the image as base64 or a URL"
+        )
+    if isinstance(block.get("base64"), str):
+        return door.Image(data=block["base64"], media_type=_string(block.get("mime_type"), where))
+    if isinstance(block.get("url"), str):
+        return door.Image(url=block["url"])
+    if source.get("type") == "base64":
+        data, media = source.get("data"), source.get("media_type")
+        return door.Image(data=_string(data, where), media_type=_string(media, where))
+    if source:
+        return door.Image(url=_string(source.get("url"), where))
+    raise InvalidMessagesError(
+        f"{where}: an image block needs base64 + mime_type, a url, or an Anthropic source "
+        f"(base64 or url)"
+    )
+
+
 def _string(value: Any, where: str) -> str | None:
     if value is not None and not isinstance(value, str):
         raise InvalidMessagesError(f"{where}: an image's data, media type and url are strings")
     return value
-
-
-def _image_url(image: Any, where: str) -> req.Image:
-    """An OpenAI `image_url` as an image, read as the gateway's OpenAI format reads it (its
-    `detail` is checked with every image's); other fields refused."""
-    if isinstance(image, str):
-        return req.Image(url=image)
-    if not isinstance(image, Mapping) or not isinstance(image.get("url"), str):
-        raise InvalidMessagesError(f"{where}: an image_url block needs {{'url': ...}}")
-    unknown = [
-        key for key, value in image.items() if key not in ("url", "detail") and value is not None
-    ]
-    if unknown:
-        raise InvalidMessagesError(
-            f"{where}: image_url field(s) {', '.join(map(repr, unknown))} cannot be sent: an "
-            f"image goes to the model by its url only; send 'url' (and 'detail') only"
-        )
-    return req.Image(url=str(image["url"]), detail=_string(image.get("detail"), where))
 
 
 def _note_citations(block: Mapping[str, Any], where: str, lost: list[sf.CallWarning]) -> None:
@@ -691,16 +643,11 @@ def _note_citations(block: Mapping[str, Any], where: str, lost: list[sf.CallWarn
         lost.append(warning)
 
 
-def _source(block: Mapping[str, Any]) -> Mapping[str, Any]:
-    source = block.get("source")
-    return source if isinstance(source, Mapping) else {}
-
-
 def _assistant_content(
     message: BaseMessage, where: str, answered: set[str], lost: list[sf.CallWarning]
-) -> tuple[req.AssistantPart, ...]:
+) -> tuple[door.AssistantPart, ...]:
     """An AI message's parts; `answered` holds the call ids later tool messages answer."""
-    blocks: list[req.AssistantPart] = []
+    blocks: list[door.AssistantPart] = []
     ai = message if isinstance(message, AIMessage) else None
     if message.additional_kwargs.get("function_call"):
         raise InvalidMessagesError(
@@ -709,18 +656,17 @@ def _assistant_content(
         )
     calls: list[Mapping[str, Any]] = list(ai.tool_calls) if ai else []
     invalid: list[Mapping[str, Any]] = list(ai.invalid_tool_calls) if ai else []
-    known = {call.get("id") for call in calls}
-    known_invalid = {call.get("id") for call in invalid}
+    seen = {call.get("id") for call in [*calls, *invalid]}
     for block in _content_blocks(message.content):
         kind = block.get("type")
         if kind == "text":
             text = str(block.get("text", ""))
             if text.strip():  # the API refuses blank text blocks (ChatAnthropic leaves them out)
-                blocks.append(req.Text(text))
+                blocks.append(door.Text(text))
             _note_citations(block, where, lost)
         elif kind == "refusal":  # what the model said (ChatOpenAI); the API has no such block
             if str(block.get("refusal", "")).strip():
-                blocks.append(req.Text(str(block["refusal"])))
+                blocks.append(door.Text(str(block["refusal"])))
         elif kind == "thinking":  # Anthropic style, signed
             blocks.append(_reasoning(block.get("thinking"), block.get("signature"), where))
         elif kind == "redacted_thinking" or (
@@ -729,22 +675,19 @@ def _assistant_content(
             data = (block if kind == "redacted_thinking" else block["value"]).get("data")
             if not isinstance(data, str) or not data:
                 raise InvalidMessagesError(f"{where}: a redacted_thinking block needs its 'data'")
-            blocks.append(req.Reasoning("", redacted=data))
+            blocks.append(door.Reasoning("", redacted=data))
         elif kind == "reasoning":  # LangChain v1 standard block
             extras = block.get("extras") or {}
             signature = block.get("signature") or extras.get("signature")
             blocks.append(_reasoning(block.get("reasoning"), signature, where))
-        elif kind in ("tool_use", "tool_call"):
-            # `tool_calls` carries the calls; a call only in the content (an Anthropic-style
-            # message built by hand) is taken from there. An invalid call is sent below.
-            if block.get("id") not in known | known_invalid:
+        elif kind in ("tool_use", "tool_call", "invalid_tool_call"):
+            # `tool_calls` and `invalid_tool_calls` carry the calls; one only in the content (an
+            # Anthropic-style message built by hand, v1 content) is taken from there.
+            if block.get("id") not in seen:
+                seen.add(block.get("id"))
                 arguments = block.get("input" if kind == "tool_use" else "args")
-                calls.append({"name": block.get("name"), "args": arguments, "id": block.get("id")})
-                known.add(block.get("id"))
-        elif kind == "invalid_tool_call":  # v1 content: `invalid_tool_calls` carries them
-            if block.get("id") not in known | known_invalid:
-                invalid.append(block)
-                known_invalid.add(block.get("id"))
+                found = {"name": block.get("name"), "args": arguments, "id": block.get("id")}
+                (invalid if kind == "invalid_tool_call" else calls).append(found)
         elif kind == "tool_call_chunk":
             pass  # a streamed piece of a call in `tool_calls`
         else:
@@ -755,16 +698,16 @@ def _assistant_content(
     if (
         isinstance(reasoning, str)
         and reasoning.strip()
-        and not any(isinstance(b, req.Reasoning) for b in blocks)  # else it repeats the content
+        and not any(isinstance(b, door.Reasoning) for b in blocks)  # else it repeats the content
     ):  # unsigned: replayed as text with a `history-flattened` warning, as reasoning blocks are
-        blocks.insert(0, req.Reasoning(reasoning))
+        blocks.insert(0, door.Reasoning(reasoning))
     refusal = message.additional_kwargs.get("refusal")  # ChatOpenAI's, with empty content
     if (
         isinstance(refusal, str)
         and refusal.strip()
-        and not any(isinstance(b, req.Text) for b in blocks)
+        and not any(isinstance(b, door.Text) for b in blocks)
     ):
-        blocks.append(req.Text(refusal))
+        blocks.append(door.Text(refusal))
     for call in calls:
         if not call.get("id"):
             raise InvalidMessagesError(
@@ -776,23 +719,24 @@ def _assistant_content(
             raise InvalidMessagesError(
                 f"{where}: tool call {call['id']!r} needs a 'name' and 'args' (an object)"
             )
-        blocks.append(req.ToolCall(call["id"], name, dict(arguments)))
+        blocks.append(door.ToolCall(call["id"], name, dict(arguments)))
+    known = {call.get("id") for call in calls}
     for call in invalid:
         if call.get("id") not in known:  # a call in `tool_calls` too is sent from there
             blocks.append(_invalid_call(call, where, answered, lost))
     return tuple(blocks)
 
 
-def _reasoning(text: Any, signature: Any, where: str) -> req.Reasoning:
+def _reasoning(text: Any, signature: Any, where: str) -> door.Reasoning:
     if text is not None and not isinstance(text, str):
         raise InvalidMessagesError(f"{where}: a thinking block's text must be a string")
     signed = signature if isinstance(signature, str) and signature else None
-    return req.Reasoning(text or "", signature=signed)
+    return door.Reasoning(text or "", signature=signed)
 
 
 def _invalid_call(
     call: Mapping[str, Any], where: str, answered: set[str], lost: list[sf.CallWarning]
-) -> req.ToolCall:
+) -> door.ToolCall:
     """An invalid tool call (unparsable arguments) as a call, as ChatAnthropic sends it: its
     arguments when they are a JSON object, else none (`{}`) and a warning."""
     call_id, name, args = call.get("id"), call.get("name"), call.get("args")
@@ -826,114 +770,79 @@ def _invalid_call(
             )
         )
         arguments = {}
-    return req.ToolCall(str(call_id), str(name), dict(arguments))
+    return door.ToolCall(str(call_id), str(name), dict(arguments))
 
 
 #: Tool message blocks the provider's tool results cannot carry (they hold text or JSON).
 _MEDIA = {"image", "image_url", "file", "audio", "video", "document", "input_audio"}
 
 
-def _answered_ids(message: ToolMessage) -> list[str]:
-    """The call ids a tool message answers: its own, or its `tool_result` blocks'."""
-    blocks = _result_blocks(message)
-    return [str(b.get("tool_use_id")) for b in blocks] if blocks else [message.tool_call_id]
-
-
-def _result_blocks(message: ToolMessage) -> list[dict[str, Any]]:
-    """The content when it is Anthropic `tool_result` blocks (sent as such, as ChatAnthropic
-    sends them), else []."""
-    content = message.content
+def _results(message: ToolMessage) -> list[tuple[str, Any, bool]]:
+    """A tool message's results (call id, content, is_error): its own, or its Anthropic
+    `tool_result` blocks' (sent as such, as ChatAnthropic sends them)."""
+    content, error = message.content, message.status == "error"
     if (
         isinstance(content, list)
         and content
         and all(isinstance(b, dict) and b.get("type") == "tool_result" for b in content)
     ):
-        return [b for b in content if isinstance(b, dict)]
-    return []
-
-
-def _tool_results(
-    message: ToolMessage, where: str, lost: list[sf.CallWarning]
-) -> tuple[req.ToolResult, ...]:
-    blocks = _result_blocks(message)
-    is_error = message.status == "error"
-    if not blocks:
-        return (_tool_result(message.tool_call_id, message.content, is_error, where, lost),)
-    return tuple(
-        _tool_result(
-            str(block.get("tool_use_id")),
-            block.get("content") or "",
-            bool(block.get("is_error", is_error)),
-            where,
-            lost,
-        )
-        for block in blocks
-    )
+        return [
+            (str(b.get("tool_use_id")), b.get("content") or "", bool(b.get("is_error", error)))
+            for b in content
+            if isinstance(b, dict)
+        ]
+    return [(message.tool_call_id, content, error)]
 
 
 #: Tool message blocks sent as the result's content blocks (as ChatAnthropic sends them).
 _IMAGES = {"image", "image_url"}
 
+#: Tool message blocks sent as their text: `text`, and LangChain v1 `text-plain` holding text.
+_TEXTS = {"text", "text-plain"}
+
 
 def _tool_result(
-    call_id: str,
-    content: str | list[str | dict[str, Any]],
-    is_error: bool,
-    where: str,
-    lost: list[sf.CallWarning],
-) -> req.ToolResult:
-    """A tool message's result: text or JSON; with images, content parts."""
-    blocks = [] if isinstance(content, str) else _content_blocks(content)
-    if any(b.get("type") in _IMAGES for b in blocks):
+    call_id: str, content: Any, is_error: bool, where: str, lost: list[sf.CallWarning]
+) -> door.ToolResult:
+    """A tool message's result, as the model would get it from ChatAnthropic: a string; text
+    blocks (a tool that returned a list of strings, say), each its own; with images, text and
+    image parts; a list of plain data, as JSON. Content blocks of a kind the provider's tool
+    results cannot carry are refused, as blocks of unknown kinds are in other messages, rather
+    than sent as JSON markup."""
+    if isinstance(content, str):
+        return door.ToolResult(call_id, content, is_error)
+    blocks = _content_blocks(content)
+    kinds = {str(b["type"]) for b in blocks if isinstance(b, Mapping) and b.get("type")}
+    output: str | tuple[door.Text | door.Image, ...]
+    if kinds & _IMAGES:
         others = sorted({str(b.get("type")) for b in blocks} - _IMAGES - {"text"})
         if others:
             raise InvalidMessagesError(
                 f"{where}: a tool result with images holds text and images only, not "
                 f"{', '.join(others)} blocks"
             )
-        return req.ToolResult(call_id, _user_content(content, where, lost), is_error)
-    return req.ToolResult(call_id, _tool_output(content, where, lost), is_error)
-
-
-#: Tool message blocks sent as their text: `text`, and LangChain v1 `text-plain` holding text.
-_TEXTS = {"text", "text-plain"}
-
-
-def _tool_output(
-    content: str | list[str | dict[str, Any]], where: str, lost: list[sf.CallWarning]
-) -> str | tuple[req.Text, ...]:
-    """A tool result's output (a string; a list of plain data, sent as JSON) or, for several
-    text blocks (a tool that returned a list of strings, say), its `content`: each its own text
-    block, as the model would get them from ChatAnthropic. Content blocks of a kind the
-    provider's tool results cannot carry are refused, as blocks of unknown kinds are in other
-    messages, rather than sent as JSON markup."""
-    if isinstance(content, str):
-        return content
-    blocks = _content_blocks(content)
-    kinds = {str(b["type"]) for b in blocks if isinstance(b, Mapping) and b.get("type")}
-    media = sorted(kinds & _MEDIA)
-    if media:
+        output = _user_content(content, where, lost)
+    elif media := sorted(kinds & _MEDIA):
         raise InvalidMessagesError(
             f"{where}: a tool result with {', '.join(media)} blocks cannot be sent: the "
             f"provider's tool results carry text, JSON and images only (and it sends no "
             f"documents, audio or video in any message). Return text from the tool"
         )
-    if all(isinstance(b, Mapping) and b.get("type") in _TEXTS for b in blocks):
+    elif all(isinstance(b, Mapping) and b.get("type") in _TEXTS for b in blocks):
         for block in blocks:
             _note_citations(block, where, lost)
         texts = [_text_block(block, where) for block in blocks]
-        if len(texts) <= 1:
-            return "".join(texts)
-        return tuple(req.Text(text) for text in texts)
-    unknown = sorted(kinds - _TEXTS)
-    if unknown:
+        output = "".join(texts) if len(texts) <= 1 else tuple(map(door.Text, texts))
+    elif unknown := sorted(kinds - _TEXTS):
         raise InvalidMessagesError(
             f"{where}: a tool result with {', '.join(unknown)} blocks cannot be sent: the "
             f"provider's tool results carry text, JSON and images only, and sending these "
             f"content blocks as JSON would show the model markup instead. Return text (or a "
             f"JSON string) from the tool"
         )
-    return json.dumps(blocks, ensure_ascii=False)  # plain data, not content blocks: as JSON
+    else:
+        output = json.dumps(blocks, ensure_ascii=False)  # plain data, not content blocks
+    return door.ToolResult(call_id, output, is_error)
 
 
 def _text_block(block: Mapping[str, Any], where: str) -> str:
@@ -978,7 +887,7 @@ def _response_metadata(
         "model_provider": "anthropic",
         "finish_reason": finish.finish_reason,
         "stop_reason": finish.raw_stop_reason,
-        "stop_sequence": finish.provider_details.get(STOP_SEQUENCE_DETAIL),
+        "stop_sequence": finish.provider_details.get(door.STOP_SEQUENCE_DETAIL),
         "cost_usd": finish.cost_usd,
         "session_id": finish.session_id,
         "num_turns": finish.num_turns,
@@ -988,12 +897,11 @@ def _response_metadata(
     }
     if metadata["stop_sequence"] is not None:  # ended at one of `stop`, as ChatAnthropic says
         metadata["stop_reason"] = "stop_sequence"
-    model = response_model(finish.provider_details) or requested_model
+    model = door.response_model(finish.provider_details) or requested_model
     if model:
         metadata["model_name"] = model
-    structured = getattr(finish, "structured_output", None)  # with the `output_schema` option
-    if structured is not None:
-        metadata["structured_output"] = structured
+    if finish.structured_output is not None:  # with the `output_schema` option
+        metadata["structured_output"] = finish.structured_output
     if warnings:
         metadata["warnings"] = [w.model_dump() for w in warnings]
     if invalid:  # unknown tool or off-schema arguments: LangChain's tool runner reports it too
@@ -1001,37 +909,26 @@ def _response_metadata(
     return metadata
 
 
-def _ai_message(result: sf.GenerateResult, requested_model: str | None = None) -> AIMessage:
-    """A `GenerateResult` of a single-turn query as an `AIMessage`: the text, or, with signed
-    or redacted thinking or tool calls, Anthropic content blocks as `ChatAnthropic` gives them
+def _ai_message(
+    result: sf.GenerateResult, requested_model: str | None, lost: list[sf.CallWarning]
+) -> AIMessage:
+    """A single-turn query's result as an `AIMessage`: the text, or, with signed or redacted
+    thinking or tool calls, the Messages API's content blocks as `ChatAnthropic` gives them
     (the next request replays the thinking, which the API wants back with the calls)."""
-    calls: list[ToolCall] = []
     for call in result.tool_calls:
         _app_call(call.provider_executed, call.tool_name)
-        calls.append(ToolCall(name=call.tool_name, args=call.input, id=call.tool_call_id))
+    # The blocks as `/v1/messages` answers them (the id and model are not read here).
+    blocks = anthropic_message(result, message_id="", model="", structured=False)["content"]
     invalid = {c.tool_call_id: c.invalid_reason or "" for c in result.tool_calls if c.invalid}
-    additional = {"reasoning_content": result.reasoning} if result.reasoning else {}
-    content: str | list[str | dict[str, Any]] = result.text
-    signed = [r for r in result.final_reasoning if r.signature or r.redacted]
-    if signed or calls:
-        content = [
-            {"type": "redacted_thinking", "data": r.redacted}
-            if r.redacted
-            else {"type": "thinking", "thinking": r.text, "signature": r.signature}
-            for r in signed
-        ]
-        if result.text:
-            content.append({"type": "text", "text": result.text})
-        content += [
-            {"type": "tool_use", "id": c["id"], "name": c["name"], "input": c["args"]}
-            for c in calls
-        ]
+    warnings = [*lost, *result.warnings]
     return AIMessage(
-        content=content,
-        tool_calls=calls,
+        content=blocks if any(b["type"] != "text" for b in blocks) else result.text,
+        tool_calls=[
+            ToolCall(name=c.tool_name, args=c.input, id=c.tool_call_id) for c in result.tool_calls
+        ],
         usage_metadata=_usage_metadata(result.usage),
-        response_metadata=_response_metadata(result, result.warnings, invalid, requested_model),
-        additional_kwargs=additional,
+        response_metadata=_response_metadata(result, warnings, invalid, requested_model),
+        additional_kwargs={"reasoning_content": result.reasoning} if result.reasoning else {},
     )
 
 
@@ -1059,7 +956,7 @@ class _ChunkMapper:
         self.blocks = blocks
         self.warnings: list[sf.CallWarning] = []
         self.invalid: dict[str, str] = {}
-        self.streamed = SentParts()  # part and call ids already handed to LangChain
+        self.streamed = door.SentParts()  # part and call ids already handed to LangChain
         self.index: dict[str, int | None] = {}  # part id -> its content block (None: a string)
 
     def _in_blocks(self) -> bool:
@@ -1183,12 +1080,10 @@ _MIXED: dict[tuple[type[ProviderError], type[Exception]], type[ProviderError]] =
 
 
 def _as_langchain_error(exc: ProviderError) -> None:
-    """Make `exc` also LangChain's standard model error, as LangChain's own integrations
-    raise theirs (a class deriving from both, the original name kept): agent middleware
-    decides on it (`ModelRetryMiddleware` does not retry what `is_retryable` says will fail
-    again; summarization cuts the history on `ContextOverflowError`), and code catching the
+    """Make `exc` also LangChain's standard model error (a class deriving from both, the
+    original name kept), which LangChain's agent middleware acts on, while code catching the
     provider's error still catches it. Kept as it is with a langchain-core without them."""
-    name = _LANGCHAIN_ERRORS[classify(exc).kind]
+    name = _LANGCHAIN_ERRORS[door.classify(exc).kind]
     kind = getattr(langchain_errors, name, None) if name else None
     if isinstance(kind, type) and issubclass(kind, Exception) and not isinstance(exc, kind):
         exc.__class__ = _mixed(type(exc), kind)

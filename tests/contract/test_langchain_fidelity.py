@@ -627,6 +627,32 @@ async def test_with_tools_bound_text_before_a_call_is_kept_in_the_streamed_messa
     assert [c["name"] for c in full.tool_calls] == ["Weather"]
 
 
+INTERLEAVED_CALL = reply(
+    thinking("Paris.", signature="SIG-1"),
+    text("Let me check."),
+    thinking("Then the weather.", signature="SIG-2"),
+    tool_use("Weather", {"city": "Paris"}),
+)
+
+
+@pytest.mark.anyio
+async def test_invoke_gives_the_blocks_in_the_order_written_as_astream_does() -> None:
+    async with ScriptedMessagesAPI([INTERLEAVED_CALL, INTERLEAVED_CALL]) as api:
+        chat = ChatClaudeAgent(settings=api.settings()).bind_tools([Weather])
+        message = await chat.ainvoke("Weather in Paris?")
+        full: AIMessageChunk | None = None
+        async for chunk in chat.astream("Weather in Paris?"):
+            full = chunk if full is None else full + chunk
+    written = ["thinking", "text", "thinking", "tool_use"]
+    assert [b["type"] for b in message.content if isinstance(b, dict)] == written
+    assert full is not None
+    assert [b["type"] for b in full.content if isinstance(b, dict)] == written
+    api, _ = await replay(message)
+    assert assistant_blocks(api.requests[0].body) == [
+        ("thinking", "SIG-1"), ("text", None), ("thinking", "SIG-2"), ("tool_use", None)
+    ]  # fmt: skip
+
+
 REDACTED_CALL = [reply(redacted_thinking("OPAQUE-1"), tool_use("Weather", {"city": "Paris"}))]
 
 

@@ -320,12 +320,12 @@ def _anthropic_choice(choice: Any, tools: list[str]) -> tuple[ToolChoice, list[s
 
 def _langchain_choice(choice: Any, tools: list[str]) -> tuple[ToolChoice, list[str]]:
     # ChatAnthropic's and ChatOpenAI's forms: "any"/"required", "none", a tool name.
-    _, offered, options, _ = lc._request(
+    request, _ = lc._request(
         [HumanMessage("hi")],
         None,
         {"tools": [anthropic_tool(name) for name in tools], "tool_choice": choice},
     )
-    return options["tool_choice"], [t.name for t in offered]
+    return request.options.tool_choice, [t.name for t in request.tools]
 
 
 def _pydantic_ai_choice(choice: Any, tools: list[str]) -> tuple[ToolChoice, list[str]]:
