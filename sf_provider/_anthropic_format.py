@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
 from . import _request as req
+from . import _wire as wire
 from . import types as t
 from ._error_kinds import SentParts
 from ._stop import STOP_SEQUENCE_DETAIL
@@ -472,14 +473,14 @@ def _assistant(content: Any, where: str) -> req.AssistantMessage:
         kind = _block_type(block, here)
         if kind == "text":
             parts.append(_text_block(block, here))
-        elif kind == "thinking":
-            _check_keys(block, here, {"type", "thinking", "signature"}, {"cache_control"})
-            thought, signature = block.get("thinking"), block.get("signature")
-            if not isinstance(thought, str) or not isinstance(signature, str):
+        elif kind in ("thinking", "redacted_thinking"):
+            fields = {"thinking", "signature"} if kind == "thinking" else {"data"}
+            _check_keys(block, here, {"type", *fields}, {"cache_control"})
+            if kind == "thinking" and not all(isinstance(block.get(k), str) for k in fields):
                 raise InvalidMessagesError(
                     f"{here}: a thinking block needs 'thinking', 'signature'"
                 )
-            parts.append(req.Reasoning(thought, signature=signature))
+            parts.append(wire.reasoning(block, here))
         elif kind == "tool_use":
             if block.get("caller") not in (None, {"type": "direct"}):
                 raise _refuse(f"{here}.caller", "only direct tool calls are supported")
@@ -490,12 +491,6 @@ def _assistant(content: Any, where: str) -> req.AssistantMessage:
             if not isinstance(arguments, Mapping):
                 raise InvalidMessagesError(f"{here}.input: required: an object")
             parts.append(req.ToolCall(call_id, name, dict(arguments)))
-        elif kind == "redacted_thinking":
-            _check_keys(block, here, {"type", "data"}, {"cache_control"})
-            data = block.get("data")
-            if not isinstance(data, str) or not data:
-                raise InvalidMessagesError(f"{here}: a redacted_thinking block needs its 'data'")
-            parts.append(req.Reasoning("", redacted=data))
         else:
             raise _refuse(
                 f"{here}.type",
@@ -575,13 +570,9 @@ def message(result: t.GenerateResult, *, message_id: str, model: str, structured
             continue  # results of provider-run calls: none here, the client runs its tools
         for block in turn["content"]:
             kind = block["type"]
-            if kind == "reasoning" and block.get("redacted"):
-                content.append({"type": "redacted_thinking", "data": block["redacted"]})
-            elif kind == "reasoning":
-                content.append(
-                    {"type": "thinking", "thinking": block["text"],
-                     "signature": block["signature"]}
-                )  # fmt: skip
+            if kind == "reasoning":  # signed or redacted: the reply holds no other
+                reasoning = (block["text"], block.get("signature"), block.get("redacted"))
+                content.append(wire.thinking_block(*reasoning))
             elif kind == "text" and not structured:
                 content.append({"type": "text", "text": block["text"]})
             elif kind == "tool-call":
@@ -667,7 +658,7 @@ class EventMapper:
                 return events + self._delta(part.id, delta)
             case t.ReasoningEndPart():
                 if part.redacted:  # whole in its start event, as the API sends it
-                    block = {"type": "redacted_thinking", "data": part.redacted}
+                    block = wire.thinking_block("", None, part.redacted)
                     return self._open(part.id, block) + self._stop(part.id)
                 events = [] if part.id in self._index else self._open(part.id, {"type": "thinking"})
                 if part.signature:
@@ -685,9 +676,7 @@ class EventMapper:
             case t.ToolCallPart():
                 return self._call(part)
             case t.DiscardPart():
-                self._sent.discard(
-                    part, "send the request again (without stream, the redo is folded in correctly)"
-                )
+                self._sent.discard(part, wire.RESEND)
                 return []
             case t.ErrorPart():
                 self._failed = True  # the error is raised next; its finish part is no answer

@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from . import _request as req
+from . import _wire as wire
 from . import types as t
 from ._error_kinds import SentParts
 from ._messages import IMAGE_DETAIL, NO_LOW_DETAIL, TOOLS_NEEDED
@@ -588,24 +589,12 @@ def _assistant_content(message: Mapping[str, Any], where: str) -> tuple[req.Assi
     thinking_blocks = message.get("thinking_blocks") or []
     for i, block in enumerate(thinking_blocks):
         kind = block.get("type") if isinstance(block, Mapping) else None
-        if kind == "thinking":
-            signature = block.get("signature")
-            blocks.append(
-                req.Reasoning(str(block.get("thinking", "")),
-                          signature if isinstance(signature, str) and signature else None)
-            )  # fmt: skip
-        elif kind == "redacted_thinking":
-            data = block.get("data")
-            if not isinstance(data, str) or not data:
-                raise InvalidMessagesError(
-                    f"{where}.thinking_blocks[{i}]: a redacted_thinking block needs its 'data'"
-                )
-            blocks.append(req.Reasoning("", redacted=data))
-        else:
+        if kind not in ("thinking", "redacted_thinking"):
             raise InvalidMessagesError(
                 f"{where}.thinking_blocks[{i}]: a thinking block must be of type 'thinking' or "
                 f"'redacted_thinking', not {kind!r}"
             )
+        blocks.append(wire.reasoning(block, f"{where}.thinking_blocks[{i}]"))
     reasoning = message.get("reasoning_content")
     if reasoning is not None and not isinstance(reasoning, str):
         raise InvalidMessagesError(f"{where}: 'reasoning_content' must be a string")
@@ -713,20 +702,10 @@ def message(result: t.GenerateResult, *, structured: bool = False) -> dict[str, 
         ]  # fmt: skip
     if result.reasoning:
         answer["reasoning_content"] = result.reasoning
-    blocks = [_thinking_block(r.text, r.signature, r.redacted) for r in result.final_reasoning]
+    blocks = [wire.thinking_block(r.text, r.signature, r.redacted) for r in result.final_reasoning]
     if any(blocks):
         answer["thinking_blocks"] = [block for block in blocks if block]
     return answer
-
-
-def _thinking_block(text: str, signature: str | None, redacted: str | None) -> dict[str, Any]:
-    """A LiteLLM-style thinking block to replay: signed thinking or redacted thinking ({} for
-    unsigned reasoning, which cannot be replayed)."""
-    if redacted:
-        return {"type": "redacted_thinking", "data": redacted}
-    if signature:
-        return {"type": "thinking", "thinking": text, "signature": signature}
-    return {}
 
 
 def completion(
@@ -792,7 +771,7 @@ class ChunkMapper:
                 return [_choice({"reasoning_content": part.delta})]
             case t.ReasoningEndPart():
                 text = "".join(self._reasoning.pop(part.id, []))
-                block = _thinking_block(text, part.signature, part.redacted)
+                block = wire.thinking_block(text, part.signature, part.redacted)
                 return [_choice({"thinking_blocks": [block]})] if block else []
             case t.ToolInputStartPart():
                 return [self._open_call(part.id, part.tool_name, "")]
@@ -809,9 +788,7 @@ class ChunkMapper:
                     return [self._call_delta(part.tool_call_id, {"arguments": arguments})]
                 return []
             case t.DiscardPart():
-                self._sent.discard(
-                    part, "send the request again (without stream, the redo is folded in correctly)"
-                )
+                self._sent.discard(part, wire.RESEND)
                 return []
             case t.FinishPart():
                 self.usage = part.usage
