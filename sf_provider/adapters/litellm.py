@@ -71,10 +71,8 @@ _RESTORED = frozenset({"reasoning_effort", "thinking"})
 _DROPPED_HARMLESSLY = frozenset({"user", "max_completion_tokens"})
 
 #: Parameters LiteLLM's list for custom providers passes on that the provider takes only at
-#: the value that asks for nothing: under `drop_params` another value is dropped with a
-#: `parameter-dropped` warning, as LiteLLM drops what a provider does not support; without it,
-#: it is LiteLLM's `UnsupportedParamsError`. (Not the legacy `functions`, nor
-#: `parallel_tool_calls`: they change which calls come back.)
+#: the value that asks for nothing: another value is dropped under `drop_params` (README, "Notes
+#: on LiteLLM"). Not `functions` nor `parallel_tool_calls`: they change which calls come back.
 _DROPPABLE = frozenset(
     {"temperature", "top_p", "n", "stop", "seed", "presence_penalty", "frequency_penalty",
      "logit_bias", "logprobs", "top_logprobs", "store", "service_tier", "modalities", "audio",
@@ -84,11 +82,9 @@ _DROPPABLE = frozenset(
 #: Delta fields a `GenericStreamingChunk` cannot carry: sent as a `ModelResponseStream`.
 _REASONING_FIELDS = frozenset({"reasoning_content", "thinking_blocks"})
 
-#: LiteLLM's model info for every `<name>/<model>` (`litellm.supports_function_calling`,
-#: `get_model_info`, ...): frameworks read it to decide whether to send tools at all (CrewAI,
-#: DSPy), a response schema or images. What the provider refuses (PDFs, audio, web search,
-#: computer use, a prefilled assistant turn, a system message after the first turn) is said to
-#: be unsupported.
+#: LiteLLM's model info for every `<name>/<model>` (`litellm.supports_function_calling`, ...),
+#: which frameworks read before sending tools (CrewAI, DSPy): what the provider refuses is said
+#: to be unsupported.
 _CAPABILITIES: dict[str, Any] = {
     "mode": "chat",
     **dict.fromkeys(
@@ -301,10 +297,8 @@ def _dropped_by_litellm(kwargs: Mapping[str, Any], given: Mapping[str, Any]) -> 
 
 
 def _usage(usage: Usage, cost_usd: float | None) -> dict[str, Any]:
-    """OpenAI's usage with the CLI's cost of the query as `cost`: LiteLLM bills a provider's own
-    `usage.cost` (as OpenRouter's) for `completion_cost`, `response_cost` and its callbacks;
-    it has no prices for `claude-agent/...` models, so it would count 0 (or Anthropic's API
-    prices for another model name)."""
+    """OpenAI's usage with the CLI's cost of the query as `cost`, which LiteLLM bills as a
+    provider's own (it has no prices for `claude-agent/...` models)."""
     answer = openai_usage(usage)
     if cost_usd is not None:
         answer["cost"] = cost_usd

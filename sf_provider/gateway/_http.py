@@ -43,8 +43,6 @@ if TYPE_CHECKING:
 __all__ = [
     "KEYS_ENV",
     "WARNINGS_HEADER",
-    "ErrorInfo",
-    "GatewayError",
     "GatewayGuard",
     "GatewaySettings",
     "ModelCall",
@@ -402,21 +400,14 @@ def model_endpoint(
 
 class QueryResponse(Response):
     """The response to a model request: runs its query (`parts`, from `provider.stream`, so bad
-    input has already raised) and answers in one API style.
+    input has already raised) in the request's own task, in the caller's trace (`traceparent`),
+    and answers in one API style; a client that disconnects stops it.
 
-    - Everything happens in the request's own task: a provider stream is consumed by one task.
-    - A `traceparent` header (W3C Trace Context) makes the query's span part of the caller's
-      trace, when tracing is configured (`sf_provider._tracing`).
-    - A client that disconnects stops the query (and its CLI) at once.
-    - An error before any content is an ordinary error response with its status; most
-      failures (the API's 401/429/529, a timeout before the first token) are such.
-    - Streaming (`events` given): the parts up to the first content are read first, then
-      `200 text/event-stream` with what `events` makes of all the parts; an error after that is
-      the style's error event, and the stream ends.
-    - Otherwise the parts are folded into a `GenerateResult` (as `generate` does) and
-      `complete` gives the JSON body.
-    - The query's warnings (from its stream-start part) are the `sf-provider-warnings` header
-      of whichever response it gets (`warnings_header`).
+    An error before any content is an ordinary error response with its status (most failures
+    are). Streaming (`events` given), the parts up to the first content are read first, then
+    `200 text/event-stream` with what `events` makes of all the parts; an error after that is
+    the style's error event. Otherwise `complete` gives the JSON body of the folded result. The
+    query's warnings are the `sf-provider-warnings` header of whichever response it gets.
     """
 
     def __init__(

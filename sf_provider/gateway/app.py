@@ -27,10 +27,9 @@ from .._door import flush
 from ..errors import ProviderError
 from ..provider import ClaudeAgentProvider
 from ..settings import ProviderSettings
+from ._errors import ErrorInfo, GatewayError
 from ._http import (
     KEYS_ENV,
-    ErrorInfo,
-    GatewayError,
     GatewayGuard,
     GatewaySettings,
     Slots,

@@ -37,11 +37,11 @@ from sf_provider import (
 )
 from sf_provider._anthropic_format import EventMapper
 from sf_provider._error_kinds import ErrorKind, SentParts, classify
-from sf_provider.gateway._errors import error_info
 from sf_provider._openai_format import ChunkMapper, UnsupportedParameterError
 from sf_provider.adapters import langchain as langchain_door
 from sf_provider.adapters import litellm as litellm_door
 from sf_provider.adapters import pydantic_ai as pydantic_ai_door
+from sf_provider.gateway._errors import error_info
 from sf_provider.types import GenerateResult
 
 #: One error of each kind (a factory: the LangChain door changes the error's class).

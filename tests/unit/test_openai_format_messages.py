@@ -8,7 +8,6 @@ from typing import Any
 import pytest
 
 from sf_provider import InvalidMessagesError
-from sf_provider.gateway._errors import error_info
 from sf_provider._messages import convert_messages
 from sf_provider._openai_format import (
     UnsupportedParameterError,
@@ -26,6 +25,7 @@ from sf_provider._request import (
     ToolResult,
     UserMessage,
 )
+from sf_provider.gateway._errors import error_info
 
 QUESTION = {"role": "user", "content": "Weather in Paris?"}
 CALL = {"id": "c1", "type": "function", "function": {"name": "get_weather", "arguments": "{}"}}
