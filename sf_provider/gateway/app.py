@@ -124,7 +124,7 @@ def create_app(
                                          f"{request.method} {request.url.path}"))  # fmt: skip
         return error_response(request, exc)
 
-    app = Starlette(
+    return Starlette(
         routes=routes,
         middleware=[Middleware(GatewayGuard, settings=settings, slots=slots)],
         exception_handlers={
@@ -135,9 +135,6 @@ def create_app(
         },
         lifespan=lifespan,
     )
-    app.state.settings = settings
-    app.state.slots = slots
-    return app
 
 
 def _loopback(host: str) -> bool:
