@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
 from . import _request as req
+from . import _wire as wire
 from . import types as t
 from ._error_kinds import SentParts
 from ._stop import STOP_SEQUENCE_DETAIL
@@ -32,7 +33,6 @@ __all__ = [
     "message",
     "message_id",
     "parse_request",
-    "stop_reason",
 ]
 
 JSON = dict[str, Any]
@@ -99,14 +99,9 @@ class MessagesCall:
 
 
 class ThreadUnsupportedError(UnsupportedRequestError):
-    """A request asked for a server-held conversation (`thread`), which the gateway does not keep.
-
-    Answered as the Messages API answers a request it cannot thread (400, `error.details.
-    error_code` `thread_unsupported_request`): the official clients' tool runners then send the
-    whole conversation without `thread`, and `client.beta.messages.thread()` raises
-    `ThreadUnsupportedRequestError` unless made with
-    `unsupported_request_behavior="continue_unthreaded"`.
-    """
+    """A request asked for a server-held conversation (`thread`), which the gateway does not keep:
+    answered as the Messages API answers a request it cannot thread (400, `error.details.
+    error_code` `thread_unsupported_request`; what the clients then do: the README)."""
 
     details: ClassVar[dict[str, str]] = {"error_code": "thread_unsupported_request"}
 
@@ -192,7 +187,9 @@ def parse_request(body: Any) -> MessagesCall:
     if choice is not None:
         offered_tools(tools, choice)  # a choice the tools cannot meet: 400 naming tool_choice
         options["tool_choice"] = choice
-    messages = _system(body.get("system")) + _messages(body.get("messages"))
+    system = "" if body.get("system") is None else _text_of(body["system"], "system")
+    messages: list[req.Message] = [req.SystemMessage(system)] if system else []
+    messages += _messages(body.get("messages"))
     return MessagesCall(model, messages, tools, options, bool(stream), structured)
 
 
@@ -304,11 +301,6 @@ def _text_of(blocks: Any, where: str) -> str:
     if not isinstance(blocks, list):
         raise InvalidMessagesError(f"{where}: must be a string or a list of text blocks")
     return "\n".join(_text_block(block, f"{where}[{i}]").text for i, block in enumerate(blocks))
-
-
-def _system(system: Any) -> list[req.Message]:
-    text = "" if system is None else _text_of(system, "system")
-    return [req.SystemMessage(text)] if text else []
 
 
 def _messages(messages: Any) -> list[req.Message]:
@@ -472,14 +464,14 @@ def _assistant(content: Any, where: str) -> req.AssistantMessage:
         kind = _block_type(block, here)
         if kind == "text":
             parts.append(_text_block(block, here))
-        elif kind == "thinking":
-            _check_keys(block, here, {"type", "thinking", "signature"}, {"cache_control"})
-            thought, signature = block.get("thinking"), block.get("signature")
-            if not isinstance(thought, str) or not isinstance(signature, str):
+        elif kind in ("thinking", "redacted_thinking"):
+            fields = {"thinking", "signature"} if kind == "thinking" else {"data"}
+            _check_keys(block, here, {"type", *fields}, {"cache_control"})
+            if kind == "thinking" and not all(isinstance(block.get(k), str) for k in fields):
                 raise InvalidMessagesError(
                     f"{here}: a thinking block needs 'thinking', 'signature'"
                 )
-            parts.append(req.Reasoning(thought, signature=signature))
+            parts.append(wire.reasoning(block, here))
         elif kind == "tool_use":
             if block.get("caller") not in (None, {"type": "direct"}):
                 raise _refuse(f"{here}.caller", "only direct tool calls are supported")
@@ -490,12 +482,6 @@ def _assistant(content: Any, where: str) -> req.AssistantMessage:
             if not isinstance(arguments, Mapping):
                 raise InvalidMessagesError(f"{here}.input: required: an object")
             parts.append(req.ToolCall(call_id, name, dict(arguments)))
-        elif kind == "redacted_thinking":
-            _check_keys(block, here, {"type", "data"}, {"cache_control"})
-            data = block.get("data")
-            if not isinstance(data, str) or not data:
-                raise InvalidMessagesError(f"{here}: a redacted_thinking block needs its 'data'")
-            parts.append(req.Reasoning("", redacted=data))
         else:
             raise _refuse(
                 f"{here}.type",
@@ -513,23 +499,17 @@ def message_id() -> str:
     return f"msg_{uuid.uuid4().hex[:24]}"
 
 
-def stop_reason(finish_reason: t.FinishReason, raw_stop_reason: str | None) -> str:
-    """The Messages API `stop_reason` of a finished query (`tool-calls` only with calls to
-    answer)."""
-    mapped = _STOP_REASONS.get(finish_reason)
-    if mapped is not None:
-        return mapped
-    return raw_stop_reason if raw_stop_reason in _API_STOP_REASONS else "end_turn"
-
-
 def _stop_fields(done: t.GenerateResult | t.FinishPart) -> tuple[str, str | None]:
-    """The response's `stop_reason` and `stop_sequence`: `stop_sequence` and the sequence when
-    the answer ended at one of the request's `stop_sequences` (`_stop.StopCutter`), as the API
+    """The response's `stop_reason` (`tool_use` only with calls to answer; a raw stop reason of
+    the API the finish reason does not name is kept) and `stop_sequence`: `stop_sequence` and
+    the sequence when the answer ended at one of the request's `stop_sequences`, as the API
     answers."""
     matched = done.provider_details.get(STOP_SEQUENCE_DETAIL)
     if isinstance(matched, str):
         return "stop_sequence", matched
-    return stop_reason(done.finish_reason, done.raw_stop_reason), None
+    raw = done.raw_stop_reason
+    mapped = _STOP_REASONS.get(done.finish_reason)
+    return mapped or (raw if raw in _API_STOP_REASONS else "end_turn"), None
 
 
 def _usage(usage: t.Usage) -> JSON:
@@ -575,13 +555,9 @@ def message(result: t.GenerateResult, *, message_id: str, model: str, structured
             continue  # results of provider-run calls: none here, the client runs its tools
         for block in turn["content"]:
             kind = block["type"]
-            if kind == "reasoning" and block.get("redacted"):
-                content.append({"type": "redacted_thinking", "data": block["redacted"]})
-            elif kind == "reasoning":
-                content.append(
-                    {"type": "thinking", "thinking": block["text"],
-                     "signature": block["signature"]}
-                )  # fmt: skip
+            if kind == "reasoning":  # signed or redacted: the reply holds no other
+                reasoning = (block["text"], block.get("signature"), block.get("redacted"))
+                content.append(wire.thinking_block(*reasoning))
             elif kind == "text" and not structured:
                 content.append({"type": "text", "text": block["text"]})
             elif kind == "tool-call":
@@ -608,15 +584,10 @@ class EventMapper:
     """Stream parts of one query -> the Messages API's SSE events (as dicts).
 
     `start()` gives `message_start`; `add(part)` the events for each part: a content block's
-    start, deltas (`text_delta`, `thinking_delta`, `signature_delta`, `input_json_delta`) and
-    stop, and for the finish part `message_delta` (stop reason, usage) and `message_stop`.
-    Usage comes with `message_delta`: the CLI reports it when the query ends. With
-    `structured`, the model's text is held back and the answer is one text block holding the
-    structured output, sent when the query finishes.
-
-    A `discard` part (the CLI's API stream was cut and the turn asked again) would take back
-    blocks already sent, which SSE cannot: it raises `StreamRetractionError` (sent as an `error`
-    event) rather than let the answer arrive twice.
+    start, deltas and stop, and for the finish part `message_delta` (stop reason, and usage,
+    which the CLI reports when the query ends) and `message_stop`. With `structured`, the
+    model's text is held back and the answer is one text block holding the structured output.
+    A `discard` part that would take back blocks already sent raises `StreamRetractionError`.
     """
 
     def __init__(self, model: str, *, message_id: str, structured: bool = False) -> None:
@@ -667,7 +638,7 @@ class EventMapper:
                 return events + self._delta(part.id, delta)
             case t.ReasoningEndPart():
                 if part.redacted:  # whole in its start event, as the API sends it
-                    block = {"type": "redacted_thinking", "data": part.redacted}
+                    block = wire.thinking_block("", None, part.redacted)
                     return self._open(part.id, block) + self._stop(part.id)
                 events = [] if part.id in self._index else self._open(part.id, {"type": "thinking"})
                 if part.signature:
@@ -685,9 +656,7 @@ class EventMapper:
             case t.ToolCallPart():
                 return self._call(part)
             case t.DiscardPart():
-                self._sent.discard(
-                    part, "send the request again (without stream, the redo is folded in correctly)"
-                )
+                self._sent.discard(part, wire.RESEND)
                 return []
             case t.ErrorPart():
                 self._failed = True  # the error is raised next; its finish part is no answer

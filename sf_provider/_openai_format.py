@@ -1,12 +1,9 @@
 """The OpenAI Chat Completions format <-> the provider: requests in, completions and chunks out.
 
-Shared by the gateway's `POST /v1/chat/completions` and the LiteLLM provider, so both read a
-request and write an answer the same way. Pure: nothing here runs a query. Tools have no
-executor: their calls go back to the client (`finish_reason: "tool_calls"`). What each parameter
-and message field does (honoured, ignored, accepted only empty, refused with an
-`UnsupportedParameterError` naming it): the README's table under "Gateway". Signed thinking,
-which the format has no field for, travels as LiteLLM carries it: `thinking_blocks` (and its
-text in `reasoning_content`).
+Shared by the gateway's `POST /v1/chat/completions` and the LiteLLM provider. Pure: nothing here
+runs a query; tool calls go back to the client. What each parameter and message field does: the
+README's table under "Gateway". Signed thinking travels as LiteLLM carries it: `thinking_blocks`
+(its text also in `reasoning_content`).
 """
 
 from __future__ import annotations
@@ -19,6 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from . import _request as req
+from . import _wire as wire
 from . import types as t
 from ._error_kinds import SentParts
 from ._messages import IMAGE_DETAIL, NO_LOW_DETAIL, TOOLS_NEEDED
@@ -119,17 +117,16 @@ class ChatRequest:
     structured: bool = False
 
 
-def chat_request(body: Mapping[str, Any], *, ignore: frozenset[str] = frozenset()) -> ChatRequest:
+def chat_request(body: Mapping[str, Any]) -> ChatRequest:
     """Read a Chat Completions request body; refuse what cannot be honoured.
 
-    `ignore` names more parameters to let pass (LiteLLM adds some of its own). `stop` and
-    `parallel_tool_calls` become the call options `stop_sequences` and `parallel_tool_calls`
-    (the provider honours or refuses them); a history with tool calls in a request without
-    `tools` gets the called tools defined again, uncallable (`_called_tools`).
+    `stop` and `parallel_tool_calls` become the call options `stop_sequences` and
+    `parallel_tool_calls` (the provider honours or refuses them); a history with tool calls in a
+    request without `tools` gets the called tools defined again, uncallable (`_called_tools`).
     """
     given = {k: v for k, v in body.items() if v is not None}
     for name, value in given.items():
-        if name in _HONOURED or name in _IGNORED or name in ignore:
+        if name in _HONOURED or name in _IGNORED:
             continue
         if name in _ONLY_DEFAULT:
             allowed, reason = _ONLY_DEFAULT[name]
@@ -152,12 +149,11 @@ def chat_request(body: Mapping[str, Any], *, ignore: frozenset[str] = frozenset(
         options["model"] = model
     if "tool_choice" in given:
         # Only the allowed tools are offered: the model cannot call one it is not shown.
-        subset = _allowed_tools(given["tool_choice"])
-        choice = subset[1] if subset is not None else _tool_choice(given["tool_choice"])
+        choice, subset = _tool_choice(given["tool_choice"])
         try:
-            tools = offered_tools(tools, choice, allowed=subset[0] if subset else None)
+            tools = offered_tools(tools, choice, allowed=subset)
         except UnsupportedRequestError as exc:
-            param = "tool_choice.allowed_tools" if subset else "tool_choice"
+            param = "tool_choice" if subset is None else "tool_choice.allowed_tools"
             raise UnsupportedParameterError(param, str(exc)) from None
         options["tool_choice"] = choice
     if "parallel_tool_calls" in given:
@@ -341,12 +337,28 @@ def _function_tools(tools: Any) -> list[FunctionTool]:
         raise UnsupportedParameterError("tools", str(exc)) from None
 
 
-def _allowed_tools(choice: Any) -> tuple[list[str], ToolChoice] | None:
-    """OpenAI's `{"type": "allowed_tools", ...}`: the names of the tools the model may call and
-    the mode (`auto`: may; `required`: must call one of them). None for any other `tool_choice`."""
-    if not (isinstance(choice, Mapping) and choice.get("type") == "allowed_tools"):
-        return None
-    spec = choice.get("allowed_tools")
+def _tool_choice(choice: Any) -> tuple[ToolChoice, list[str] | None]:
+    """OpenAI's `tool_choice` -> the provider's (what it means: `_tool_choice.offered_tools`),
+    and the names of the tools `allowed_tools` lets the model call (None: all)."""
+    match choice:
+        case "auto" | "none" | "required":
+            return choice, None
+        case {"type": "function", "function": {"name": str(name)}}:
+            return NamedToolChoice(name=name), None
+        case {"type": "allowed_tools"}:
+            return _allowed_tools(choice.get("allowed_tools"))
+        case _:
+            raise UnsupportedParameterError(
+                "tool_choice",
+                f"{json.dumps(choice)} is not one of 'auto', 'none', 'required', "
+                f"{{'type': 'function', 'function': {{'name': ...}}}} or "
+                f"{{'type': 'allowed_tools', 'allowed_tools': {{...}}}}",
+            )
+
+
+def _allowed_tools(spec: Any) -> tuple[ToolChoice, list[str]]:
+    """OpenAI's `allowed_tools`: the mode (`auto`: may call; `required`: must call one of them)
+    and the names of the tools the model may call."""
     if not isinstance(spec, Mapping) or set(spec) - {"mode", "tools"}:
         raise UnsupportedParameterError(
             "tool_choice.allowed_tools", "must be {'mode': 'auto' | 'required', 'tools': [...]}"
@@ -370,23 +382,7 @@ def _allowed_tools(choice: Any) -> tuple[list[str], ToolChoice] | None:
                     f"tool_choice.allowed_tools.tools[{i}]",
                     "must be {'type': 'function', 'function': {'name': ...}}",
                 )
-    return allowed, mode
-
-
-def _tool_choice(choice: Any) -> ToolChoice:
-    """OpenAI's `tool_choice` -> the provider's (what it means: `_tool_choice.offered_tools`)."""
-    match choice:
-        case "auto" | "none" | "required":
-            return choice  # type: ignore[no-any-return]
-        case {"type": "function", "function": {"name": str(name)}}:
-            return NamedToolChoice(name=name)
-        case _:
-            raise UnsupportedParameterError(
-                "tool_choice",
-                f"{json.dumps(choice)} is not one of 'auto', 'none', 'required', "
-                f"{{'type': 'function', 'function': {{'name': ...}}}} or "
-                f"{{'type': 'allowed_tools', 'allowed_tools': {{...}}}}",
-            )
+    return mode, allowed
 
 
 # --------------------------------------------------------------------------- messages in
@@ -423,10 +419,6 @@ _EMPTY_ONLY: dict[str, str] = {
     "reasoning_content": "only an assistant message can hold reasoning",
 }
 
-#: Caching hints (LiteLLM's `cache_control`): caching changes cost, never the answer, and the
-#: CLI sets its own cache breakpoints.
-_IGNORED_MESSAGE_FIELDS = frozenset({"cache_control"})
-
 
 def _empty(value: Any) -> bool:
     return value is None or (isinstance(value, str | list | tuple | Mapping) and not value)
@@ -434,9 +426,11 @@ def _empty(value: Any) -> bool:
 
 def _check_fields(message: Mapping[str, Any], role: str, path: str) -> None:
     """Refuse a field of `message` that would not reach the model, naming it (`path.field`)."""
-    read = _MESSAGE_FIELDS[role]
+    # `cache_control` (LiteLLM's caching hint) changes cost, never the answer, and the CLI sets
+    # its own cache breakpoints: ignored.
+    read = {"role", "content", "cache_control", *_MESSAGE_FIELDS[role]}
     for key, value in message.items():
-        if key in ("role", "content") or key in read or key in _IGNORED_MESSAGE_FIELDS:
+        if key in read:
             continue
         if key in _EMPTY_ONLY:
             if not _empty(value):
@@ -467,15 +461,8 @@ def _check_names(messages: Sequence[Any]) -> None:
 
 
 def provider_messages(messages: Any) -> list[req.Message]:
-    """Chat Completions messages -> the provider's typed messages (`sf_provider._request`).
-
-    `system` and `developer` messages go into the system prompt (text parts on their own lines);
-    `user` content is text and `image_url` parts (data: or http(s) URLs); `assistant` messages
-    carry text, a `refusal`, `tool_calls` and LiteLLM-style `thinking_blocks` (or, without them,
-    `reasoning_content`, replayed as text); `tool` messages answer the calls by `tool_call_id`
-    (several text parts stay separate text blocks of the result). Nothing is glued together.
-    Any other field is refused (the README says which empty ones are accepted).
-    """
+    """Chat Completions messages -> the provider's typed messages (`sf_provider._request`), each
+    part as its own block (nothing is glued together); what each role may carry: the README."""
     if not isinstance(messages, Sequence) or isinstance(messages, str | bytes) or not messages:
         raise InvalidMessagesError("'messages' must be a non-empty list of messages")
     converted: list[req.Message] = []
@@ -588,24 +575,12 @@ def _assistant_content(message: Mapping[str, Any], where: str) -> tuple[req.Assi
     thinking_blocks = message.get("thinking_blocks") or []
     for i, block in enumerate(thinking_blocks):
         kind = block.get("type") if isinstance(block, Mapping) else None
-        if kind == "thinking":
-            signature = block.get("signature")
-            blocks.append(
-                req.Reasoning(str(block.get("thinking", "")),
-                          signature if isinstance(signature, str) and signature else None)
-            )  # fmt: skip
-        elif kind == "redacted_thinking":
-            data = block.get("data")
-            if not isinstance(data, str) or not data:
-                raise InvalidMessagesError(
-                    f"{where}.thinking_blocks[{i}]: a redacted_thinking block needs its 'data'"
-                )
-            blocks.append(req.Reasoning("", redacted=data))
-        else:
+        if kind not in ("thinking", "redacted_thinking"):
             raise InvalidMessagesError(
                 f"{where}.thinking_blocks[{i}]: a thinking block must be of type 'thinking' or "
                 f"'redacted_thinking', not {kind!r}"
             )
+        blocks.append(wire.reasoning(block, f"{where}.thinking_blocks[{i}]"))
     reasoning = message.get("reasoning_content")
     if reasoning is not None and not isinstance(reasoning, str):
         raise InvalidMessagesError(f"{where}: 'reasoning_content' must be a string")
@@ -713,20 +688,10 @@ def message(result: t.GenerateResult, *, structured: bool = False) -> dict[str, 
         ]  # fmt: skip
     if result.reasoning:
         answer["reasoning_content"] = result.reasoning
-    blocks = [_thinking_block(r.text, r.signature, r.redacted) for r in result.final_reasoning]
+    blocks = [wire.thinking_block(r.text, r.signature, r.redacted) for r in result.final_reasoning]
     if any(blocks):
         answer["thinking_blocks"] = [block for block in blocks if block]
     return answer
-
-
-def _thinking_block(text: str, signature: str | None, redacted: str | None) -> dict[str, Any]:
-    """A LiteLLM-style thinking block to replay: signed thinking or redacted thinking ({} for
-    unsigned reasoning, which cannot be replayed)."""
-    if redacted:
-        return {"type": "redacted_thinking", "data": redacted}
-    if signature:
-        return {"type": "thinking", "thinking": text, "signature": signature}
-    return {}
 
 
 def completion(
@@ -792,7 +757,7 @@ class ChunkMapper:
                 return [_choice({"reasoning_content": part.delta})]
             case t.ReasoningEndPart():
                 text = "".join(self._reasoning.pop(part.id, []))
-                block = _thinking_block(text, part.signature, part.redacted)
+                block = wire.thinking_block(text, part.signature, part.redacted)
                 return [_choice({"thinking_blocks": [block]})] if block else []
             case t.ToolInputStartPart():
                 return [self._open_call(part.id, part.tool_name, "")]
@@ -809,9 +774,7 @@ class ChunkMapper:
                     return [self._call_delta(part.tool_call_id, {"arguments": arguments})]
                 return []
             case t.DiscardPart():
-                self._sent.discard(
-                    part, "send the request again (without stream, the redo is folded in correctly)"
-                )
+                self._sent.discard(part, wire.RESEND)
                 return []
             case t.FinishPart():
                 self.usage = part.usage

@@ -20,7 +20,6 @@ except ImportError as exc:  # pragma: no cover - exercised only without the extr
         "sf_provider.adapters.litellm needs the extra: pip install 'sf-provider[litellm]'"
     ) from exc
 
-import uuid
 from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
 from typing import Any, NoReturn
 
@@ -37,19 +36,18 @@ from litellm.types.utils import (
 )
 from litellm.utils import custom_llm_setup
 
+from .. import _door as door
 from .._anthropic_format import header_betas
-from .._error_kinds import ErrorKind, classify
-from .._mapping import ResultCollector
+from .._door import ErrorKind, classify, iterate_in_thread, run_sync, warn_user
 from .._openai_format import (
     ChatRequest,
     ChunkMapper,
     UnsupportedParameterError,
     chat_request,
     completion,
+    completion_id,
 )
 from .._openai_format import usage as openai_usage
-from .._sync import iterate_in_thread, run_sync
-from .._warnings import warn_user
 from ..errors import ProviderError, UnsupportedRequestError
 from ..provider import ClaudeAgentProvider
 from ..settings import ProviderSettings
@@ -73,10 +71,8 @@ _RESTORED = frozenset({"reasoning_effort", "thinking"})
 _DROPPED_HARMLESSLY = frozenset({"user", "max_completion_tokens"})
 
 #: Parameters LiteLLM's list for custom providers passes on that the provider takes only at
-#: the value that asks for nothing: under `drop_params` another value is dropped with a
-#: `parameter-dropped` warning, as LiteLLM drops what a provider does not support; without it,
-#: it is LiteLLM's `UnsupportedParamsError`. (Not the legacy `functions`, nor
-#: `parallel_tool_calls`: they change which calls come back.)
+#: the value that asks for nothing: another value is dropped under `drop_params` (README, "Notes
+#: on LiteLLM"). Not `functions` nor `parallel_tool_calls`: they change which calls come back.
 _DROPPABLE = frozenset(
     {"temperature", "top_p", "n", "stop", "seed", "presence_penalty", "frequency_penalty",
      "logit_bias", "logprobs", "top_logprobs", "store", "service_tier", "modalities", "audio",
@@ -86,11 +82,9 @@ _DROPPABLE = frozenset(
 #: Delta fields a `GenericStreamingChunk` cannot carry: sent as a `ModelResponseStream`.
 _REASONING_FIELDS = frozenset({"reasoning_content", "thinking_blocks"})
 
-#: LiteLLM's model info for every `<name>/<model>` (`litellm.supports_function_calling`,
-#: `get_model_info`, ...): frameworks read it to decide whether to send tools at all (CrewAI,
-#: DSPy), a response schema or images. What the provider refuses (PDFs, audio, web search,
-#: computer use, a prefilled assistant turn, a system message after the first turn) is said to
-#: be unsupported.
+#: LiteLLM's model info for every `<name>/<model>` (`litellm.supports_function_calling`, ...),
+#: which frameworks read before sending tools (CrewAI, DSPy): what the provider refuses is said
+#: to be unsupported.
 _CAPABILITIES: dict[str, Any] = {
     "mode": "chat",
     **dict.fromkeys(
@@ -137,22 +131,18 @@ class ClaudeAgentLLM(CustomLLM):
 
     async def acompletion(self, *args: Any, **kwargs: Any) -> ModelResponse:
         """`litellm.acompletion(model="claude-agent/...")` without `stream`."""
-        chat, model, options, lost = self._request(kwargs)
-        collector = ResultCollector()
+        request, structured, model, lost = self._request(kwargs)
+        collector = door.ResultCollector()
         try:
-            async with self.provider.stream(chat.messages, tools=chat.tools, **options) as parts:
+            async with door.stream(self.provider, request) as parts:
                 async for part in parts:
                     collector.add(part)
         except ProviderError as exc:
             _raise(exc, model, self.name)
         result = collector.result()
-        answer = completion(result, model=model, structured=chat.structured)
+        answer = completion(result, model=model, structured=structured)
         answer["usage"] = _usage(result.usage, result.cost_usd)
-        call_warnings = [*lost, *result.warnings]
-        if call_warnings:
-            warn_user("ClaudeAgentLLM", call_warnings)
-            message = answer["choices"][0]["message"]
-            message["provider_specific_fields"] = _warnings_field(call_warnings)
+        _warned(answer["choices"][0]["message"], [*lost, *result.warnings])
         return ModelResponse(**answer)
 
     async def astreaming(  # type: ignore[override]  # LiteLLM iterates an async generator
@@ -161,22 +151,16 @@ class ClaudeAgentLLM(CustomLLM):
         """`litellm.acompletion(model="claude-agent/...", stream=True)`: `ChunkMapper`'s chunks,
         reasoning as LiteLLM's `ModelResponseStream` (its `GenericStreamingChunk` has no field
         for it), the rest as generic chunks, whose usage LiteLLM takes as given."""
-        chat, model, options, lost = self._request(kwargs)
-        mapper = ChunkMapper(structured=chat.structured)
-        stream_id = f"chatcmpl-{uuid.uuid4().hex}"
+        request, structured, model, lost = self._request(kwargs)
+        mapper = ChunkMapper(structured=structured)
+        stream_id = completion_id()
         cost: float | None = None
         try:
-            parts = self.provider.stream(chat.messages, tools=chat.tools, **options)
-            async with parts:
+            async with door.stream(self.provider, request) as parts:
                 async for part in parts:
                     if isinstance(part, StreamStartPart):
-                        call_warnings = [*lost, *part.warnings]
-                        warn_user("ClaudeAgentLLM", call_warnings)
                         start = mapper.start()
-                        if call_warnings:
-                            start["delta"]["provider_specific_fields"] = _warnings_field(
-                                call_warnings
-                            )
+                        _warned(start["delta"], [*lost, *part.warnings])
                         yield _stream_chunk(stream_id, model, start)
                     if isinstance(part, FinishPart):
                         cost = part.cost_usd
@@ -207,7 +191,9 @@ class ClaudeAgentLLM(CustomLLM):
 
     def _request(
         self, kwargs: Mapping[str, Any]
-    ) -> tuple[ChatRequest, str, dict[str, Any], list[CallWarning]]:
+    ) -> tuple[door.Request, bool, str, list[CallWarning]]:
+        """The call's request, whether its answer is structured, its model and the warnings of
+        what did not reach the model; what cannot be honoured raises LiteLLM's error."""
         model = str(kwargs.get("model") or "default")
         given = kwargs.get("optional_params") or {}
         optional = {k: v for k, v in given.items() if k not in _LITELLM_KEYS}
@@ -241,23 +227,24 @@ class ClaudeAgentLLM(CustomLLM):
                         f"environment): configure them there and leave {name} out"
                     )
             chat = self._chat_request(body, set(optional) - set(extra), lost, kwargs, model)
+            options = dict(chat.options)
+            betas = header_betas([headers.get("anthropic-beta", "")])
+            if betas:
+                options["betas"] = betas
+            if isinstance(given.get("max_retries"), int):  # `max_retries` / `num_retries`
+                options["max_retries"] = given["max_retries"]
+            # LiteLLM always passes a timeout (its default: `litellm.request_timeout`, 600 s), so
+            # it cannot lengthen the provider's own: the shorter one holds.
+            timeout = kwargs.get("timeout")
+            if isinstance(timeout, httpx.Timeout):
+                timeout = timeout.read
+            if isinstance(timeout, int | float) and timeout > 0:
+                own = self.provider.settings.timeout
+                options["timeout"] = float(timeout) if own is None else min(own, float(timeout))
+            request = door.request(chat.messages, chat.tools, **options)
         except ProviderError as exc:
             _raise(exc, model, self.name)
-        options = dict(chat.options)
-        betas = header_betas([headers.get("anthropic-beta", "")])
-        if betas:
-            options["betas"] = betas
-        if isinstance(given.get("max_retries"), int):  # `max_retries` / `num_retries`
-            options["max_retries"] = given["max_retries"]
-        # LiteLLM always passes a timeout (its default: `litellm.request_timeout`, 600 s), so
-        # it cannot lengthen the provider's own: the shorter one holds.
-        timeout = kwargs.get("timeout")
-        if isinstance(timeout, httpx.Timeout):
-            timeout = timeout.read
-        if isinstance(timeout, int | float) and timeout > 0:
-            own = self.provider.settings.timeout
-            options["timeout"] = float(timeout) if own is None else min(own, float(timeout))
-        return chat, model, options, lost
+        return request, chat.structured, model, lost
 
     def _chat_request(
         self,
@@ -310,10 +297,8 @@ def _dropped_by_litellm(kwargs: Mapping[str, Any], given: Mapping[str, Any]) -> 
 
 
 def _usage(usage: Usage, cost_usd: float | None) -> dict[str, Any]:
-    """OpenAI's usage with the CLI's cost of the query as `cost`: LiteLLM bills a provider's own
-    `usage.cost` (as OpenRouter's) for `completion_cost`, `response_cost` and its callbacks;
-    it has no prices for `claude-agent/...` models, so it would count 0 (or Anthropic's API
-    prices for another model name)."""
+    """OpenAI's usage with the CLI's cost of the query as `cost`, which LiteLLM bills as a
+    provider's own (it has no prices for `claude-agent/...` models)."""
     answer = openai_usage(usage)
     if cost_usd is not None:
         answer["cost"] = cost_usd
@@ -328,9 +313,12 @@ def _stream_chunk(stream_id: str, model: str, choice: Mapping[str, Any]) -> Mode
     return ModelResponseStream(id=stream_id, model=model, choices=[answer])
 
 
-def _warnings_field(call_warnings: Sequence[CallWarning]) -> dict[str, Any]:
-    """The message's (or first delta's) `provider_specific_fields` with the query's warnings."""
-    return {"warnings": [w.model_dump() for w in call_warnings]}
+def _warned(fields: dict[str, Any], call_warnings: Sequence[CallWarning]) -> None:
+    """The query's warnings as `UserWarning`s and in the message's (or first delta's)
+    `provider_specific_fields`."""
+    if call_warnings:
+        warn_user("ClaudeAgentLLM", call_warnings, stacklevel=3)
+        fields["provider_specific_fields"] = {"warnings": [w.model_dump() for w in call_warnings]}
 
 
 def _generic_chunk(

@@ -1,10 +1,6 @@
-"""The gateway's door for errors: an error's kind (`_error_kinds.classify`) -> HTTP status and
-error type, for both API styles.
-
-The error types are the Anthropic API's vocabulary (`invalid_request_error`,
-`authentication_error`, `rate_limit_error`, `overloaded_error`, ...); the gateway also writes
-them into OpenAI-shaped bodies, where clients go by the status and the `code`
-(`context_length_exceeded` for a prompt longer than the model's context window).
+"""The gateway's errors: an error's kind (`_error_kinds.classify`) -> HTTP status and error type
+(the Anthropic API's vocabulary, also written into OpenAI-shaped bodies, where clients go by the
+status and the `code`), for both API styles.
 """
 
 from __future__ import annotations

@@ -1,13 +1,7 @@
 """What both API styles of the gateway share: settings, the guard in front of the routes
-(keys, concurrency, body size), errors, and `model_endpoint`, which makes a model route of a
-door's parse and render functions (`ModelCall`) and runs its query as a `QueryResponse`.
-
-Errors: `error_info` (`gateway._errors`, by the error's kind, as every door maps it)
-gives an error's HTTP status and type; each style writes its own body (`_error_body`): OpenAI's
-`{"error": {"message", "type", "param", "code"}}`, Anthropic's `{"type": "error", "error":
-{"type", "message"}}`. The style is the route's (`/v1/messages` Anthropic's,
-`/v1/chat/completions` OpenAI's), elsewhere the client's (`anthropic_client`). A query's
-`CallWarning`s go out in the `sf-provider-warnings` header (`warnings_header`).
+(keys, concurrency, body size), errors in the route's style (`error_response`; off the model
+routes, the client's), and `model_endpoint`, which makes a model route of a door's parse and
+render functions (`ModelCall`) and runs its query as a `QueryResponse`.
 """
 
 from __future__ import annotations
@@ -49,8 +43,6 @@ if TYPE_CHECKING:
 __all__ = [
     "KEYS_ENV",
     "WARNINGS_HEADER",
-    "ErrorInfo",
-    "GatewayError",
     "GatewayGuard",
     "GatewaySettings",
     "ModelCall",
@@ -128,12 +120,6 @@ class GatewaySettings(BaseModel):
 # --------------------------------------------------------------------------- errors
 
 
-def _headers(info: ErrorInfo) -> dict[str, str]:
-    if info.retry_after is None:
-        return {}
-    return {"Retry-After": str(max(math.ceil(info.retry_after), 0))}  # whole seconds
-
-
 def _error_body(style: Style, info: ErrorInfo) -> dict[str, Any]:
     """An error in the style's own shape (the body of an error response or SSE event)."""
     if style == "openai":
@@ -148,7 +134,9 @@ def _error_body(style: Style, info: ErrorInfo) -> dict[str, Any]:
 def _error_json(style: Style, info: ErrorInfo) -> JSONResponse:
     """An error response in the style's shape. 529 (Anthropic's "overloaded") is 503 in OpenAI's."""
     status = 503 if style == "openai" and info.status == 529 else info.status
-    return JSONResponse(_error_body(style, info), status_code=status, headers=_headers(info))
+    wait = info.retry_after
+    headers = {} if wait is None else {"Retry-After": str(max(math.ceil(wait), 0))}  # seconds
+    return JSONResponse(_error_body(style, info), status_code=status, headers=headers)
 
 
 def sse(data: Mapping[str, Any], event: str | None = None) -> bytes:
@@ -412,21 +400,14 @@ def model_endpoint(
 
 class QueryResponse(Response):
     """The response to a model request: runs its query (`parts`, from `provider.stream`, so bad
-    input has already raised) and answers in one API style.
+    input has already raised) in the request's own task, in the caller's trace (`traceparent`),
+    and answers in one API style; a client that disconnects stops it.
 
-    - Everything happens in the request's own task: a provider stream is consumed by one task.
-    - A `traceparent` header (W3C Trace Context) makes the query's span part of the caller's
-      trace, when tracing is configured (`sf_provider._tracing`).
-    - A client that disconnects stops the query (and its CLI) at once.
-    - An error before any content is an ordinary error response with its status; most
-      failures (the API's 401/429/529, a timeout before the first token) are such.
-    - Streaming (`events` given): the parts up to the first content are read first, then
-      `200 text/event-stream` with what `events` makes of all the parts; an error after that is
-      the style's error event, and the stream ends.
-    - Otherwise the parts are folded into a `GenerateResult` (as `generate` does) and
-      `complete` gives the JSON body.
-    - The query's warnings (from its stream-start part) are the `sf-provider-warnings` header
-      of whichever response it gets (`warnings_header`).
+    An error before any content is an ordinary error response with its status (most failures
+    are). Streaming (`events` given), the parts up to the first content are read first, then
+    `200 text/event-stream` with what `events` makes of all the parts; an error after that is
+    the style's error event. Otherwise `complete` gives the JSON body of the folded result. The
+    query's warnings are the `sf-provider-warnings` header of whichever response it gets.
     """
 
     def __init__(

@@ -1,10 +1,8 @@
 """`POST /v1/messages`: the Anthropic Messages API over the provider.
 
-`sf_provider._anthropic_format` reads the request (what is honoured, what is refused with a 400
-naming the parameter) and writes the answer; tool calls come back as `tool_use` blocks for the
-client to run. With `stream: true` the answer is the API's SSE events (`message_start`, `ping`,
-content blocks and their deltas, `message_delta` with the stop reason and usage,
-`message_stop`). The betas of the `anthropic-beta` header reach the API request (`header_betas`).
+`sf_provider._anthropic_format` reads the request and writes the answer, streamed as the API's
+SSE events (what each parameter does: the README, "Gateway"); the betas of the `anthropic-beta`
+header reach the API request (`header_betas`).
 """
 
 from __future__ import annotations

@@ -27,10 +27,9 @@ from .._door import flush
 from ..errors import ProviderError
 from ..provider import ClaudeAgentProvider
 from ..settings import ProviderSettings
+from ._errors import ErrorInfo, GatewayError
 from ._http import (
     KEYS_ENV,
-    ErrorInfo,
-    GatewayError,
     GatewayGuard,
     GatewaySettings,
     Slots,
@@ -125,7 +124,7 @@ def create_app(
                                          f"{request.method} {request.url.path}"))  # fmt: skip
         return error_response(request, exc)
 
-    app = Starlette(
+    return Starlette(
         routes=routes,
         middleware=[Middleware(GatewayGuard, settings=settings, slots=slots)],
         exception_handlers={
@@ -136,9 +135,6 @@ def create_app(
         },
         lifespan=lifespan,
     )
-    app.state.settings = settings
-    app.state.slots = slots
-    return app
 
 
 def _loopback(host: str) -> bool:

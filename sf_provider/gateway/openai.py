@@ -1,10 +1,8 @@
 """`POST /v1/chat/completions`: the OpenAI Chat Completions API over the provider.
 
-`sf_provider._openai_format` reads the request (what is honoured, what is refused with a 400
-naming the parameter) and writes the answer; tool calls come back as `tool_calls` for the client
-to run. With `stream: true` the answer is `chat.completion.chunk` events: the role, content and
-tool-call deltas (index, id and name, then argument fragments), the finish reason, a usage chunk
-when `stream_options.include_usage` is set, and `data: [DONE]`.
+`sf_provider._openai_format` reads the request and writes the answer (what each parameter does:
+the README, "Gateway"); streamed, the chunks end with a usage chunk when
+`stream_options.include_usage` is set, and `data: [DONE]`.
 """
 
 from __future__ import annotations

@@ -36,7 +36,6 @@ from sf_provider._anthropic_format import (
     header_betas,
     message,
     parse_request,
-    stop_reason,
 )
 from sf_provider._mapping import ResultCollector
 from sf_provider._messages import convert_messages
@@ -674,7 +673,11 @@ def test_structured_output_is_one_json_text_block_in_both_forms() -> None:
     ],
 )
 def test_stop_reasons(finish_reason: Any, raw: str, expected: str) -> None:
-    assert stop_reason(finish_reason, raw) == expected
+    finish = FinishPart(finish_reason=finish_reason, raw_stop_reason=raw)
+    result = GenerateResult(text="", finish_reason=finish_reason, raw_stop_reason=raw)
+    answer = message(result, message_id="msg_1", model="sonnet", structured=False)
+    events = EventMapper("sonnet", message_id="msg_1").add(finish)
+    assert answer["stop_reason"] == events[0]["delta"]["stop_reason"] == expected
 
 
 # -- redacted thinking: opaque data, no text; back to the model as it came
