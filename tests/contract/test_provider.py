@@ -145,7 +145,7 @@ async def test_executors_run_in_the_event_loop_thread_or_a_worker_but_in_process
     ("make_request", "error"),
     [
         (lambda p, t: p.stream("x", tools=[t, t]), DuplicateToolNameError),
-        (lambda p, t: p.stream("x", tools=[t], temperature=0.2), UnsupportedRequestError),
+        (lambda p, t: p.stream("x", tools=[t], seed=7), UnsupportedRequestError),
         (
             lambda p, t: p.stream([{"role": "robot", "content": "x"}], tools=[t]),
             InvalidMessagesError,

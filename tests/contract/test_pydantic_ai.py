@@ -133,8 +133,8 @@ async def test_structured_output_comes_back_through_the_output_tool() -> None:
     response = result.all_messages()[-2]
     assert isinstance(response, ModelResponse)
     assert (response.provider_response_id or "").startswith("msg_"), "the API message's id"
-    system = str(api.requests[0].body.get("system"))
-    assert "must answer by calling" in system, "no text output allowed: tool_choice='required'"
+    # No text output allowed: the output tool is required (sent as the API's tool_choice).
+    assert api.requests[0].body["tool_choice"] == {"type": "any"}
 
 
 @pytest.mark.parametrize("run", ["run", "run_stream"])

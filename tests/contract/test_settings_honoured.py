@@ -224,11 +224,20 @@ async def test_pydantic_ai_max_tokens_and_thinking_level_reach_the_request() -> 
     assert sent(api.requests[0])["effort"] == "low"
 
 
+async def test_pydantic_ai_sampling_settings_reach_the_request_as_written() -> None:
+    async with ScriptedMessagesAPI([reply(text("ok"))]) as api:
+        agent = Agent(ClaudeAgentModel(api.settings(warm_processes=0)))
+        with warnings.catch_warnings():
+            warnings.simplefilter("error", UnsupportedSettingWarning)
+            settings: Any = {"temperature": 0.1, "top_p": 0.5, "top_k": 3}
+            await agent.run("hi", model_settings=settings)
+    body = api.requests[0].body
+    assert (body["temperature"], body["top_p"], body["top_k"]) == (0.1, 0.5, 3)
+
+
 @pytest.mark.parametrize(
     "setting",
     [
-        {"temperature": 0.1},
-        {"top_p": 0.5},
         {"seed": 7},
         {"extra_body": {"x": 1}},
     ],
@@ -278,13 +287,12 @@ def adder(calls: list[tuple[int, int]]) -> FunctionTool:
 
 
 @pytest.mark.parametrize("mode", ["single-turn", "executor"])
-async def test_pydantic_ai_parallel_tool_calls_false_is_the_providers_option_which_refuses_it(
-    mode: str,
-) -> None:
-    """It warned (pydantic-ai's own warning, or the adapter's in mode='executor') and the
-    calls of a turn came back together anyway."""
+async def test_pydantic_ai_parallel_tool_calls_false_reaches_the_request(mode: str) -> None:
+    """It warned (pydantic-ai's own warning, or the adapter's in mode='executor'), then was
+    refused; now every model call of the run may make one tool call at most."""
     calls: list[tuple[int, int]] = []
-    async with ScriptedMessagesAPI([]) as api:
+    script = [reply(tool_use("add", {"a": 1, "b": 2})), reply(text("3"))]
+    async with ScriptedMessagesAPI(script) as api:
         tools = [adder(calls)]
         if mode == "executor":
             agent = Agent(ClaudeAgentModel(api.settings(), mode="executor", tools=tools))
@@ -292,9 +300,11 @@ async def test_pydantic_ai_parallel_tool_calls_false_is_the_providers_option_whi
             agent = Agent(ClaudeAgentModel(api.settings()), tools=[tools[0].executor])
         with warnings.catch_warnings():
             warnings.simplefilter("error", UnsupportedSettingWarning)
-            with pytest.raises(UnsupportedRequestError, match="cannot limit a turn to one call"):
-                await agent.run("add", model_settings={"parallel_tool_calls": False})
-    assert api.all_requests == [], "refused before any process started"
+            result = await agent.run("add", model_settings={"parallel_tool_calls": False})
+    assert result.output == "3"
+    assert calls == ([(1, 2)] if mode == "executor" else [])  # single-turn: the Agent ran it
+    one_call = {"type": "auto", "disable_parallel_tool_use": True}
+    assert [r.body["tool_choice"] for r in api.requests] == [one_call, one_call]
 
 
 async def test_pydantic_ai_stop_sequences_end_the_answer_without_a_warning() -> None:
@@ -441,7 +451,7 @@ async def test_least_thinking_with_an_effort_is_refused() -> None:
         provider.stream("hi", thinking="least", effort="high")
 
 
-def test_the_provider_has_no_temperature_option() -> None:
+def test_the_provider_refuses_a_temperature_that_is_no_number() -> None:
     provider = ClaudeAgentProvider()
     with pytest.raises(UnsupportedRequestError, match="temperature"):
-        provider.stream("hi", temperature=0.1)
+        provider.stream("hi", temperature="warm")

@@ -472,7 +472,7 @@ async def test_warm_up_explains_what_it_cannot_do() -> None:
             with pytest.raises(UnsupportedRequestError, match="whole number of at least 1"):
                 await provider.warm_up(processes=processes)  # type: ignore[arg-type]
         with pytest.raises(UnsupportedRequestError, match="invalid call options"):
-            await provider.warm_up(temperature=0.5)
+            await provider.warm_up(seed=7)
         missing = ClaudeAgentProvider(api.settings(warm_processes=1, cli_path="/nonexistent/cli"))
         with pytest.raises(ProviderError):
             await missing.warm_up()
