@@ -190,7 +190,7 @@ class ChatClaudeAgent(BaseChatModel):
             params["ls_max_tokens"] = max_tokens
         if options.get("temperature") is not None:
             params["ls_temperature"] = options["temperature"]
-        if stops := options.get("stop_sequences"):
+        if stops := stop or options.get("stop_sequences"):
             params["ls_stop"] = stops
         return params
 
@@ -203,11 +203,10 @@ class ChatClaudeAgent(BaseChatModel):
         self, kwargs: dict[str, Any], stop: list[str] | None = None
     ) -> dict[str, Any]:
         """The model's own settings (those set), under the call's keyword arguments; a call's
-        `stop` replaces the model's (as ChatAnthropic's does), added to its `stop_sequences`."""
+        `stop` replaces the model's (as ChatAnthropic's does)."""
         own = {name: getattr(self, name) for name in _OWN_FIELDS if getattr(self, name) is not None}
         if stop:
             own.pop("stop_sequences", None)
-            kwargs = {**kwargs, "stop_sequences": [*kwargs.get("stop_sequences", ()), *stop]}
         return {**own, **kwargs}
 
     def bind_tools(
@@ -314,7 +313,7 @@ class ChatClaudeAgent(BaseChatModel):
         collector = door.ResultCollector()  # as `provider.generate`, keeping a reply that failed
         failure = None
         try:
-            request, lost = _request(messages, self._call_options(kwargs, stop))
+            request, lost = _request(messages, stop, self._call_options(kwargs, stop))
             async with aclosing(door.stream(self.provider, request)) as parts:
                 async for part in parts:
                     collector.add(part)
@@ -339,7 +338,7 @@ class ChatClaudeAgent(BaseChatModel):
     ) -> AsyncIterator[ChatGenerationChunk]:
         keep_reply = bool(kwargs.pop(_KEEP_REPLY, False))
         try:
-            request, lost = _request(messages, self._call_options(kwargs, stop))
+            request, lost = _request(messages, stop, self._call_options(kwargs, stop))
             model = self._requested_model(request.options.model)
             chunks = _ChunkMapper(model, blocks=bool(request.tools))
             chunks.warnings.extend(lost)
@@ -530,12 +529,14 @@ def _structured_output(schema: dict[str, Any] | type, message: BaseMessage) -> A
 
 
 def _request(
-    messages: list[BaseMessage], kwargs: dict[str, Any]
+    messages: list[BaseMessage], stop: list[str] | None, kwargs: dict[str, Any]
 ) -> tuple[door.Request, list[sf.CallWarning]]:
     """The provider's request, and what the messages lost (warned of here, and reported with
     the reply's `response_metadata["warnings"]`)."""
     options = _options(kwargs)
     options.pop("stream", None)  # LangChain's own, already acted on (`_LANGCHAIN_OWN`)
+    if stop:  # LangChain's `stop` (invoke, bind): the provider's stop sequences
+        options["stop_sequences"] = [*options.get("stop_sequences", ()), *stop]
     # `bind(tools=...)` and `invoke(..., tools=...)` take what bind_tools takes.
     tools = _bound_tools(options.pop("tools", None) or [], options)
     converted, lost = _provider_messages(messages)
