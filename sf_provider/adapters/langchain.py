@@ -28,7 +28,7 @@ from collections.abc import AsyncIterator, Callable, Iterator, Mapping, Sequence
 from contextlib import aclosing
 from functools import partial
 from operator import itemgetter
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 from langchain_core import exceptions as langchain_errors
 from langchain_core.callbacks import AsyncCallbackManagerForLLMRun, CallbackManagerForLLMRun
@@ -55,7 +55,10 @@ from pydantic import (
     BaseModel,
     ConfigDict,
     Field,
+    FiniteFloat,
     SecretStr,
+    Strict,
+    StrictInt,
     field_validator,
     model_validator,
 )
@@ -96,6 +99,9 @@ _ANSWER_SETTINGS = (
     *_OWN_FIELDS, "system_prompt", "max_turns", "max_budget_usd", "extra_args"
 )  # fmt: skip
 
+#: A sampling setting: any finite number, as the provider's call option takes it.
+_Sampling = Annotated[FiniteFloat, Strict()]
+
 
 class ChatClaudeAgent(BaseChatModel):
     """Claude through the Claude Code CLI as a LangChain chat model; LangChain runs the tools.
@@ -125,13 +131,9 @@ class ChatClaudeAgent(BaseChatModel):
     max_retries: int | None = Field(default=None, ge=0, description="HTTP retries of the CLI.")
     thinking: Thinking | None = Field(default=None, description="Extended thinking (`Thinking`).")
     effort: Effort | None = Field(default=None, description="Effort level (`Effort`).")
-    temperature: float | None = Field(
-        default=None, strict=True, allow_inf_nan=False, description="Sent as written."
-    )
-    top_p: float | None = Field(
-        default=None, strict=True, allow_inf_nan=False, description="Sent as written."
-    )
-    top_k: int | None = Field(default=None, strict=True, description="Sent as written.")
+    temperature: _Sampling | None = Field(default=None, description="Sent as written.")
+    top_p: _Sampling | None = Field(default=None, description="Sent as written.")
+    top_k: StrictInt | None = Field(default=None, description="Sent as written.")
     stop_sequences: list[str] | None = Field(
         default=None,
         validation_alias=AliasChoices("stop", "stop_sequences"),

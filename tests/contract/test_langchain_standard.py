@@ -78,11 +78,7 @@ def _prompt(request: RecordedRequest) -> str:
 def answer(request: RecordedRequest) -> Reply:
     last = request.messages[-1]["content"]
     answered = isinstance(last, list) and any(b.get("type") == "tool_result" for b in last)
-    offered = [
-        t
-        for t in request.tools
-        if t["name"].startswith("mcp__sf__") or t["name"] == "StructuredOutput"
-    ]
+    offered = request.tools  # the bound tools (`mcp__sf__<name>`), or `StructuredOutput`
     if not offered or answered:
         return reply(text("Hello! The answer is 3."))
     prompt = _prompt(request)
