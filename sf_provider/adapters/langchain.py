@@ -23,11 +23,12 @@ except ImportError as exc:  # pragma: no cover - exercised only without the extr
     ) from exc
 
 import json
+import warnings
 from collections.abc import AsyncIterator, Callable, Iterator, Mapping, Sequence
 from contextlib import aclosing
 from functools import partial
 from operator import itemgetter
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 from langchain_core import exceptions as langchain_errors
 from langchain_core.callbacks import AsyncCallbackManagerForLLMRun, CallbackManagerForLLMRun
@@ -49,7 +50,18 @@ from langchain_core.outputs import ChatGeneration, ChatGenerationChunk, ChatResu
 from langchain_core.runnables import Runnable, RunnableLambda, RunnableMap, RunnablePassthrough
 from langchain_core.tools import BaseTool
 from langchain_core.utils.function_calling import convert_to_json_schema, convert_to_openai_tool
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import (
+    AliasChoices,
+    BaseModel,
+    ConfigDict,
+    Field,
+    FiniteFloat,
+    SecretStr,
+    Strict,
+    StrictInt,
+    field_validator,
+    model_validator,
+)
 from pydantic.v1 import BaseModel as BaseModelV1
 
 from .. import _door as door
@@ -75,7 +87,10 @@ ToolLike = Mapping[str, Any] | type | Callable[..., Any] | BaseTool
 
 
 #: The model's own settings, applied to every call over the provider's (`_call_options`).
-_OWN_FIELDS = ("model", "max_tokens", "timeout", "max_retries", "thinking", "effort")
+_OWN_FIELDS = (
+    "model", "max_tokens", "timeout", "max_retries", "thinking", "effort",
+    "temperature", "top_p", "top_k", "stop_sequences",
+)  # fmt: skip
 
 #: Provider settings that change what the model is asked, or how its answer may end: with the
 #: model's own settings, the LLM cache key (`_identifying_params`). `extra_args` are CLI flags,
@@ -84,20 +99,27 @@ _ANSWER_SETTINGS = (
     *_OWN_FIELDS, "system_prompt", "max_turns", "max_budget_usd", "extra_args"
 )  # fmt: skip
 
+#: A sampling setting: any finite number, as the provider's call option takes it.
+_Sampling = Annotated[FiniteFloat, Strict()]
+
 
 class ChatClaudeAgent(BaseChatModel):
     """Claude through the Claude Code CLI as a LangChain chat model; LangChain runs the tools.
 
-    Give it a `provider` (a `ClaudeAgentProvider`) or `settings` (a `ProviderSettings`), not
-    both. `model`, `max_tokens`, `timeout`, `max_retries`, `thinking` (also ChatAnthropic's
-    dicts) and `effort` apply to every call, over the provider's settings; any other
+    Give it a `provider` (a `ClaudeAgentProvider`), or `settings` (a `ProviderSettings`) and/or
+    `api_key` (the CLI's `ANTHROPIC_API_KEY`) to build one. `model`, `max_tokens`, `timeout`,
+    `max_retries`, `thinking` (also ChatAnthropic's dicts), `effort`, `temperature`, `top_p`,
+    `top_k` and `stop` apply to every call, over the provider's settings; any other
     constructor argument is refused. Keyword arguments of `invoke`/`stream`/`bind` are the
     provider's call options, checked before anything starts. What each does, what is refused,
     and how replies and errors look: the README's "Model settings" table and its "Frameworks:
     pydantic-ai and LangChain".
     """
 
-    model_config = ConfigDict(arbitrary_types_allowed=True, extra="forbid")
+    # Errors name the field, not the input: `api_key` is a credential.
+    model_config = ConfigDict(
+        arbitrary_types_allowed=True, extra="forbid", hide_input_in_errors=True
+    )
 
     provider: ClaudeAgentProvider = Field(default_factory=ClaudeAgentProvider, exclude=True)
     settings: ProviderSettings | None = Field(
@@ -109,6 +131,20 @@ class ChatClaudeAgent(BaseChatModel):
     max_retries: int | None = Field(default=None, ge=0, description="HTTP retries of the CLI.")
     thinking: Thinking | None = Field(default=None, description="Extended thinking (`Thinking`).")
     effort: Effort | None = Field(default=None, description="Effort level (`Effort`).")
+    temperature: _Sampling | None = Field(default=None, description="Sent as written.")
+    top_p: _Sampling | None = Field(default=None, description="Sent as written.")
+    top_k: StrictInt | None = Field(default=None, description="Sent as written.")
+    stop_sequences: list[str] | None = Field(
+        default=None,
+        validation_alias=AliasChoices("stop", "stop_sequences"),
+        description="Stop sequences of every call (`stop`); a call's `stop` replaces them.",
+    )
+    api_key: SecretStr | None = Field(
+        default=None,
+        exclude=True,
+        validation_alias=AliasChoices("api_key", "anthropic_api_key"),
+        description="The CLI's ANTHROPIC_API_KEY, in the `env` of the provider built here.",
+    )
     streaming: bool = Field(
         default=False,
         description="LangChain's flag: `invoke` streams, so callbacks get each token.",
@@ -121,13 +157,17 @@ class ChatClaudeAgent(BaseChatModel):
 
     @model_validator(mode="after")
     def _provider_from_settings(self) -> ChatClaudeAgent:
-        if self.settings is not None:
+        settings = self.settings
+        if self.api_key is not None:
+            settings = _with_key(settings or ProviderSettings(), self.api_key)
+        if settings is not None:
             if "provider" in self.model_fields_set:
+                given = "settings" if self.settings is not None else "an api_key"
                 raise ValueError(
-                    "give ChatClaudeAgent a provider or settings, not both: a provider keeps "
-                    "the settings it was built with, so these settings would be ignored"
+                    f"give ChatClaudeAgent a provider or {given}, not both: a provider keeps "
+                    f"the settings (and key) it was built with, so these would be ignored"
                 )
-            self.provider = ClaudeAgentProvider(self.settings)
+            self.provider = ClaudeAgentProvider(settings)
         return self
 
     @property
@@ -144,14 +184,16 @@ class ChatClaudeAgent(BaseChatModel):
     def _get_ls_params(self, stop: list[str] | None = None, **kwargs: Any) -> LangSmithParams:
         """What LangSmith records of a call, as ChatAnthropic reports it (provider `anthropic`,
         so a run is priced as Claude), with the model and output limit the call applies."""
-        options = self._call_options(kwargs)
+        options = self._call_options(kwargs, stop)
         params = LangSmithParams(ls_provider="anthropic", ls_model_type="chat")
         if model := self._requested_model(options.get("model")):
             params["ls_model_name"] = model
         if max_tokens := options.get("max_tokens") or self.provider.settings.max_tokens:
             params["ls_max_tokens"] = max_tokens
-        if stop:
-            params["ls_stop"] = stop
+        if options.get("temperature") is not None:
+            params["ls_temperature"] = options["temperature"]
+        if stops := stop or options.get("stop_sequences"):
+            params["ls_stop"] = stops
         return params
 
     def _requested_model(self, model: Any) -> str | None:
@@ -159,9 +201,14 @@ class ChatClaudeAgent(BaseChatModel):
         model = model or self.provider.settings.model
         return str(model) if model else None
 
-    def _call_options(self, kwargs: dict[str, Any]) -> dict[str, Any]:
-        """The model's own settings (those set), under the call's keyword arguments."""
+    def _call_options(
+        self, kwargs: dict[str, Any], stop: list[str] | None = None
+    ) -> dict[str, Any]:
+        """The model's own settings (those set), under the call's keyword arguments; a call's
+        `stop` replaces the model's (as ChatAnthropic's does)."""
         own = {name: getattr(self, name) for name in _OWN_FIELDS if getattr(self, name) is not None}
+        if stop:
+            own.pop("stop_sequences", None)
         return {**own, **kwargs}
 
     def bind_tools(
@@ -197,19 +244,28 @@ class ChatClaudeAgent(BaseChatModel):
         schema: dict[str, Any] | type,
         *,
         include_raw: bool = False,
-        method: Literal["function_calling", "json_schema"] = "function_calling",
+        method: Literal["function_calling", "json_schema", "json_mode"] = "function_calling",
         strict: bool | None = None,
         **kwargs: Any,
     ) -> Runnable[LanguageModelInput, dict[str, Any] | BaseModel]:
         """Answers as `schema` (a pydantic model, TypedDict or JSON Schema dict):
         `method="function_calling"` (the default) by a tool call, `"json_schema"` by the
-        provider's `output_schema` (the CLI's `StructuredOutput` tool); `include_raw=True`
-        hands back a text answer with a `parsing_error` (see the README, "Frameworks")."""
+        provider's `output_schema` (the CLI's `StructuredOutput` tool; `"json_mode"` too, with
+        a warning, as ChatAnthropic reads it); `include_raw=True` hands back a text answer with
+        a `parsing_error` (see the README, "Frameworks")."""
+        if method == "json_mode":
+            warnings.warn(
+                "ChatClaudeAgent: with_structured_output(method='json_mode') uses 'json_schema', "
+                "as ChatAnthropic does: the Messages API has no JSON mode",
+                UserWarning,
+                stacklevel=2,
+            )
+            method = "json_schema"
         if method not in ("function_calling", "json_schema"):
             raise UnsupportedRequestError(
                 f"with_structured_output(method={method!r}) is not supported: use "
                 f"'function_calling' (a tool call, the default) or 'json_schema' (the CLI's "
-                f"structured output); the CLI has no JSON mode"
+                f"structured output)"
             )
         if method == "function_calling" and not include_raw and not strict:
             return super().with_structured_output(schema, **kwargs)
@@ -259,7 +315,7 @@ class ChatClaudeAgent(BaseChatModel):
         collector = door.ResultCollector()  # as `provider.generate`, keeping a reply that failed
         failure = None
         try:
-            request, lost = _request(messages, stop, self._call_options(kwargs))
+            request, lost = _request(messages, stop, self._call_options(kwargs, stop))
             async with aclosing(door.stream(self.provider, request)) as parts:
                 async for part in parts:
                     collector.add(part)
@@ -284,7 +340,7 @@ class ChatClaudeAgent(BaseChatModel):
     ) -> AsyncIterator[ChatGenerationChunk]:
         keep_reply = bool(kwargs.pop(_KEEP_REPLY, False))
         try:
-            request, lost = _request(messages, stop, self._call_options(kwargs))
+            request, lost = _request(messages, stop, self._call_options(kwargs, stop))
             model = self._requested_model(request.options.model)
             chunks = _ChunkMapper(model, blocks=bool(request.tools))
             chunks.warnings.extend(lost)
@@ -382,13 +438,13 @@ def _tool_choice(choice: str | dict[str, Any] | bool | None) -> door.ToolChoice:
     return door.NamedToolChoice(name=name)
 
 
-#: Keyword arguments other chat models take that the CLI cannot honour, and why.
+#: Keyword arguments other chat models take that the provider cannot honour, and why.
 _NO_SWITCH = {
     **dict.fromkeys(
-        ("temperature", "top_p", "top_k", "seed", "presence_penalty", "frequency_penalty",
-         "logit_bias", "service_tier", "logprobs", "n"),
-        "the Claude Code CLI has no switch for it",
+        ("seed", "presence_penalty", "frequency_penalty", "logit_bias", "logprobs", "n"),
+        "the Messages API has no such setting",
     ),
+    "service_tier": "the Claude Code CLI cannot choose a service tier",
     **dict.fromkeys(
         ("extra_headers", "extra_body", "extra_query", "betas", "mcp_servers"),
         "the Claude Code CLI makes the API request itself and takes no extra request fields",
@@ -418,6 +474,19 @@ def _options(kwargs: Mapping[str, Any]) -> dict[str, Any]:
             )
         options[name] = _thinking(value) if name == "thinking" else value
     return options
+
+
+def _with_key(settings: ProviderSettings, api_key: SecretStr) -> ProviderSettings:
+    """`settings` whose CLI gets `api_key` as its ANTHROPIC_API_KEY."""
+    key, env = api_key.get_secret_value(), settings.env
+    if not key:
+        raise ValueError("api_key is empty: give the key, or leave api_key out")
+    if env.get("ANTHROPIC_API_KEY", key) != key:  # names only: keys stay out of errors
+        raise ValueError(
+            "api_key and settings.env['ANTHROPIC_API_KEY'] are two different keys for the CLI; "
+            "keep one"
+        )
+    return settings.model_copy(update={"env": {**env, "ANTHROPIC_API_KEY": key}})
 
 
 def _thinking(value: Any) -> Any:

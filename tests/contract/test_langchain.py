@@ -272,7 +272,9 @@ async def test_tool_choice_required_reaches_the_request() -> None:
         model = ChatClaudeAgent(settings=api.settings()).bind_tools([add], tool_choice="add")
         answer = await model.ainvoke("One plus one?")
     assert [c["name"] for c in answer.tool_calls] == ["add"]
-    assert "must answer by calling" in str(api.requests[0].body.get("system"))
+    body = api.requests[0].body
+    assert body["tool_choice"] == {"type": "tool", "name": "mcp__sf__add"}
+    assert body["thinking"] == {"type": "disabled"}  # the API refuses a forced call with it
 
 
 def test_messages_convert_faithfully() -> None:

@@ -33,9 +33,11 @@ from sf_provider import (
     ContextWindowExceededError,
     InvalidMessagesError,
     ProviderError,
+    ProviderSettings,
     QueryTimeoutError,
     RateLimitError,
     UnsupportedRequestError,
+    UnsupportedSettingError,
 )
 from sf_provider import _request as req
 from sf_provider.adapters.langchain import ChatClaudeAgent, _provider_messages
@@ -254,18 +256,20 @@ async def test_an_object_the_model_refuses_fails_alike_for_pydantic_v1_and_v2(
     assert "not the capital" in str(result["parsing_error"])
 
 
-@pytest.mark.parametrize(
-    ("arguments", "problem"),
-    [
-        ({"method": "json_mode"}, "'function_calling'.*'json_schema'"),
-        ({"method": "no-such-method"}, "'function_calling'.*'json_schema'"),
-    ],
-)
-def test_structured_output_refuses_what_it_cannot_do(
-    arguments: dict[str, Any], problem: str
-) -> None:
-    with pytest.raises(UnsupportedRequestError, match=problem):
-        ChatClaudeAgent().with_structured_output(Answer, **arguments)
+def test_structured_output_refuses_what_it_cannot_do() -> None:
+    with pytest.raises(UnsupportedRequestError, match=r"'function_calling'.*'json_schema'"):
+        ChatClaudeAgent().with_structured_output(Answer, **{"method": "no-such-method"})
+
+
+@pytest.mark.anyio
+async def test_json_mode_is_json_schema_with_a_warning_as_chat_anthropic_reads_it() -> None:
+    answer = reply(tool_use("StructuredOutput", {"answer": "Paris"}))
+    async with ScriptedMessagesAPI(lambda request: answer) as api:
+        chat = ChatClaudeAgent(settings=api.settings())
+        with pytest.warns(UserWarning, match="'json_mode'.* uses 'json_schema'"):
+            structured = chat.with_structured_output(Answer, method="json_mode")
+        assert await structured.ainvoke("Capital?") == Answer(answer="Paris")
+    assert "StructuredOutput" in api.requests[0].tool_names
 
 
 @pytest.mark.parametrize(
@@ -349,21 +353,27 @@ def test_anthropic_tool_choice_dicts_map_to_the_providers() -> None:
 
 
 @pytest.mark.parametrize(
-    "one_call",
+    ("one_call", "sent"),
     [
-        {"parallel_tool_calls": False},
-        {"tool_choice": {"type": "tool", "name": "Weather", "disable_parallel_tool_use": True}},
-        {"tool_choice": {"type": "any", "disable_parallel_tool_use": True}},
+        ({"parallel_tool_calls": False}, {"type": "auto"}),
+        (
+            {"tool_choice": {"type": "tool", "name": "Weather", "disable_parallel_tool_use": True}},
+            {"type": "tool", "name": "mcp__sf__Weather"},
+        ),
+        ({"tool_choice": {"type": "any", "disable_parallel_tool_use": True}}, {"type": "any"}),
     ],
     ids=["parallel_tool_calls", "tool", "any"],
 )
-def test_one_call_per_turn_is_the_providers_option_which_refuses_it(
-    one_call: dict[str, Any],
+@pytest.mark.anyio
+async def test_one_call_per_turn_reaches_the_request(
+    one_call: dict[str, Any], sent: dict[str, Any]
 ) -> None:
-    bound: Any = ChatClaudeAgent().bind_tools([Weather], **one_call)
-    assert bound.kwargs["parallel_tool_calls"] is False
-    with pytest.raises(UnsupportedRequestError, match="cannot limit a turn to one call"):
-        bound.invoke("Weather in Paris?")
+    async with ScriptedMessagesAPI([reply(tool_use("Weather", {"city": "Paris"}))]) as api:
+        bound: Any = ChatClaudeAgent(settings=api.settings()).bind_tools([Weather], **one_call)
+        assert bound.kwargs["parallel_tool_calls"] is False
+        answer = await bound.ainvoke("Weather in Paris?")
+    assert [call["args"] for call in answer.tool_calls] == [{"city": "Paris"}]
+    assert api.requests[0].body["tool_choice"] == {**sent, "disable_parallel_tool_use": True}
     bound = ChatClaudeAgent().bind_tools([Weather], parallel_tool_calls=True)
     assert bound.kwargs["parallel_tool_calls"] is True
 
@@ -405,8 +415,8 @@ async def test_tools_given_to_invoke_or_bind_are_converted_like_bind_tools() -> 
 @pytest.mark.parametrize(
     ("option", "problem"),
     [
-        ("temperature", "temperature is not supported: the Claude Code CLI has no switch"),
-        ("top_p", "top_p is not supported: the Claude Code CLI has no switch"),
+        ("seed", "seed is not supported: the Messages API has no such setting"),
+        ("service_tier", "service_tier is not supported: the Claude Code CLI cannot choose"),
         ("extra_headers", "extra_headers is not supported: the Claude Code CLI makes the API"),
         ("frobnicate", "unknown option 'frobnicate'; ChatClaudeAgent calls take"),
     ],
@@ -446,6 +456,94 @@ async def test_chat_anthropic_thinking_dicts_reach_the_request() -> None:
 def test_a_provider_and_settings_together_are_refused() -> None:
     with pytest.raises(ValidationError, match="a provider or settings, not both"):
         ChatClaudeAgent(provider=ClaudeAgentProvider(), settings=ClaudeAgentProvider().settings)
+
+
+@pytest.mark.anyio
+async def test_sampling_and_stop_of_the_model_and_the_call_reach_the_request() -> None:
+    script = [reply(text("ok"))] * 4
+    async with ScriptedMessagesAPI(script) as api:
+        chat = ChatClaudeAgent(
+            settings=api.settings(warm_processes=0),
+            temperature=0.2,
+            top_p=0.9,
+            top_k=5,
+            stop=["END"],
+        )
+        await chat.ainvoke("hi")
+        # A call's own values hold over the model's; its `stop` replaces the model's (as
+        # ChatAnthropic's does) and joins its `stop_sequences`.
+        await chat.ainvoke("hi", temperature=0.7, top_k=2, stop=["Observation:"])
+        chunks = chat.bind(top_p=0.5, stop_sequences=["A"]).astream("hi", stop=["B"])
+        assert "".join([chunk.text async for chunk in chunks]) == "ok"
+        await ChatClaudeAgent(settings=api.settings(), stop_sequences=["C"]).ainvoke("hi")
+    sent = [
+        {k: r.body.get(k) for k in ("temperature", "top_p", "top_k", "stop_sequences")}
+        for r in api.requests
+    ]
+    assert sent == [
+        {"temperature": 0.2, "top_p": 0.9, "top_k": 5, "stop_sequences": ["END"]},
+        {"temperature": 0.7, "top_p": 0.9, "top_k": 2, "stop_sequences": ["Observation:"]},
+        {"temperature": 0.2, "top_p": 0.5, "top_k": 5, "stop_sequences": ["A", "B"]},
+        {"temperature": None, "top_p": None, "top_k": None, "stop_sequences": ["C"]},
+    ]
+    params = chat._get_ls_params(stop=["B"])
+    assert (params.get("ls_temperature"), params.get("ls_stop")) == (0.2, ["B"])
+
+
+@pytest.mark.parametrize("value", ["0.5", True, float("inf")])
+def test_a_sampling_value_that_is_no_number_is_refused_at_construction(value: Any) -> None:
+    with pytest.raises(ValidationError, match="temperature"):
+        ChatClaudeAgent(temperature=value)
+
+
+@pytest.mark.parametrize("stream", [False, True], ids=["invoke", "stream"])
+@pytest.mark.anyio
+async def test_an_api_refusal_of_a_setting_is_langchains_invalid_request_error(
+    stream: bool,
+) -> None:
+    refusal = http_error(400, "temperature is deprecated for this model.")
+    async with ScriptedMessagesAPI(lambda request: refusal) as api:  # (tried thrice by the CLI)
+        chat = ChatClaudeAgent(settings=api.settings(model="claude-opus-5-5"), temperature=0.3)
+        with pytest.raises(UnsupportedSettingError, match="deprecated for this model") as caught:
+            if stream:
+                async for _ in chat.astream("Weather?"):
+                    pass
+            else:
+                await chat.ainvoke("Weather?")
+    assert isinstance(caught.value, langchain_errors.ModelInvalidRequestError)
+    assert (caught.value.setting, caught.value.model) == ("temperature", "claude-opus-5-5")
+    assert api.requests[0].body["temperature"] == 0.3
+
+
+@pytest.mark.anyio
+async def test_api_key_is_the_clis_key() -> None:
+    async with ScriptedMessagesAPI([reply(text("ok"))] * 2) as api:
+        keyless = api.settings()
+        keyless = keyless.model_copy(
+            update={"env": {k: v for k, v in keyless.env.items() if k != "ANTHROPIC_API_KEY"}}
+        )
+        await ChatClaudeAgent(settings=keyless, api_key="sk-ant-from-langchain").ainvoke("hi")
+        await ChatClaudeAgent(settings=keyless, anthropic_api_key="sk-ant-other").ainvoke("hi")
+    assert [r.headers.get("x-api-key") for r in api.requests] == [
+        "sk-ant-from-langchain",
+        "sk-ant-other",
+    ]
+
+
+@pytest.mark.parametrize(
+    ("arguments", "problem"),
+    [
+        ({"provider": ClaudeAgentProvider()}, "a provider or an api_key, not both"),
+        ({"settings": ProviderSettings(env={"ANTHROPIC_API_KEY": "sk-ant-other"})},
+         r"api_key and settings.env\['ANTHROPIC_API_KEY'\] are two different keys"),
+    ],
+)  # fmt: skip
+def test_an_api_key_that_would_be_ignored_is_refused(
+    arguments: dict[str, Any], problem: str
+) -> None:
+    with pytest.raises(ValidationError, match=problem) as caught:
+        ChatClaudeAgent(api_key="sk-ant-secret", **arguments)
+    assert "sk-ant-secret" not in str(caught.value)
 
 
 # -- messages in
