@@ -63,4 +63,4 @@ bench: $(STAMP)
 	$(BIN)/python bench/suite.py
 
 clean:
-	rm -rf $(VENV) $(NEWEST) .pytest_cache .mypy_cache .ruff_cache .coverage
+	rm -rf $(VENV) $(NEWEST) .pytest_cache .mypy_cache .ruff_cache .coverage .benchmarks
