@@ -517,3 +517,75 @@ async def test_a_stream_taken_back_after_it_was_sent_ends_in_response_failed() -
     assert failed.response.status == "failed"  # type: ignore[union-attr]
     assert failed.response.error is not None  # type: ignore[union-attr]
     assert len(api.requests) == 2
+
+
+# --------------------------------------------------------------------------- the Agents SDK
+
+
+def travel_model(request: RecordedRequest) -> Reply:
+    """Calls get_weather and get_time together, then answers from both results."""
+    results = sorted(result_text(b).splitlines()[0] for b in request.tool_results())
+    if not results:
+        return reply(
+            text("Checking."),
+            tool_use("get_weather", {"city": "Paris"}),
+            tool_use("get_time", {"city": "Paris"}),
+        )
+    return reply(text(f"Paris: {' and '.join(results)}."))
+
+
+@pytest.mark.parametrize("streamed", [False, True], ids=["run", "run_streamed"])
+async def test_an_agents_sdk_agent_on_its_default_model_runs_two_tools(streamed: bool) -> None:
+    """The Agents SDK's default model is the Responses API (`OpenAIResponsesModel`), with
+    strict: true on every tool (held by checking each call)."""
+    import agents
+
+    agents.set_tracing_disabled(True)
+    runs: list[str] = []
+
+    @agents.function_tool
+    def get_weather(city: str) -> str:
+        """Current weather for a city."""
+        runs.append(f"weather {city}")
+        return "sunny"
+
+    @agents.function_tool
+    def get_time(city: str) -> str:
+        """Local time in a city."""
+        runs.append(f"time {city}")
+        return "noon"
+
+    paths: list[str] = []
+
+    async def record(request: httpx.Request) -> None:
+        paths.append(f"{request.method} {request.url.path}")
+
+    async with (
+        ScriptedMessagesAPI(travel_model) as api,
+        gateway(api.settings()) as (url, _),
+        httpx.AsyncClient(timeout=60, event_hooks={"request": [record]}) as http,
+    ):
+        client = AsyncOpenAI(base_url=f"{url}/v1", api_key="k", http_client=http, max_retries=0)
+        agent = agents.Agent(
+            name="travel",
+            instructions="You answer travel questions.",
+            tools=[get_weather, get_time],
+            model=MODEL,
+        )
+        config = agents.RunConfig(model_provider=agents.OpenAIProvider(openai_client=client))
+        if streamed:
+            run = agents.Runner.run_streamed(agent, "Paris?", run_config=config)
+            kinds = [event.type async for event in run.stream_events()]
+            assert "raw_response_event" in kinds
+            final = run.final_output
+        else:
+            final = (await agents.Runner.run(agent, "Paris?", run_config=config)).final_output
+    assert final == "Paris: noon and sunny."
+    assert paths == ["POST /v1/responses"] * 2
+    assert sorted(runs) == ["time Paris", "weather Paris"]
+    first, second = api.requests
+    assert sorted(first.tool_names) == ["mcp__sf__get_time", "mcp__sf__get_weather"]
+    assert "You answer travel questions." in json.dumps(first.body["system"])
+    assert [b["tool_use_id"] for b in second.tool_results()] == [
+        b["id"] for b in second.tool_uses()
+    ]
