@@ -320,16 +320,7 @@ def _output_schema(text: Any) -> JSON | None:
     for key, value in (("name", name), ("description", description)):
         if value is not None and not isinstance(value, str):
             raise UnsupportedParameterError(f"text.format.{key}", "must be a string")
-    # The CLI offers the model only the schema: the format's name and description go into it.
-    described = dict(schema)
-    if name and "title" not in described:
-        described["title"] = name
-    own = described.get("description")
-    if description and not own:
-        described["description"] = description
-    elif description and own != description:
-        described["description"] = f"{description}\n\n{own}"
-    return described
+    return wire.described(schema, name, description)
 
 
 # --------------------------------------------------------------------------- tools
@@ -387,21 +378,6 @@ def _tool_choice(choice: Any) -> tuple[ToolChoice, list[str] | None]:
             )
 
 
-def _called_tools(messages: Sequence[req.Message]) -> list[FunctionTool]:
-    """The tools a history calls, defined again for a request without `tools` (the Messages API
-    refuses tool calls in a request that defines none): offered with tool_choice "none", so the
-    model answers in text; their schemas are unknown here and admit any arguments."""
-    names = dict.fromkeys(
-        part.name
-        for message in messages
-        if isinstance(message, req.AssistantMessage)
-        for part in message.parts
-        if isinstance(part, req.ToolCall)
-    )
-    later = "Called earlier in this conversation; not available for this reply."
-    return [FunctionTool(name, later, {"type": "object"}) for name in names]
-
-
 # --------------------------------------------------------------------------- input items in
 
 
@@ -438,12 +414,12 @@ def provider_call(
     """The provider call for `request`: its instructions, the `previous` conversation (the
     items of the response it continues) and its own input as typed messages, with its tools and
     call options. A history with tool calls in a request without `tools` gets the called tools
-    defined again, uncallable (`_called_tools`)."""
+    defined again, uncallable (`wire.called_tools`)."""
     items = [*previous, *request.items]
     messages = input_messages(items, request.instructions, replayed=len(previous))
     tools, options = list(request.tools), dict(request.options)
     if not tools and req.holds_tool_blocks(messages):
-        called = _called_tools(messages)
+        called = wire.called_tools(messages)
         if not called or options.get("tool_choice", "none") not in ("auto", "none"):
             raise UnsupportedParameterError("tools", TOOLS_NEEDED)
         tools, options["tool_choice"] = called, "none"
@@ -666,22 +642,22 @@ def _output_text(text: str) -> JSON:
     return {"type": "output_text", "text": text, "annotations": [], "logprobs": []}
 
 
-def _message_item(item_id: str, text: str | None, status: str = "completed") -> JSON:
+def _message_item(item_id: str, text: str | None) -> JSON:
     content = [] if text is None else [_output_text(text)]
     return {
         "id": item_id,
         "type": "message",
-        "status": status,
+        "status": "completed",
         "role": "assistant",
         "content": content,
     }
 
 
-def _call_item(item_id: str, call_id: str, name: str, arguments: str, status: str) -> JSON:
+def _call_item(item_id: str, call_id: str, name: str, arguments: str) -> JSON:
     return {
         "id": item_id,
         "type": "function_call",
-        "status": status,
+        "status": "completed",
         "call_id": call_id,
         "name": name,
         "arguments": arguments,
@@ -726,7 +702,7 @@ def output_items(result: t.GenerateResult, *, structured: bool = False) -> list[
             elif kind == "tool-call" and block["tool_call_id"] in handed_back:
                 call_id, name = block["tool_call_id"], block["tool_name"]
                 arguments = _arguments(block["input"])
-                items.append(_call_item(_item_id("fc"), call_id, name, arguments, "completed"))
+                items.append(_call_item(_item_id("fc"), call_id, name, arguments))
     return items
 
 
@@ -789,15 +765,28 @@ def response_object(
     }
 
 
+#: How each output item type streams its text: the prefix of its delta and done events, and
+#: the part the text is written into (none: the item itself), with that part's index field.
+_STREAMS: dict[str, tuple[str, str | None, str | None]] = {
+    "message": ("response.output_text", "response.content_part", "content_index"),
+    "reasoning": (
+        "response.reasoning_summary_text",
+        "response.reasoning_summary_part",
+        "summary_index",
+    ),
+    "function_call": ("response.function_call_arguments", None, None),
+}
+
+
 class EventMapper:
     """Stream parts -> the Responses API's stream events, numbered, from `response.created` to
     `response.completed` / `response.incomplete` (`finish`) or `response.failed` (`failed`).
 
     Each text block is a message item, each reasoning block a reasoning item (its text as a
-    summary part), each call to hand back a function_call item; an item opens on its first
-    content (a block that never says anything is no item). With `structured`, the answer is
-    one message holding the structured output as JSON, at the end. `response` is the response
-    object as it stands.
+    summary part), each call to hand back a function_call item, in the order they come; text
+    opens its item with its first delta (a block that says nothing is no item). With
+    `structured`, the answer is one message holding the structured output as JSON, at the end.
+    `response` is the response object as it stands.
     """
 
     def __init__(
@@ -808,13 +797,9 @@ class EventMapper:
         self.output: list[JSON] = []
         self.response = response_object(request, output=[], **self._frame)
         self._number = 0
-        self._open: dict[str, _Item] = {}  # part id -> the item it writes
+        self._items: dict[str, _Item] = {}  # part id -> the item it writes, while open
         self._sent = SentParts()
         self._finish: t.FinishPart | None = None
-
-    def _event(self, kind: str, **fields: Any) -> JSON:
-        self._number += 1
-        return {"type": kind, "sequence_number": self._number - 1, **fields}
 
     def start(self) -> list[JSON]:
         """`response.created` and `response.in_progress`."""
@@ -822,72 +807,41 @@ class EventMapper:
             self._event(f"response.{s}", response=self.response) for s in ("created", "in_progress")
         ]
 
-    def _item_event(self, kind: str, item: _Item, **fields: Any) -> JSON:
-        return self._event(kind, item_id=item.body["id"], output_index=item.index, **fields)
-
-    def _add_item(self, part_id: str, body: JSON) -> tuple[_Item, JSON]:
-        item = _Item(body, len(self.output))
-        self.output.append(body)
-        self._open[part_id] = item
-        self._sent.add(part_id)
-        return item, self._event("response.output_item.added", output_index=item.index, item=body)
-
-    def _done_item(self, part_id: str, body: JSON) -> JSON:
-        item = self._open.pop(part_id)
-        self.output[item.index] = body
-        return self._event("response.output_item.done", output_index=item.index, item=body)
-
     def add(self, part: t.StreamPart) -> list[JSON]:
         """The events one part becomes (often none)."""
         match part:
             case t.TextDeltaPart():
                 if self.request.structured:
                     return []  # the answer is the structured output, at the end
-                return [*self._open_text(part.id), self._text_delta(part.id, part.delta)]
+                return self._write(part.id, part.delta, opens="message")
             case t.TextEndPart():
-                return self._close_text(part.id) if part.id in self._open else []
+                return self._close(part.id) if part.id in self._items else []
             case t.ReasoningDeltaPart():
-                events = [] if part.id in self._open else self._open_reasoning(part.id, True)
-                item = self._open[part.id]
-                item.chunks.append(part.delta)
-                return [
-                    *events,
-                    self._item_event(
-                        "response.reasoning_summary_text.delta",
-                        item,
-                        summary_index=0,
-                        delta=part.delta,
-                    ),
-                ]
+                return self._write(part.id, part.delta, opens="reasoning")
             case t.ReasoningEndPart():
-                return self._close_reasoning(part)
+                events = []
+                if part.id not in self._items:
+                    if not (part.signature or part.redacted):
+                        return []  # said nothing, and holds nothing to send back
+                    events = self._open(part.id, _reasoning_item(_item_id("rs"), "", None, None))
+                sealed = {"signature": part.signature, "redacted": part.redacted}
+                return [*events, *self._close(part.id, **sealed)]
             case t.ToolInputStartPart():
-                body = _call_item(_item_id("fc"), part.id, part.tool_name, "", "in_progress")
-                return [self._add_item(part.id, body)[1]]
+                return self._open(part.id, _call_item(_item_id("fc"), part.id, part.tool_name, ""))
             case t.ToolInputDeltaPart():
-                item = self._open[part.id]
-                item.chunks.append(part.delta)
-                return [
-                    self._item_event(
-                        "response.function_call_arguments.delta", item, delta=part.delta
-                    )
-                ]
+                return self._write(part.id, part.delta)
             case t.ToolCallPart():
-                return [] if part.provider_executed else self._close_call(part)
+                return [] if part.provider_executed else self._call(part)
             case t.DiscardPart():
                 self._sent.discard(part, wire.RESEND)
                 return []
             case t.FinishPart():
                 self._finish = part
-                if self.request.structured and part.structured_output is not None:
-                    text = json.dumps(part.structured_output, ensure_ascii=False)
-                    events = self._open_text("structured-output")
-                    return [
-                        *events,
-                        self._text_delta("structured-output", text),
-                        *self._close_text("structured-output"),
-                    ]
-                return []
+                if not (self.request.structured and part.structured_output is not None):
+                    return []
+                text = json.dumps(part.structured_output, ensure_ascii=False)
+                written = self._write("structured", text, opens="message")
+                return [*written, *self._close("structured")]
             case (
                 t.StreamStartPart()
                 | t.TextStartPart()
@@ -897,91 +851,6 @@ class EventMapper:
                 | t.ToolResultPart()  # only for calls the provider ran: none have executors
             ):
                 return []
-
-    def _open_text(self, part_id: str) -> list[JSON]:
-        if part_id in self._open:
-            return []
-        item, added = self._add_item(part_id, _message_item(_item_id("msg"), None, "in_progress"))
-        part = self._item_event(
-            "response.content_part.added", item, content_index=0, part=_output_text("")
-        )
-        return [added, part]
-
-    def _text_delta(self, part_id: str, delta: str) -> JSON:
-        item = self._open[part_id]
-        item.chunks.append(delta)
-        return self._item_event(
-            "response.output_text.delta", item, content_index=0, delta=delta, logprobs=[]
-        )
-
-    def _close_text(self, part_id: str) -> list[JSON]:
-        item = self._open[part_id]
-        text = "".join(item.chunks)
-        return [
-            self._item_event(
-                "response.output_text.done", item, content_index=0, text=text, logprobs=[]
-            ),
-            self._item_event(
-                "response.content_part.done", item, content_index=0, part=_output_text(text)
-            ),
-            self._done_item(part_id, _message_item(item.body["id"], text)),
-        ]
-
-    def _open_reasoning(self, part_id: str, summary: bool) -> list[JSON]:
-        item, added = self._add_item(
-            part_id, {"id": _item_id("rs"), "type": "reasoning", "summary": []}
-        )
-        if not summary:
-            return [added]
-        text_part = {"type": "summary_text", "text": ""}
-        return [
-            added,
-            self._item_event(
-                "response.reasoning_summary_part.added", item, summary_index=0, part=text_part
-            ),
-        ]
-
-    def _close_reasoning(self, part: t.ReasoningEndPart) -> list[JSON]:
-        events = []
-        if part.id not in self._open:
-            if not (part.signature or part.redacted):
-                return []  # said nothing, and holds nothing to send back
-            events = self._open_reasoning(part.id, False)
-        item = self._open[part.id]
-        text = "".join(item.chunks)
-        if item.chunks:
-            done = {"type": "summary_text", "text": text}
-            events += [
-                self._item_event(
-                    "response.reasoning_summary_text.done", item, summary_index=0, text=text
-                ),
-                self._item_event(
-                    "response.reasoning_summary_part.done", item, summary_index=0, part=done
-                ),
-            ]
-        body = _reasoning_item(item.body["id"], text, part.signature, part.redacted)
-        return [*events, self._done_item(part.id, body)]
-
-    def _close_call(self, part: t.ToolCallPart) -> list[JSON]:
-        events = []
-        if part.tool_call_id not in self._open:  # not streamed: a recovered call
-            body = _call_item(_item_id("fc"), part.tool_call_id, part.tool_name, "", "in_progress")
-            events.append(self._add_item(part.tool_call_id, body)[1])
-        item = self._open[part.tool_call_id]
-        arguments = "".join(item.chunks)
-        if not arguments.strip():
-            # No fragments came: the arguments whole, so a client reads valid JSON.
-            arguments = _arguments(part.input)
-            events.append(
-                self._item_event("response.function_call_arguments.delta", item, delta=arguments)
-            )
-        done = self._item_event(
-            "response.function_call_arguments.done", item, arguments=arguments, name=part.tool_name
-        )
-        body = _call_item(
-            item.body["id"], part.tool_call_id, part.tool_name, arguments, "completed"
-        )
-        return [*events, done, self._done_item(part.tool_call_id, body)]
 
     def finish(self) -> JSON:
         """The last event: `response.completed`, or `response.incomplete` (max output tokens,
@@ -1008,6 +877,77 @@ class EventMapper:
             self._event("response.failed", response=self.response),
         ]
 
+    def _event(self, kind: str, of: _Item | None = None, /, **fields: Any) -> JSON:
+        """An event, numbered; `of`: about that item's content (its id and index)."""
+        self._number += 1
+        at = {} if of is None else {"item_id": of.body["id"], "output_index": of.index}
+        return {"type": kind, "sequence_number": self._number - 1, **at, **fields}
+
+    def _open(self, part_id: str, body: JSON) -> list[JSON]:
+        body["status"] = "in_progress"
+        self._items[part_id] = _Item(body, len(self.output))
+        self.output.append(body)
+        self._sent.add(part_id)
+        return [
+            self._event("response.output_item.added", output_index=len(self.output) - 1, item=body)
+        ]
+
+    def _call(self, part: t.ToolCallPart) -> list[JSON]:
+        call_id, events = part.tool_call_id, []
+        if call_id not in self._items:  # not streamed: a recovered call
+            events = self._open(call_id, _call_item(_item_id("fc"), call_id, part.tool_name, ""))
+        if not "".join(self._items[call_id].chunks).strip():
+            # No fragments came: the arguments whole, so a client reads valid JSON.
+            events += self._write(call_id, _arguments(part.input))
+        return [*events, *self._close(call_id)]
+
+    def _write(self, part_id: str, delta: str, opens: str | None = None) -> list[JSON]:
+        """A delta of the item `part_id` writes, opening it (a new item of type `opens`) and
+        its text part first."""
+        events = []
+        if opens is not None and part_id not in self._items:
+            blank = (
+                _message_item(_item_id("msg"), None)
+                if opens == "message"
+                else _reasoning_item(_item_id("rs"), "", None, None)
+            )
+            events = self._open(part_id, blank)
+        item = self._items[part_id]
+        prefix, text_part, index = _STREAMS[item.body["type"]]
+        where = {index: 0} if index else {}
+        if text_part and not item.chunks:
+            events.append(self._event(f"{text_part}.added", item, **where, part=item.text_part("")))
+        item.chunks.append(delta)
+        logprobs: JSON = {"logprobs": []} if item.body["type"] == "message" else {}
+        return [*events, self._event(f"{prefix}.delta", item, **where, delta=delta, **logprobs)]
+
+    def _close(self, part_id: str, **final: Any) -> list[JSON]:
+        """The item `part_id` done: its text, its text part and itself, whole."""
+        item = self._items.pop(part_id)
+        kind, text = item.body["type"], "".join(item.chunks)
+        prefix, text_part, index = _STREAMS[kind]
+        where = {index: 0} if index else {}
+        if kind == "message":
+            body, done = _message_item(item.body["id"], text), {"text": text, "logprobs": []}
+        elif kind == "reasoning":
+            body = _reasoning_item(item.body["id"], text, final["signature"], final["redacted"])
+            done = {"text": text}
+        else:
+            body = _call_item(item.body["id"], item.body["call_id"], item.body["name"], text)
+            done = {"arguments": text, "name": item.body["name"]}
+        events = []
+        if item.chunks:
+            events.append(self._event(f"{prefix}.done", item, **where, **done))
+            if text_part:
+                events.append(
+                    self._event(f"{text_part}.done", item, **where, part=item.text_part(text))
+                )
+        self.output[item.index] = body
+        return [
+            *events,
+            self._event("response.output_item.done", output_index=item.index, item=body),
+        ]
+
 
 @dataclass
 class _Item:
@@ -1016,3 +956,9 @@ class _Item:
     body: JSON
     index: int
     chunks: list[str] = field(default_factory=list)
+
+    def text_part(self, text: str) -> JSON:
+        """The part its text is written into (a message's output_text, a summary_text)."""
+        if self.body["type"] == "message":
+            return _output_text(text)
+        return {"type": "summary_text", "text": text}
