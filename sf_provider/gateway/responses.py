@@ -3,7 +3,7 @@
 `POST /v1/responses` runs one model call (`sf_provider._responses_format` reads the request and
 writes the `response` object, or its SSE events). A response is stored (unless `store: false`)
 with its conversation: the input items up to it and its output. `previous_response_id` continues
-that conversation by replaying it; `GET` and `DELETE /v1/responses/{id}` read and remove it. A
+that conversation (`_conversation`); `GET` and `DELETE /v1/responses/{id}` read and remove it. A
 stored response belongs to the API key that created it: to any other it is an unknown id.
 """
 
@@ -121,8 +121,10 @@ async def _conversation(
     store: ResponseStore, owner: str, call: ResponsesRequest
 ) -> tuple[Mapping[str, Any], ...]:
     """The conversation `call` continues: none, or the stored one its `previous_response_id`
-    names, replayed on the fresh path (the warm pool continues a process that holds exactly it).
-    Continuing on the process that answered it, sending only the new input, goes here."""
+    names. It is replayed whole: the warm pool continues the process that holds exactly this
+    conversation when one does (ADR 0004), else a fresh process replays it. The seam for
+    continuing on the process that answered by its id (the record naming it), without
+    comparing histories, and for a store other replicas share."""
     if call.previous_response_id is None:
         return ()
     record = await store.get(owner, call.previous_response_id)

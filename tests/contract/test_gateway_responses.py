@@ -363,6 +363,85 @@ async def test_previous_response_id_sends_the_model_the_whole_conversation(strea
     assert "Be brief." not in json.dumps(third_sent.body["system"])
 
 
+def comparable(request: RecordedRequest) -> dict[str, Any]:
+    """What the model is given, volatile fields aside (as in test_continuation.py): `metadata`
+    names the process, `cache_control` markers sit on the newest blocks, and the CLI's own
+    `role: system` entries in `messages` are placed once per process."""
+
+    def strip(value: Any) -> Any:
+        if isinstance(value, dict):
+            return {k: strip(v) for k, v in value.items() if k != "cache_control"}
+        return [strip(v) for v in value] if isinstance(value, list) else value
+
+    messages = [m for m in request.messages if m.get("role") != "system"]
+    return strip({"messages": messages, **{k: request.body.get(k) for k in ("tools", "system")}})
+
+
+def process_of(request: RecordedRequest) -> str:
+    """The CLI session (one per process) a request came from."""
+    return str(json.loads(request.body["metadata"]["user_id"])["session_id"])
+
+
+def three_calls(request: RecordedRequest) -> Reply:
+    """Thinks and calls get_weather three times, one step each, then answers."""
+    done = len(request.tool_results())
+    if done == 3:
+        return reply(text("Three cities: " + ", ".join(request.tool_result_texts()) + "."))
+    return reply(
+        thinking(f"City {done} next.", signature=f"sig-{done}"),
+        tool_use("get_weather", {"city": f"C{done}"}, id=f"toolu_{done}"),
+    )
+
+
+async def test_a_chain_of_four_steps_sends_what_stateless_calls_send_on_one_process() -> None:
+    """A `previous_response_id` chain replays the stored conversation; the warm pool finds the
+    process that holds exactly it and continues there (ADR 0004). The model gets the same
+    requests as from four stateless calls with the full input, each on a fresh process."""
+
+    def output(call: Any) -> dict[str, Any]:
+        return {"type": "function_call_output", "call_id": call.call_id, "output": call.call_id}
+
+    async with ScriptedMessagesAPI(three_calls) as api, gateway(api.settings()) as (_, client):
+        first = await client.responses.create(model=MODEL, input="Weather?", tools=[WEATHER_TOOL])
+        chained = [first]
+        while chained[-1].output[-1].type == "function_call":
+            chained.append(
+                await client.responses.create(
+                    model=MODEL,
+                    input=[output(chained[-1].output[-1])],
+                    previous_response_id=chained[-1].id,
+                    tools=[WEATHER_TOOL],
+                )
+            )
+        chained_requests = api.requests
+    async with (
+        ScriptedMessagesAPI(three_calls) as api,
+        gateway(api.settings(warm_processes=0)) as (_, client),
+    ):
+        items: list[Any] = [{"role": "user", "content": "Weather?"}]
+        stateless = []
+        while not stateless or stateless[-1].output[-1].type == "function_call":
+            stateless.append(
+                await client.responses.create(model=MODEL, input=items, tools=[WEATHER_TOOL])
+            )
+            items += [i.model_dump(exclude_none=True) for i in stateless[-1].output]
+            if stateless[-1].output[-1].type == "function_call":
+                items.append(output(stateless[-1].output[-1]))
+        stateless_requests = api.requests
+    assert chained[-1].output_text == stateless[-1].output_text
+    assert chained[-1].output_text == "Three cities: toolu_0, toolu_1, toolu_2."
+    assert len(chained_requests) == len(stateless_requests) == 4
+    for index, (warm, fresh) in enumerate(zip(chained_requests, stateless_requests, strict=True)):
+        assert comparable(warm) == comparable(fresh), f"request {index} differs"
+    assert [b["signature"] for b in chained_requests[-1].blocks("thinking")] == [
+        "sig-0",
+        "sig-1",
+        "sig-2",
+    ]
+    assert len({process_of(r) for r in chained_requests}) == 1, "every step continued"
+    assert len({process_of(r) for r in stateless_requests}) == 4
+
+
 async def test_a_stored_response_is_read_and_deleted_and_then_unknown() -> None:
     async with (
         ScriptedMessagesAPI([reply(text("Sunny."))]) as api,
