@@ -398,15 +398,19 @@ class ModelCall:
     events: Events | None
 
 
-def model_endpoint(
-    style: Style, read: Callable[[Request, dict[str, Any], ClaudeAgentProvider], ModelCall]
-) -> Callable[[Request], Awaitable[Response]]:
+Read = Callable[[Request, dict[str, Any], "ClaudeAgentProvider"], ModelCall | Awaitable[ModelCall]]
+
+
+def model_endpoint(style: Style, read: Read) -> Callable[[Request], Awaitable[Response]]:
     """A model route: `read` parses the JSON body (bad input raises, answered 400 by the app's
-    handlers, before any process starts), the query runs as a `QueryResponse` in `style`."""
+    handlers, before any process starts; a coroutine when it looks something up, as a stored
+    conversation), the query runs as a `QueryResponse` in `style`."""
 
     async def endpoint(request: Request) -> Response:
         provider: ClaudeAgentProvider = request.app.state.provider
         call = read(request, await _json_body(request), provider)
+        if not isinstance(call, ModelCall):
+            call = await call
         parts = door.stream(provider, call.request)
         return QueryResponse(parts, style, complete=call.complete, events=call.events)
 

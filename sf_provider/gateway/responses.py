@@ -31,10 +31,10 @@ from .._responses_format import (
     response_object,
 )
 from ..errors import ProviderError
-from ..provider import ClaudeAgentProvider
+from ..provider import ClaudeAgentProvider as Provider
 from ..types import GenerateResult, StreamPart
 from ._errors import ErrorInfo, GatewayError, error_info, invalid_request
-from ._http import GatewaySettings, QueryResponse, _json_body, presented_key, sse
+from ._http import GatewaySettings, ModelCall, model_endpoint, presented_key, sse
 
 __all__ = ["MemoryResponseStore", "ResponseStore", "StoredResponse", "response_routes"]
 
@@ -136,17 +136,17 @@ async def _conversation(
 def response_routes(settings: GatewaySettings, store: ResponseStore | None = None) -> list[Route]:
     """The routes of `/v1/responses`, keeping responses in `store` (default: in memory, bounded
     by `settings.response_store_size` and `response_store_ttl`)."""
-    kept: ResponseStore = store or MemoryResponseStore(
-        settings.response_store_size, settings.response_store_ttl
+    kept: ResponseStore = (
+        MemoryResponseStore(settings.response_store_size, settings.response_store_ttl)
+        if store is None
+        else store
     )
 
-    async def create(request: Request) -> Response:
-        provider: ClaudeAgentProvider = request.app.state.provider
-        call = parse_request(await _json_body(request))
+    async def read(request: Request, body: dict[str, Any], provider: Provider) -> ModelCall:
+        call = parse_request(body)
         owner = _owner(request)
         previous = await _conversation(kept, owner, call)
         messages, tools, options = provider_call(call, previous)
-        parsed = door.request(messages, tools, **options)
         frame: dict[str, Any] = {
             "id": response_id(),
             "model": call.model or provider.settings.model or "default",
@@ -184,10 +184,8 @@ def response_routes(settings: GatewaySettings, store: ResponseStore | None = Non
             await keep(mapper.response)  # before the client can name it in its next request
             yield sse(last, last["type"])
 
-        parts = door.stream(provider, parsed)
-        return QueryResponse(
-            parts, "openai", complete=complete, events=events if call.stream else None
-        )
+        parsed = door.request(messages, tools, **options)
+        return ModelCall(parsed, complete, events if call.stream else None)
 
     async def stored(request: Request) -> Response:
         response_id = request.path_params["response_id"]
@@ -202,6 +200,6 @@ def response_routes(settings: GatewaySettings, store: ResponseStore | None = Non
         return JSONResponse(record.response)
 
     return [
-        Route("/v1/responses", create, methods=["POST"]),
+        Route("/v1/responses", model_endpoint("openai", read), methods=["POST"]),
         Route("/v1/responses/{response_id}", stored, methods=["GET", "DELETE"]),
     ]
