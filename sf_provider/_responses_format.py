@@ -33,6 +33,7 @@ __all__ = [
     "EventMapper",
     "ResponsesRequest",
     "UnsupportedParameterError",
+    "input_messages",
     "output_items",
     "parse_request",
     "provider_call",
@@ -54,28 +55,11 @@ class UnsupportedParameterError(UnsupportedRequestError):
 # --------------------------------------------------------------------------- parameters
 
 #: Fields read and honoured (`parse_request`).
-_HONOURED = frozenset(
-    {
-        "model",
-        "input",
-        "instructions",
-        "tools",
-        "tool_choice",
-        "parallel_tool_calls",
-        "text",
-        "max_output_tokens",
-        "reasoning",
-        "temperature",
-        "top_p",
-        "stream",
-        "stream_options",
-        "store",
-        "previous_response_id",
-        "include",
-        "metadata",
-        "user",
-    }
-)
+_HONOURED = frozenset({
+    "model", "input", "instructions", "tools", "tool_choice", "parallel_tool_calls", "text",
+    "max_output_tokens", "reasoning", "temperature", "top_p", "stream", "stream_options", "store",
+    "previous_response_id", "include", "metadata", "user",
+})  # fmt: skip
 
 #: Fields that tag the request or hint at caching, and change nothing in the answer;
 #: `max_tool_calls` bounds calls to hosted tools, of which none are offered here.
@@ -482,7 +466,7 @@ def _message(item: Mapping[str, Any], path: str, *, started: bool) -> req.Messag
         raise InvalidMessagesError(
             f"{path}: unknown role {role!r}; use user, assistant, system or developer"
         )
-    parts = _media(item.get("content"), f"{path}.content", "input_text, input_image")
+    parts = _media(item.get("content"), f"{path}.content")
     if role == "user":
         return req.UserMessage(parts)
     if started:
@@ -505,7 +489,7 @@ def _parts(content: Any, path: str) -> list[Mapping[str, Any]]:
     raise InvalidMessagesError(f"{path}: content must be a string or a list of content parts")
 
 
-def _media(content: Any, path: str, kinds: str) -> tuple[req.Text | req.Image, ...]:
+def _media(content: Any, path: str) -> tuple[req.Text | req.Image, ...]:
     """Text and image parts (a user message's, a function call output's)."""
     found: list[req.Text | req.Image] = []
     for j, part in enumerate(_parts(content, path)):
@@ -520,7 +504,9 @@ def _media(content: Any, path: str, kinds: str) -> tuple[req.Text | req.Image, .
                 here, f"{kind} cannot be sent here: send the content as text or images"
             )
         else:
-            raise InvalidMessagesError(f"{here}: a content part here is {kinds}, not {kind!r}")
+            raise InvalidMessagesError(
+                f"{here}: a content part here is input_text or input_image, not {kind!r}"
+            )
     return tuple(found)
 
 
@@ -595,7 +581,7 @@ def _tool_result(item: Mapping[str, Any], path: str) -> req.ToolResult:
         raise InvalidMessagesError(f"{path}: a function_call_output needs its 'call_id'")
     if isinstance(output, str):
         return req.ToolResult(call_id, output)
-    parts = _media(output, f"{path}.output", "input_text, input_image")
+    parts = _media(output, f"{path}.output")
     if len(parts) == 1 and isinstance(parts[0], req.Text):
         return req.ToolResult(call_id, parts[0].text)
     return req.ToolResult(call_id, parts or "")

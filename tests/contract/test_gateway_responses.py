@@ -464,6 +464,19 @@ async def test_a_stored_response_is_read_and_deleted_and_then_unknown() -> None:
     assert len(api.requests) == 1, "nothing ran for the unknown id"
 
 
+async def test_the_store_keeps_as_many_responses_as_the_gateway_is_told() -> None:
+    script = [reply(text("One.")), reply(text("Two."))]
+    async with (
+        ScriptedMessagesAPI(script) as api,
+        gateway(api.settings(), response_store_size=1) as (_, client),
+    ):
+        first = await client.responses.create(model=MODEL, input="One?")
+        second = await client.responses.create(model=MODEL, input="Two?")
+        with pytest.raises(openai.NotFoundError):
+            await client.responses.retrieve(first.id)
+        assert (await client.responses.retrieve(second.id)).output_text == "Two."
+
+
 async def test_store_false_keeps_nothing() -> None:
     async with (
         ScriptedMessagesAPI([reply(text("Sunny."))]) as api,
