@@ -7,6 +7,7 @@ render functions (`ModelCall`) and runs its query as a `QueryResponse`.
 from __future__ import annotations
 
 import hmac
+import inspect
 import json
 import logging
 import math
@@ -52,6 +53,7 @@ __all__ = [
     "error_response",
     "keys_from",
     "model_endpoint",
+    "presented_key",
     "sse",
     "warnings_header",
 ]
@@ -62,11 +64,11 @@ logger = logging.getLogger("sf_provider.gateway")
 KEYS_ENV = "SF_PROVIDER_GATEWAY_KEYS"
 
 #: The routes that run a model query: guarded by the concurrency and body-size limits.
-_MODEL_PATHS = frozenset({"/v1/chat/completions", "/v1/messages"})
+_MODEL_PATHS = frozenset({"/v1/chat/completions", "/v1/messages", "/v1/responses"})
 #: Routes whose errors take Anthropic's shape, and OpenAI's; any other route answers in the
 #: shape of its client (`anthropic_client`).
 _ANTHROPIC_PATHS = frozenset({"/v1/messages", "/v1/messages/count_tokens"})
-_OPENAI_PATHS = frozenset({"/v1/chat/completions"})
+_OPENAI_PATHS = frozenset({"/v1/chat/completions", "/v1/responses"})
 
 #: The response header with a query's warnings: a JSON array (ASCII) of `{"code", "message"}`.
 WARNINGS_HEADER = "sf-provider-warnings"
@@ -112,6 +114,15 @@ class GatewaySettings(BaseModel):
     shutdown_grace: float = Field(
         default=20.0, ge=0, description="Seconds running requests may finish at shutdown."
     )
+    response_store_size: int = Field(
+        default=1000,
+        ge=0,
+        description="Responses `/v1/responses` keeps for `previous_response_id` and `GET` (the "
+        "oldest goes first; 0: none).",
+    )
+    response_store_ttl: float = Field(
+        default=86400.0, gt=0, description="Seconds a stored response is kept."
+    )
     provider: ProviderSettings = Field(
         default_factory=ProviderSettings, description="The one provider every request runs on."
     )
@@ -156,7 +167,7 @@ def anthropic_client(headers: Headers) -> bool:
 def _style(path: str, headers: Headers) -> Style:
     if path in _ANTHROPIC_PATHS:
         return "anthropic"
-    if path in _OPENAI_PATHS:
+    if path in _OPENAI_PATHS or path.startswith("/v1/responses/"):
         return "openai"
     return "anthropic" if anthropic_client(headers) else "openai"
 
@@ -297,11 +308,7 @@ class GatewayGuard:
             self.slots.give_back()
 
     def _authorized(self, headers: Headers) -> bool:
-        given = headers.get("x-api-key", "")
-        scheme, _, token = headers.get("authorization", "").partition(" ")
-        if scheme.lower() == "bearer" and token.strip():
-            given = token.strip()
-        candidate = given.encode()
+        candidate = presented_key(headers).encode()
         # Every key is compared, so the time taken does not say which one nearly matched.
         matched = False
         for key in self._keys:
@@ -326,6 +333,14 @@ class GatewayGuard:
             chunks.append(chunk)
             if not message.get("more_body", False):
                 return b"".join(chunks)
+
+
+def presented_key(headers: Headers) -> str:
+    """The API key a request sends: `Authorization: Bearer KEY`, else `x-api-key: KEY`."""
+    scheme, _, token = headers.get("authorization", "").partition(" ")
+    if scheme.lower() == "bearer" and token.strip():
+        return token.strip()
+    return headers.get("x-api-key", "")
 
 
 def _with_request_id(scope: Scope, send: Send) -> Send:
@@ -383,15 +398,19 @@ class ModelCall:
     events: Events | None
 
 
-def model_endpoint(
-    style: Style, read: Callable[[Request, dict[str, Any], ClaudeAgentProvider], ModelCall]
-) -> Callable[[Request], Awaitable[Response]]:
+Read = Callable[[Request, dict[str, Any], "ClaudeAgentProvider"], ModelCall | Awaitable[ModelCall]]
+
+
+def model_endpoint(style: Style, read: Read) -> Callable[[Request], Awaitable[Response]]:
     """A model route: `read` parses the JSON body (bad input raises, answered 400 by the app's
-    handlers, before any process starts), the query runs as a `QueryResponse` in `style`."""
+    handlers, before any process starts; a coroutine when it looks something up, as a stored
+    conversation), the query runs as a `QueryResponse` in `style`."""
 
     async def endpoint(request: Request) -> Response:
         provider: ClaudeAgentProvider = request.app.state.provider
         call = read(request, await _json_body(request), provider)
+        if not isinstance(call, ModelCall):
+            call = await call
         parts = door.stream(provider, call.request)
         return QueryResponse(parts, style, complete=call.complete, events=call.events)
 
@@ -459,6 +478,8 @@ class QueryResponse(Response):
             await self._error(exc, warnings)(scope, receive, send)
             return
         answer = self.complete(collector.result())
+        if inspect.isawaitable(answer):  # a door that keeps the answer (/v1/responses)
+            answer = await answer
         await JSONResponse(answer, headers=warnings_header(warnings))(scope, receive, send)
 
     async def _stream(self, events: Events, scope: Scope, receive: Receive, send: Send) -> None:

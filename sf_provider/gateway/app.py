@@ -1,6 +1,7 @@
 """The gateway's ASGI app: one shared provider behind the OpenAI and Anthropic API styles.
 
-Routes: `POST /v1/chat/completions` (OpenAI), `POST /v1/messages` (Anthropic), `GET /v1/models`
+Routes: `POST /v1/chat/completions` and `/v1/responses` (with `GET`/`DELETE /v1/responses/{id}`;
+OpenAI), `POST /v1/messages` (Anthropic), `GET /v1/models`
 and `GET /v1/models/{id}` (in the client's shape), `GET /healthz`. `GatewayGuard` checks keys,
 concurrency and body size in front of them; errors come in the style of the route they answer
 (off the model routes, of the client: `anthropic_client`).
@@ -39,6 +40,7 @@ from ._http import (
 )
 from .anthropic import messages_endpoint
 from .openai import chat_completions
+from .responses import response_routes
 
 __all__ = ["create_app", "run_gateway"]
 
@@ -112,6 +114,7 @@ def create_app(
     routes = [
         Route("/v1/chat/completions", chat_completions, methods=["POST"]),
         Route("/v1/messages", messages_endpoint, methods=["POST"]),
+        *response_routes(settings),
         Route("/v1/models", models, methods=["GET"]),
         Route("/v1/models/{model_id:path}", model, methods=["GET"]),
         Route("/healthz", healthz, methods=["GET"]),

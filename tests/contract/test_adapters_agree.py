@@ -1,14 +1,14 @@
 """The behaviour matrix: the same scripted cases through every front door, one outcome each.
 
-Six doors: the core provider (`generate` / `stream`), pydantic-ai (`ClaudeAgentModel`),
+Seven doors: the core provider (`generate` / `stream`), pydantic-ai (`ClaudeAgentModel`),
 LangChain (`ChatClaudeAgent`), LiteLLM (`claude-agent/...`), and the gateway's
-`/v1/chat/completions` and `/v1/messages` served on loopback and spoken to with the official
-`openai` and `anthropic` clients. Each door is one small class that sends a neutral `Case` in
-its own vocabulary (its own message types, tool definitions, settings, the application or the
-framework running the tools) and reads the answer back into a neutral `Outcome`: the calls, the
-text, the finish reason in the core's vocabulary, the structured object, and the error kind
-from the door's own error type (one table per door). Every case runs the real CLI against the
-scripted Messages API, and what the model was sent is proven from its request log.
+`/v1/chat/completions`, `/v1/responses` and `/v1/messages` served on loopback and spoken to with
+the official `openai` and `anthropic` clients. Each door is one small class that sends a neutral
+`Case` in its own vocabulary (its own message types, tool definitions, settings, the application
+or the framework running the tools) and reads the answer back into a neutral `Outcome`: the
+calls, the text, the finish reason in the core's vocabulary, the structured object, and the
+error kind from the door's own error type (one table per door). Every case runs the real CLI
+against the scripted Messages API, and what the model was sent is proven from its request log.
 
 A (door, case) that encodes behaviour still being built (issue 28) is marked
 `xfail(strict=True)` in `TARGET`: when it starts passing the mark must go.
@@ -727,10 +727,110 @@ class MessagesDoor(Door):
         return Outcome(calls, answer, finish)
 
 
+class ResponsesDoor(Door):
+    """The gateway's `/v1/responses` through the official `openai` client; a tool loop
+    continues with `previous_response_id`, sending only the results."""
+
+    name = "responses"
+
+    def error_kind(self, exc: BaseException) -> str:
+        message = str(exc)
+        if isinstance(exc, openai.BadRequestError) and exc.code == "context_length_exceeded":
+            return "context-window"
+        if "cannot be taken back" in message:  # an `error` event of the stream
+            return "stream-retraction"
+        if isinstance(exc, openai.InternalServerError) and "tool_choice required" in message:
+            return "tool-choice-violated"
+        if isinstance(exc, openai.BadRequestError):
+            return "refused"
+        return super().error_kind(exc)
+
+    @staticmethod
+    def _finish(response: Any) -> str:
+        if response.status == "incomplete":
+            return "length"
+        return "tool-calls" if response.output[-1].type == "function_call" else "stop"
+
+    async def send(self, case: Case) -> Outcome:
+        app = create_app(GatewaySettings(provider=self.api.settings(warm_processes=0)))
+        url = await self.stack.enter_async_context(serving(app))
+        client = await self.stack.enter_async_context(
+            openai.AsyncOpenAI(base_url=f"{url}/v1", api_key="sk-test", max_retries=0)
+        )
+        request: dict[str, Any] = {"model": MODEL}
+        if case.tools:
+            request["tools"] = [
+                {"type": "function", "name": n, "description": TOOLS[n].__doc__,
+                 "parameters": schema(n), "strict": False}
+                for n in case.tools
+            ]  # fmt: skip
+        if case.tool_choice in ("none", "required"):
+            request["tool_choice"] = case.tool_choice
+        elif case.tool_choice:
+            request["tool_choice"] = {"type": "function", "name": case.tool_choice}
+        if case.max_tokens:
+            request["max_output_tokens"] = case.max_tokens
+        if case.temperature is not None:
+            request["temperature"] = case.temperature
+        if not case.parallel:
+            request["parallel_tool_calls"] = False
+        if case.output:
+            request["text"] = {
+                "format": {"type": "json_schema", "name": case.output.__name__,
+                           "schema": case.output.model_json_schema()}
+            }  # fmt: skip
+        content: Any = case.prompt
+        if case.image:
+            content = [
+                {"type": "input_text", "text": case.prompt},
+                {"type": "input_image", "image_url": PIXEL_URL, "detail": "auto"},
+            ]
+        items: list[dict[str, Any]] = [{"role": "user", "content": content}]
+        for c in case.history:
+            assert not c.is_error, "a function_call_output has no error flag"
+            items.append({"type": "function_call", "call_id": c.id, "name": c.name,
+                          "arguments": json.dumps(c.args)})  # fmt: skip
+        items += [
+            {"type": "function_call_output", "call_id": c.id, "output": c.result}
+            for c in case.history
+        ]
+        if case.stream:
+            text_parts: list[str] = []
+            async for event in await client.responses.create(input=items, stream=True, **request):
+                if event.type == "response.output_text.delta":
+                    text_parts.append(event.delta)
+                elif event.type == "error":  # after the stream began: an event, not a status
+                    raise RuntimeError(event.message)
+                elif event.type in ("response.completed", "response.incomplete"):
+                    finish = self._finish(event.response)
+            return Outcome(text="".join(text_parts), finish=finish)
+        calls: list[tuple[str, dict[str, Any]]] = []
+        response = await client.responses.create(input=items, **request)
+        while True:
+            made = [
+                (i.call_id, i.name, json.loads(i.arguments or "{}"))
+                for i in response.output
+                if i.type == "function_call"
+            ]
+            calls += made
+            if not (case.run_tools and made):
+                answer = response.output_text
+                if case.output:  # the object is the answer's text on this wire
+                    return Outcome(calls, "", self._finish(response), json.loads(answer))
+                return Outcome(calls, answer, self._finish(response))
+            results = [
+                {"type": "function_call_output", "call_id": i, "output": str(TOOLS[n](**a))}
+                for i, n, a in made
+            ]
+            response = await client.responses.create(
+                input=results, previous_response_id=response.id, **request
+            )
+
+
 DOORS: dict[str, type[Door]] = {
     d.name: d
     for d in (CoreDoor, PydanticAIDoor, LangChainDoor, LiteLLMDoor, ChatCompletionsDoor,
-              MessagesDoor)
+              ResponsesDoor, MessagesDoor)
 }  # fmt: skip
 
 
@@ -1043,8 +1143,13 @@ TARGET: dict[tuple[str, str], str] = {
 }
 #: (door, case) pairs a door cannot express at all.
 NOT_EXPRESSIBLE: dict[tuple[str, str], str] = {
-    (door, "error-tool-result"): "a Chat Completions tool message has no error flag"
-    for door in ("litellm", "chat-completions")
+    **{
+        (door, "error-tool-result"): "a Chat Completions tool message has no error flag"
+        for door in ("litellm", "chat-completions")
+    },
+    ("responses", "error-tool-result"): "a function_call_output has no error flag",
+    ("responses", "stop"): "the Responses API has no stop sequences",
+    ("responses", "stop-streamed"): "the Responses API has no stop sequences",
 }
 
 

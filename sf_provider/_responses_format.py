@@ -1,0 +1,950 @@
+"""The OpenAI Responses API format <-> the provider: pure, no HTTP, no storage.
+
+`parse_request` reads a `POST /v1/responses` body (`ResponsesRequest`); `provider_call` turns its
+input items, after the stored conversation `previous_response_id` names (the gateway looks it up),
+into one provider call. `response_object` / `output_items` render a `GenerateResult` and
+`EventMapper` the stream parts as the API's `response` object and its SSE events. What each field
+does (honoured, ignored, refused with a 400 naming it): the README's table under "Gateway".
+
+Signed thinking travels as `reasoning` items: the thinking as their summary, the signature (or a
+redacted block's data) in `encrypted_content`, which a client sends back as it came.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+import uuid
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from . import _request as req
+from . import _wire as wire
+from . import types as t
+from ._error_kinds import SentParts
+from ._messages import IMAGE_DETAIL, NO_LOW_DETAIL, TOOLS_NEEDED
+from ._tool_choice import NamedToolChoice, ToolChoice, offered_tools
+from .errors import InvalidMessagesError, UnsupportedRequestError
+from .settings import EFFORT_NAMES
+from .tools import FunctionTool, tools_from_specs
+
+__all__ = [
+    "EventMapper",
+    "ResponsesRequest",
+    "UnsupportedParameterError",
+    "input_messages",
+    "output_items",
+    "parse_request",
+    "provider_call",
+    "response_id",
+    "response_object",
+]
+
+JSON = dict[str, Any]
+
+
+class UnsupportedParameterError(UnsupportedRequestError):
+    """A Responses API field the provider cannot honour; `param` names it."""
+
+    def __init__(self, param: str, message: str) -> None:
+        super().__init__(f"parameter {param!r}: {message}")
+        self.param = param
+
+
+# --------------------------------------------------------------------------- parameters
+
+#: Fields read and honoured (`parse_request`).
+_HONOURED = frozenset({
+    "model", "input", "instructions", "tools", "tool_choice", "parallel_tool_calls", "text",
+    "max_output_tokens", "reasoning", "temperature", "top_p", "stream", "stream_options", "store",
+    "previous_response_id", "include", "metadata", "user",
+})  # fmt: skip
+
+#: Fields that tag the request or hint at caching, and change nothing in the answer;
+#: `max_tool_calls` bounds calls to hosted tools, of which none are offered here.
+_IGNORED = frozenset(
+    {"safety_identifier", "prompt_cache_key", "prompt_cache_retention", "max_tool_calls"}
+)
+
+#: Fields accepted only at the value that asks for nothing, and why any other is refused.
+_ONLY_DEFAULT: dict[str, tuple[tuple[Any, ...], str]] = {
+    "background": ((False,), "the answer comes on this request; background responses are not run"),
+    "truncation": (
+        ("disabled",),
+        "nothing is dropped from a conversation here: one too long for the model is an error",
+    ),
+    "top_logprobs": ((0,), "the Messages API returns no log probabilities"),
+    "service_tier": (("auto", "default"), "the Claude Code CLI has no service tier setting"),
+    "conversation": ((), "conversations are not kept here: continue with previous_response_id"),
+    "prompt": ((), "stored prompts are not kept here: send instructions and input"),
+}
+
+#: `include` values: encrypted reasoning is in every reasoning item anyway.
+_INCLUDABLE = frozenset({"reasoning.encrypted_content"})
+
+#: Hosted tools of OpenAI's (any tool type but `function`): refused, naming the type.
+_HOSTED = "hosted tools are not offered here (only 'function' tools, which the client runs)"
+
+
+def _asks_nothing(value: Any, allowed: tuple[Any, ...]) -> bool:
+    return any(type(value) is type(a) and value == a for a in allowed)
+
+
+@dataclass(frozen=True)
+class ResponsesRequest:
+    """A `POST /v1/responses` body, read for the provider."""
+
+    #: The request's `model` (None: the provider's default); echoed in the response.
+    model: str | None
+    #: The input items (a string input as one user message), kept as sent: with the output they
+    #: are the conversation a later `previous_response_id` continues.
+    items: list[JSON]
+    instructions: str | None
+    tools: list[FunctionTool]
+    #: Call options for the provider (model, tool_choice, parallel_tool_calls, max_tokens,
+    #: output_schema, effort, thinking, temperature, top_p).
+    options: JSON = field(default_factory=dict)
+    stream: bool = False
+    store: bool = True
+    previous_response_id: str | None = None
+    #: `text.format` asked for JSON: the answer's text is the structured output.
+    structured: bool = False
+    #: The request fields a response object repeats (`response_object`).
+    echo: JSON = field(default_factory=dict)
+
+
+def parse_request(body: Mapping[str, Any]) -> ResponsesRequest:
+    """Read a Responses API request body; refuse what cannot be honoured, naming the field."""
+    given = {k: v for k, v in body.items() if v is not None}
+    for name, value in given.items():
+        if name in _HONOURED or name in _IGNORED:
+            continue
+        if name not in _ONLY_DEFAULT:
+            raise UnsupportedParameterError(
+                name, "not a Responses API field this server knows; leave it out"
+            )
+        allowed, reason = _ONLY_DEFAULT[name]
+        if not _asks_nothing(value, allowed):
+            raise UnsupportedParameterError(
+                name, f"{json.dumps(value)} cannot be honoured: {reason}; leave it out"
+            )
+    previous = given.get("previous_response_id")
+    if previous is not None and (not isinstance(previous, str) or not previous):
+        raise UnsupportedParameterError("previous_response_id", "must be a response id")
+    if "input" not in given and previous is None:
+        raise InvalidMessagesError("'input' is required: a string or a list of input items")
+    items = _items(given.get("input", []))
+    instructions = given.get("instructions")
+    if instructions is not None and not isinstance(instructions, str):
+        raise UnsupportedParameterError("instructions", "must be a string")
+    options: JSON = {}
+    model = given.get("model")
+    if model is not None:
+        if not isinstance(model, str) or not model.strip():
+            raise UnsupportedParameterError("model", "must be a model name (a string)")
+        options["model"] = model
+    tools = _function_tools(given.get("tools", []))
+    if "tool_choice" in given:
+        # Only the allowed tools are offered: the model cannot call one it is not shown.
+        choice, subset = _tool_choice(given["tool_choice"])
+        try:
+            tools = offered_tools(tools, choice, allowed=subset)
+        except UnsupportedRequestError as exc:
+            raise UnsupportedParameterError("tool_choice", str(exc)) from None
+        options["tool_choice"] = choice
+    for name in ("parallel_tool_calls", "stream", "store"):
+        if name in given and not isinstance(given[name], bool):
+            raise UnsupportedParameterError(name, "must be true or false")
+    if "parallel_tool_calls" in given:
+        options["parallel_tool_calls"] = given["parallel_tool_calls"]
+    limit = given.get("max_output_tokens")
+    if limit is not None:
+        if isinstance(limit, bool) or not isinstance(limit, int) or limit < 1:
+            raise UnsupportedParameterError("max_output_tokens", "must be a positive integer")
+        options["max_tokens"] = limit
+    for name in ("temperature", "top_p"):  # sent as written; the model decides what it takes
+        if name in given:
+            options[name] = given[name]
+    options |= _reasoning_options(given.get("reasoning"))
+    schema = _output_schema(given.get("text"))
+    if schema is not None:
+        options["output_schema"] = schema
+    stream = given.get("stream", False)
+    _stream_options(given.get("stream_options"), stream)
+    _include(given.get("include"))
+    metadata = given.get("metadata", {})
+    if not isinstance(metadata, Mapping) or not all(isinstance(v, str) for v in metadata.values()):
+        raise UnsupportedParameterError("metadata", "must be an object of string values")
+    echo = {
+        "instructions": instructions,
+        "max_output_tokens": limit,
+        "metadata": dict(metadata),
+        "parallel_tool_calls": given.get("parallel_tool_calls", True),
+        "previous_response_id": previous,
+        "reasoning": {"effort": None, "summary": None, **(given.get("reasoning") or {})},
+        "temperature": given.get("temperature"),
+        "text": {"format": {"type": "text"}, "verbosity": "medium", **(given.get("text") or {})},
+        "tool_choice": given.get("tool_choice", "auto"),
+        "tools": list(given.get("tools", [])),
+        "top_p": given.get("top_p"),
+        "user": given.get("user"),
+    }
+    return ResponsesRequest(
+        model,
+        items,
+        instructions,
+        tools,
+        options,
+        stream=stream,
+        store=given.get("store", True),
+        previous_response_id=previous,
+        structured=schema is not None,
+        echo=echo,
+    )
+
+
+def _stream_options(value: Any, stream: bool) -> None:
+    if value is None:
+        return
+    if not stream:
+        raise UnsupportedParameterError(
+            "stream_options", "is only allowed when 'stream' is true; leave it out or stream"
+        )
+    if not isinstance(value, Mapping) or set(value) - {"include_obfuscation"}:
+        raise UnsupportedParameterError(
+            "stream_options", "only include_obfuscation is known (events are never obfuscated)"
+        )
+
+
+def _include(value: Any) -> None:
+    if value is None:
+        return
+    if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+        raise UnsupportedParameterError("include", "must be a list of strings")
+    for name in value:
+        if name not in _INCLUDABLE:
+            raise UnsupportedParameterError(
+                "include",
+                f"{name!r} cannot be honoured: only reasoning.encrypted_content is known (and "
+                f"always included); leave the others out",
+            )
+
+
+def _reasoning_options(reasoning: Any) -> JSON:
+    """`reasoning` -> thinking options: `effort` as the provider's effort (`none`: thinking
+    off); a `summary` asks for nothing more (the reasoning items carry the model's thinking)."""
+    if reasoning is None:
+        return {}
+    if not isinstance(reasoning, Mapping):
+        raise UnsupportedParameterError("reasoning", "must be an object")
+    for key, value in reasoning.items():
+        if key in ("summary", "generate_summary"):
+            if value not in (None, "auto", "concise", "detailed"):
+                raise UnsupportedParameterError(
+                    f"reasoning.{key}", f"{json.dumps(value)} is not one of auto, concise, detailed"
+                )
+        elif key != "effort":
+            raise UnsupportedParameterError(
+                f"reasoning.{key}", "not a reasoning field this server knows; leave it out"
+            )
+    effort = reasoning.get("effort")
+    if effort is None:
+        return {}
+    if effort == "none":
+        return {"thinking": "disabled"}
+    if not isinstance(effort, str) or effort not in EFFORT_NAMES:
+        raise UnsupportedParameterError(
+            "reasoning.effort", f"{effort!r} is not one of none, {', '.join(EFFORT_NAMES)}"
+        )
+    return {"effort": EFFORT_NAMES[effort]}
+
+
+#: The fields of a `json_schema` text format: `strict` holds anyway (the CLI checks the answer
+#: against the schema); `name` and `description` go into the schema the model is shown.
+_JSON_SCHEMA_FIELDS = frozenset({"type", "name", "description", "schema", "strict"})
+
+
+def _output_schema(text: Any) -> JSON | None:
+    """`text` -> the provider's `output_schema` (None: plain text)."""
+    if text is None:
+        return None
+    if not isinstance(text, Mapping):
+        raise UnsupportedParameterError("text", "must be an object")
+    for key in text:
+        if key not in ("format", "verbosity"):
+            raise UnsupportedParameterError(
+                f"text.{key}", "not a text field this server knows; leave it out"
+            )
+    if text.get("verbosity") not in (None, "medium"):
+        raise UnsupportedParameterError(
+            "text.verbosity",
+            f"{json.dumps(text['verbosity'])} cannot be honoured: the Claude Code CLI has no "
+            f"verbosity setting; leave it out (or send 'medium')",
+        )
+    spec = text.get("format")
+    kind = spec.get("type") if isinstance(spec, Mapping) else None
+    if spec is None or kind == "text":
+        return None
+    if kind == "json_object":
+        # JSON mode promises a JSON object, any object: a schema that admits every one.
+        return {"type": "object"}
+    if kind != "json_schema" or not isinstance(spec, Mapping):
+        raise UnsupportedParameterError(
+            "text.format", f"type {kind!r} is not one of text, json_object, json_schema"
+        )
+    unknown = sorted(k for k, v in spec.items() if k not in _JSON_SCHEMA_FIELDS and v is not None)
+    if unknown:
+        raise UnsupportedParameterError(
+            f"text.format.{unknown[0]}", "not a json_schema field this server knows; leave it out"
+        )
+    schema, name, description = spec.get("schema"), spec.get("name"), spec.get("description")
+    if not isinstance(schema, Mapping):
+        raise UnsupportedParameterError("text.format.schema", "required: a JSON Schema object")
+    for key, value in (("name", name), ("description", description)):
+        if value is not None and not isinstance(value, str):
+            raise UnsupportedParameterError(f"text.format.{key}", "must be a string")
+    return wire.described(schema, name, description)
+
+
+# --------------------------------------------------------------------------- tools
+
+
+def _function_tools(tools: Any) -> list[FunctionTool]:
+    """Responses function tools (`{"type": "function", "name", "description", "parameters",
+    "strict"}`) -> `FunctionTool`s without executors, by the tool layer's one rule."""
+    if not isinstance(tools, list):
+        raise UnsupportedParameterError("tools", "must be a list of function tools")
+    specs = []
+    for i, tool in enumerate(tools):
+        kind = tool.get("type") if isinstance(tool, Mapping) else None
+        if kind != "function" or not isinstance(tool, Mapping):
+            raise UnsupportedParameterError(
+                f"tools[{i}]", f"type {kind!r} cannot be offered: {_HOSTED}"
+            )
+        spec = {k: v for k, v in tool.items() if k != "type"}
+        spec.setdefault("parameters", None)  # none: a tool without arguments
+        specs.append(spec)
+    try:
+        return tools_from_specs(specs)
+    except UnsupportedRequestError as exc:
+        raise UnsupportedParameterError("tools", str(exc)) from None
+
+
+def _tool_choice(choice: Any) -> tuple[ToolChoice, list[str] | None]:
+    """The Responses `tool_choice` -> the provider's, and the names `allowed_tools` lets the
+    model call (None: all)."""
+    match choice:
+        case "auto" | "none" | "required":
+            return choice, None
+        case {"type": "function", "name": str(name)}:
+            return NamedToolChoice(name=name), None
+        case {"type": "allowed_tools", "mode": "auto" | "required" as mode, "tools": list(listed)}:
+            allowed = []
+            for i, tool in enumerate(listed):
+                match tool:
+                    case {"type": "function", "name": str(name)}:
+                        allowed.append(name)
+                    case _:
+                        raise UnsupportedParameterError(
+                            f"tool_choice.tools[{i}]",
+                            f"must be {{'type': 'function', 'name'}}: {_HOSTED}",
+                        )
+            return mode, allowed
+        case {"type": str(kind)} if kind not in ("function", "allowed_tools"):
+            raise UnsupportedParameterError("tool_choice", f"type {kind!r}: {_HOSTED}")
+        case _:
+            raise UnsupportedParameterError(
+                "tool_choice",
+                f"{json.dumps(choice)} is not one of 'auto', 'none', 'required', "
+                f"{{'type': 'function', 'name': ...}} or {{'type': 'allowed_tools', 'mode': "
+                f"'auto' | 'required', 'tools': [...]}}",
+            )
+
+
+# --------------------------------------------------------------------------- input items in
+
+
+def _items(value: Any) -> list[JSON]:
+    if isinstance(value, str):
+        return [{"type": "message", "role": "user", "content": value}]
+    if not isinstance(value, list) or not all(isinstance(i, Mapping) for i in value):
+        raise InvalidMessagesError("'input' must be a string or a list of input items (objects)")
+    return [dict(item) for item in value]
+
+
+#: The fields each input item type is read with (besides `type`): `id` and `status` name and
+#: describe an item the API gave out, and ask for nothing.
+_ITEM_FIELDS: dict[str, frozenset[str]] = {
+    "message": frozenset({"role", "content", "id", "status"}),
+    "function_call": frozenset({"call_id", "name", "arguments", "id", "status"}),
+    "function_call_output": frozenset({"call_id", "output", "id", "status"}),
+    "reasoning": frozenset({"summary", "content", "encrypted_content", "id", "status"}),
+}
+_ROLES = ("user", "assistant", "system", "developer")
+
+
+def _check_fields(item: Mapping[str, Any], known: frozenset[str], path: str, what: str) -> None:
+    for key, value in item.items():
+        if key != "type" and key not in known and value not in (None, [], {}, ""):
+            raise UnsupportedParameterError(
+                f"{path}.{key}", f"not a field of {what} this server knows; leave it out"
+            )
+
+
+def provider_call(
+    request: ResponsesRequest, previous: Sequence[Mapping[str, Any]] = ()
+) -> tuple[list[req.Message], list[FunctionTool], JSON]:
+    """The provider call for `request`: its instructions, the `previous` conversation (the
+    items of the response it continues) and its own input as typed messages, with its tools and
+    call options. A history with tool calls in a request without `tools` gets the called tools
+    defined again, uncallable (`wire.called_tools`)."""
+    items = [*previous, *request.items]
+    messages = input_messages(items, request.instructions, replayed=len(previous))
+    tools, options = list(request.tools), dict(request.options)
+    if not tools and req.holds_tool_blocks(messages):
+        called = wire.called_tools(messages)
+        if not called or options.get("tool_choice", "none") not in ("auto", "none"):
+            raise UnsupportedParameterError("tools", TOOLS_NEEDED)
+        tools, options["tool_choice"] = called, "none"
+    return messages, tools, options
+
+
+def input_messages(
+    items: Sequence[Mapping[str, Any]], instructions: str | None = None, *, replayed: int = 0
+) -> list[req.Message]:
+    """Input items -> typed messages: consecutive assistant items (messages, reasoning,
+    function calls) are one assistant turn, consecutive function call outputs one tool turn.
+    The first `replayed` items are a stored conversation (named so in errors)."""
+    messages: list[req.Message] = [req.SystemMessage(instructions)] if instructions else []
+    turn: list[req.AssistantPart] = []
+    results: list[req.ToolResult] = []
+
+    def close() -> None:
+        if turn:
+            messages.append(req.AssistantMessage(tuple(turn)))
+            turn.clear()
+        if results:
+            messages.append(req.ToolMessage(tuple(results)))
+            results.clear()
+
+    for i, item in enumerate(items):
+        path = f"input[{i - replayed}]" if i >= replayed else f"previous_response_id.items[{i}]"
+        kind = item.get("type", "message" if "role" in item else None)
+        if kind not in _ITEM_FIELDS:
+            raise UnsupportedParameterError(
+                f"{path}.type",
+                f"{kind!r} is not an input item this server reads (message, function_call, "
+                f"function_call_output, reasoning): {_HOSTED}, and items are sent whole, not "
+                f"by reference",
+            )
+        _check_fields(item, _ITEM_FIELDS[kind], path, f"a {kind} item")
+        if kind == "function_call_output":
+            if turn:
+                close()
+            results.append(_tool_result(item, path))
+            continue
+        if results:
+            close()
+        if kind == "function_call":
+            turn.append(_function_call(item, path))
+        elif kind == "reasoning":
+            turn.extend(_reasoning(item, path))
+        elif item.get("role") == "assistant":
+            turn.extend(_assistant_content(item.get("content"), path))
+        else:
+            close()
+            started = any(not isinstance(m, req.SystemMessage) for m in messages)
+            messages.append(_message(item, path, started=started))
+    close()
+    return messages
+
+
+def _message(item: Mapping[str, Any], path: str, *, started: bool) -> req.Message:
+    role = item.get("role")
+    if role not in _ROLES:
+        raise InvalidMessagesError(
+            f"{path}: unknown role {role!r}; use user, assistant, system or developer"
+        )
+    parts = _media(item.get("content"), f"{path}.content")
+    if role == "user":
+        return req.UserMessage(parts)
+    if started:
+        raise UnsupportedRequestError(
+            f"{path}: a {role} message after the conversation started cannot be kept in its "
+            f"place by the CLI (it takes one system prompt); put system and developer "
+            f"messages first, or into 'instructions'"
+        )
+    texts = [p.text for p in parts if isinstance(p, req.Text)]
+    if len(texts) != len(parts):
+        raise InvalidMessagesError(f"{path}: a {role} message holds text only")
+    return req.SystemMessage("\n".join(texts))
+
+
+def _parts(content: Any, path: str) -> list[Mapping[str, Any]]:
+    if isinstance(content, str):
+        return [{"type": "input_text", "text": content}]
+    if isinstance(content, list) and all(isinstance(p, Mapping) for p in content):
+        return list(content)
+    raise InvalidMessagesError(f"{path}: content must be a string or a list of content parts")
+
+
+def _media(content: Any, path: str) -> tuple[req.Text | req.Image, ...]:
+    """Text and image parts (a user message's, a function call output's)."""
+    found: list[req.Text | req.Image] = []
+    for j, part in enumerate(_parts(content, path)):
+        kind, here = part.get("type"), f"{path}[{j}]"
+        if kind == "input_text" and isinstance(part.get("text"), str):
+            _check_fields(part, frozenset({"text"}), here, "an input_text part")
+            found.append(req.Text(part["text"]))
+        elif kind == "input_image":
+            found.append(_image(part, here))
+        elif kind in ("input_file", "input_audio"):
+            raise UnsupportedParameterError(
+                here, f"{kind} cannot be sent here: send the content as text or images"
+            )
+        else:
+            raise InvalidMessagesError(
+                f"{here}: a content part here is input_text or input_image, not {kind!r}"
+            )
+    return tuple(found)
+
+
+def _image(part: Mapping[str, Any], path: str) -> req.Image:
+    if part.get("file_id"):
+        raise UnsupportedParameterError(
+            f"{path}.file_id", "files are not kept here: send the image as a data: URL"
+        )
+    _check_fields(part, frozenset({"image_url", "detail"}), path, "an input_image part")
+    url, detail = part.get("image_url"), part.get("detail")
+    if not isinstance(url, str) or not url:
+        raise UnsupportedParameterError(
+            f"{path}.image_url", "required: the image as a data: URL (or an https URL)"
+        )
+    if detail == "low":
+        raise UnsupportedParameterError(f"{path}.detail", NO_LOW_DETAIL)
+    if detail is not None and detail not in IMAGE_DETAIL:
+        raise UnsupportedParameterError(
+            f"{path}.detail", f"{json.dumps(detail)} is not one of auto, high, low"
+        )
+    return req.Image(url=url)
+
+
+def _assistant_content(content: Any, path: str) -> list[req.AssistantPart]:
+    texts: list[req.AssistantPart] = []
+    for j, part in enumerate(_parts(content, f"{path}.content")):
+        kind, here = part.get("type"), f"{path}.content[{j}]"
+        key = "refusal" if kind == "refusal" else "text"
+        if kind not in ("output_text", "input_text", "refusal") or not isinstance(
+            part.get(key), str
+        ):
+            raise InvalidMessagesError(
+                f"{here}: an assistant content part is output_text or refusal, not {kind!r}"
+            )
+        for extra in ("annotations", "logprobs"):  # sent back with every output_text
+            if part.get(extra):
+                raise UnsupportedParameterError(
+                    f"{here}.{extra}",
+                    f"{extra} describe an answer's text and cannot be sent "
+                    f"back to the model; leave them out",
+                )
+        _check_fields(part, frozenset({key, "annotations", "logprobs"}), here, f"a {kind} part")
+        if part[key]:  # an empty text says nothing the API would accept
+            texts.append(req.Text(part[key]))
+    return texts
+
+
+def _function_call(item: Mapping[str, Any], path: str) -> req.ToolCall:
+    call_id, name, raw = item.get("call_id"), item.get("name"), item.get("arguments")
+    if not isinstance(call_id, str) or not call_id:
+        raise InvalidMessagesError(f"{path}: a function_call needs its 'call_id'")
+    if not isinstance(name, str) or not name:
+        raise InvalidMessagesError(f"{path}: a function_call needs its 'name'")
+    if raw is None or (isinstance(raw, str) and not raw.strip()):
+        return req.ToolCall(call_id, name, {})
+    try:
+        arguments = json.loads(raw) if isinstance(raw, str) else None
+    except ValueError:
+        arguments = None
+    except RecursionError:
+        raise InvalidMessagesError(
+            f"{path}: 'arguments' is JSON nested too deeply to read; flatten it"
+        ) from None
+    if not isinstance(arguments, dict):
+        raise InvalidMessagesError(f"{path}: 'arguments' must be a JSON object, as a string")
+    return req.ToolCall(call_id, name, arguments)
+
+
+def _tool_result(item: Mapping[str, Any], path: str) -> req.ToolResult:
+    call_id, output = item.get("call_id"), item.get("output")
+    if not isinstance(call_id, str) or not call_id:
+        raise InvalidMessagesError(f"{path}: a function_call_output needs its 'call_id'")
+    if isinstance(output, str):
+        return req.ToolResult(call_id, output)
+    parts = _media(output, f"{path}.output")
+    if len(parts) == 1 and isinstance(parts[0], req.Text):
+        return req.ToolResult(call_id, parts[0].text)
+    return req.ToolResult(call_id, parts or "")
+
+
+#: `encrypted_content` of the reasoning items given out here: signed thinking, or a redacted
+#: block's data. Anything else is no thinking the model could verify.
+_SIGNED, _REDACTED = "thinking:", "redacted_thinking:"
+
+
+def _reasoning(item: Mapping[str, Any], path: str) -> list[req.Reasoning]:
+    texts: list[str] = []
+    for key, kind in (("content", "reasoning_text"), ("summary", "summary_text")):
+        parts = item.get(key) or []
+        if not isinstance(parts, list) or not all(
+            isinstance(p, Mapping) and p.get("type") == kind and isinstance(p.get("text"), str)
+            for p in parts
+        ):
+            raise InvalidMessagesError(f"{path}.{key}: a list of {kind} parts")
+        if not texts:  # the reasoning's own text, else its summary
+            texts = [p["text"] for p in parts]
+    text, sealed = "\n\n".join(texts), item.get("encrypted_content")
+    if isinstance(sealed, str) and sealed.startswith(_REDACTED):
+        return [req.Reasoning("", redacted=sealed.removeprefix(_REDACTED))]
+    if isinstance(sealed, str) and sealed.startswith(_SIGNED):
+        return [req.Reasoning(text, signature=sealed.removeprefix(_SIGNED))]
+    # Unsigned reasoning (or another model's): replayed as text, with a warning.
+    return [req.Reasoning(text)] if text else []
+
+
+# --------------------------------------------------------------------------- answers out
+
+
+def response_id() -> str:
+    """A new response id."""
+    return f"resp_{uuid.uuid4().hex}"
+
+
+def _item_id(prefix: str) -> str:
+    return f"{prefix}_{uuid.uuid4().hex}"
+
+
+def _output_text(text: str) -> JSON:
+    return {"type": "output_text", "text": text, "annotations": [], "logprobs": []}
+
+
+def _message_item(item_id: str, text: str | None) -> JSON:
+    content = [] if text is None else [_output_text(text)]
+    return {
+        "id": item_id,
+        "type": "message",
+        "status": "completed",
+        "role": "assistant",
+        "content": content,
+    }
+
+
+def _call_item(item_id: str, call_id: str, name: str, arguments: str) -> JSON:
+    return {
+        "id": item_id,
+        "type": "function_call",
+        "status": "completed",
+        "call_id": call_id,
+        "name": name,
+        "arguments": arguments,
+    }
+
+
+def _reasoning_item(item_id: str, text: str, signature: str | None, redacted: str | None) -> JSON:
+    item: JSON = {"id": item_id, "type": "reasoning", "summary": []}
+    if text:
+        item["summary"] = [{"type": "summary_text", "text": text}]
+    if redacted:
+        item["encrypted_content"] = _REDACTED + redacted
+    elif signature:
+        item["encrypted_content"] = _SIGNED + signature
+    return item
+
+
+def _arguments(arguments: Mapping[str, Any]) -> str:
+    return json.dumps(arguments, ensure_ascii=False)
+
+
+def output_items(result: t.GenerateResult, *, structured: bool = False) -> list[JSON]:
+    """The output items of a `GenerateResult`, in the order the model wrote them: reasoning,
+    one message per text block, and the function calls the client must run."""
+    if structured and result.structured_output is not None:
+        items = [
+            _reasoning_item(_item_id("rs"), r.text, r.signature, r.redacted)
+            for r in result.final_reasoning
+        ]
+        text = json.dumps(result.structured_output, ensure_ascii=False)
+        return [*items, _message_item(_item_id("msg"), text)]
+    handed_back = {c.tool_call_id for c in result.tool_calls if not c.provider_executed}
+    items = []
+    for message in result.response_messages:
+        for block in message["content"] if message["role"] == "assistant" else []:
+            kind = block["type"]
+            if kind == "text":
+                items.append(_message_item(_item_id("msg"), block["text"]))
+            elif kind == "reasoning":
+                signature, redacted = block.get("signature"), block.get("redacted")
+                items.append(_reasoning_item(_item_id("rs"), block["text"], signature, redacted))
+            elif kind == "tool-call" and block["tool_call_id"] in handed_back:
+                call_id, name = block["tool_call_id"], block["tool_name"]
+                arguments = _arguments(block["input"])
+                items.append(_call_item(_item_id("fc"), call_id, name, arguments))
+    return items
+
+
+def _usage(usage: t.Usage) -> JSON:
+    """Usage in the Responses API's shape: input tokens include cache reads and writes."""
+    return {
+        "input_tokens": usage.input_total,
+        "input_tokens_details": {
+            "cached_tokens": usage.cache_read_input_tokens,
+            "cache_write_tokens": usage.cache_creation_input_tokens,
+        },
+        "output_tokens": usage.output_tokens,
+        "output_tokens_details": {"reasoning_tokens": 0},
+        "total_tokens": usage.total_tokens,
+    }
+
+
+#: Finish reasons that leave a response incomplete, and the reason it gives.
+_INCOMPLETE: dict[t.FinishReason, str] = {
+    "length": "max_output_tokens",
+    "content-filter": "content_filter",
+}
+
+
+def response_object(
+    request: ResponsesRequest,
+    *,
+    id: str,
+    model: str,
+    created_at: int,
+    output: list[JSON],
+    finish: t.FinishReason | None = None,
+    usage: t.Usage | None = None,
+    error: JSON | None = None,
+) -> JSON:
+    """A `response` object: in progress (no `finish`), completed or incomplete (by `finish`),
+    or failed (`error`: `{"code", "message"}`)."""
+    if error is not None:
+        status = "failed"
+    elif finish is None:
+        status = "in_progress"
+    else:
+        status = "incomplete" if finish in _INCOMPLETE else "completed"
+    reason = _INCOMPLETE.get(finish) if finish is not None else None
+    return {
+        "id": id,
+        "object": "response",
+        "created_at": created_at,
+        "status": status,
+        "background": False,
+        "error": error,
+        "incomplete_details": {"reason": reason} if reason else None,
+        "model": model,
+        "output": output,
+        "service_tier": "default",
+        "store": request.store,
+        "truncation": "disabled",
+        "usage": None if usage is None else _usage(usage),
+        **request.echo,
+    }
+
+
+#: How each output item type streams its text: the prefix of its delta and done events, and
+#: the part the text is written into (none: the item itself), with that part's index field.
+_STREAMS: dict[str, tuple[str, str | None, str | None]] = {
+    "message": ("response.output_text", "response.content_part", "content_index"),
+    "reasoning": (
+        "response.reasoning_summary_text",
+        "response.reasoning_summary_part",
+        "summary_index",
+    ),
+    "function_call": ("response.function_call_arguments", None, None),
+}
+
+
+class EventMapper:
+    """Stream parts -> the Responses API's stream events, numbered, from `response.created` to
+    `response.completed` / `response.incomplete` (`finish`) or `response.failed` (`failed`).
+
+    Each text block is a message item, each reasoning block a reasoning item (its text as a
+    summary part), each call to hand back a function_call item, in the order they come; text
+    opens its item with its first delta (a block that says nothing is no item). With
+    `structured`, the answer is one message holding the structured output as JSON, at the end.
+    `response` is the response object as it stands.
+    """
+
+    def __init__(
+        self, request: ResponsesRequest, *, id: str, model: str, created_at: int | None = None
+    ) -> None:
+        self.request = request
+        self._frame: JSON = {"id": id, "model": model, "created_at": created_at or int(time.time())}
+        self.output: list[JSON] = []
+        self.response = response_object(request, output=[], **self._frame)
+        self._number = 0
+        self._items: dict[str, _Item] = {}  # part id -> the item it writes, while open
+        self._sent = SentParts()
+        self._finish: t.FinishPart | None = None
+
+    def start(self) -> list[JSON]:
+        """`response.created` and `response.in_progress`."""
+        return [
+            self._event(f"response.{s}", response=self.response) for s in ("created", "in_progress")
+        ]
+
+    def add(self, part: t.StreamPart) -> list[JSON]:
+        """The events one part becomes (often none)."""
+        match part:
+            case t.TextDeltaPart():
+                if self.request.structured:
+                    return []  # the answer is the structured output, at the end
+                return self._write(part.id, part.delta, opens="message")
+            case t.TextEndPart():
+                return self._close(part.id) if part.id in self._items else []
+            case t.ReasoningDeltaPart():
+                return self._write(part.id, part.delta, opens="reasoning")
+            case t.ReasoningEndPart():
+                events = []
+                if part.id not in self._items:
+                    if not (part.signature or part.redacted):
+                        return []  # said nothing, and holds nothing to send back
+                    events = self._open(part.id, _reasoning_item(_item_id("rs"), "", None, None))
+                sealed = {"signature": part.signature, "redacted": part.redacted}
+                return [*events, *self._close(part.id, **sealed)]
+            case t.ToolInputStartPart():
+                return self._open(part.id, _call_item(_item_id("fc"), part.id, part.tool_name, ""))
+            case t.ToolInputDeltaPart():
+                return self._write(part.id, part.delta)
+            case t.ToolCallPart():
+                return [] if part.provider_executed else self._call(part)
+            case t.DiscardPart():
+                self._sent.discard(part, wire.RESEND)
+                return []
+            case t.FinishPart():
+                self._finish = part
+                if not (self.request.structured and part.structured_output is not None):
+                    return []
+                text = json.dumps(part.structured_output, ensure_ascii=False)
+                written = self._write("structured", text, opens="message")
+                return [*written, *self._close("structured")]
+            case (
+                t.StreamStartPart()
+                | t.TextStartPart()
+                | t.ReasoningStartPart()
+                | t.ToolInputEndPart()
+                | t.ErrorPart()  # the provider raises right after it
+                | t.ToolResultPart()  # only for calls the provider ran: none have executors
+            ):
+                return []
+
+    def finish(self) -> JSON:
+        """The last event: `response.completed`, or `response.incomplete` (max output tokens,
+        content filter); `response` is then the complete response object."""
+        finish = self._finish
+        self.response = response_object(
+            self.request,
+            output=list(self.output),
+            finish=finish.finish_reason if finish else "other",
+            usage=finish.usage if finish else t.Usage(),
+            **self._frame,
+        )
+        return self._event(f"response.{self.response['status']}", response=self.response)
+
+    def failed(self, code: str, message: str, param: str | None = None) -> list[JSON]:
+        """The events of a response that failed after its stream began: `error`, then
+        `response.failed` with the response as it stood."""
+        error = {"code": code, "message": message}
+        self.response = response_object(
+            self.request, output=list(self.output), error=error, **self._frame
+        )
+        return [
+            self._event("error", code=code, message=message, param=param),
+            self._event("response.failed", response=self.response),
+        ]
+
+    def _event(self, kind: str, of: _Item | None = None, /, **fields: Any) -> JSON:
+        """An event, numbered; `of`: about that item's content (its id and index)."""
+        self._number += 1
+        at = {} if of is None else {"item_id": of.body["id"], "output_index": of.index}
+        return {"type": kind, "sequence_number": self._number - 1, **at, **fields}
+
+    def _open(self, part_id: str, body: JSON) -> list[JSON]:
+        body["status"] = "in_progress"
+        self._items[part_id] = _Item(body, len(self.output))
+        self.output.append(body)
+        self._sent.add(part_id)
+        return [
+            self._event("response.output_item.added", output_index=len(self.output) - 1, item=body)
+        ]
+
+    def _call(self, part: t.ToolCallPart) -> list[JSON]:
+        call_id, events = part.tool_call_id, []
+        if call_id not in self._items:  # not streamed: a recovered call
+            events = self._open(call_id, _call_item(_item_id("fc"), call_id, part.tool_name, ""))
+        if not "".join(self._items[call_id].chunks).strip():
+            # No fragments came: the arguments whole, so a client reads valid JSON.
+            events += self._write(call_id, _arguments(part.input))
+        return [*events, *self._close(call_id)]
+
+    def _write(self, part_id: str, delta: str, opens: str | None = None) -> list[JSON]:
+        """A delta of the item `part_id` writes, opening it (a new item of type `opens`) and
+        its text part first."""
+        events = []
+        if opens is not None and part_id not in self._items:
+            blank = (
+                _message_item(_item_id("msg"), None)
+                if opens == "message"
+                else _reasoning_item(_item_id("rs"), "", None, None)
+            )
+            events = self._open(part_id, blank)
+        item = self._items[part_id]
+        prefix, text_part, index = _STREAMS[item.body["type"]]
+        where = {index: 0} if index else {}
+        if text_part and not item.chunks:
+            events.append(self._event(f"{text_part}.added", item, **where, part=item.text_part("")))
+        item.chunks.append(delta)
+        logprobs: JSON = {"logprobs": []} if item.body["type"] == "message" else {}
+        return [*events, self._event(f"{prefix}.delta", item, **where, delta=delta, **logprobs)]
+
+    def _close(self, part_id: str, **final: Any) -> list[JSON]:
+        """The item `part_id` done: its text, its text part and itself, whole."""
+        item = self._items.pop(part_id)
+        kind, text = item.body["type"], "".join(item.chunks)
+        prefix, text_part, index = _STREAMS[kind]
+        where = {index: 0} if index else {}
+        if kind == "message":
+            body, done = _message_item(item.body["id"], text), {"text": text, "logprobs": []}
+        elif kind == "reasoning":
+            body = _reasoning_item(item.body["id"], text, final["signature"], final["redacted"])
+            done = {"text": text}
+        else:
+            body = _call_item(item.body["id"], item.body["call_id"], item.body["name"], text)
+            done = {"arguments": text, "name": item.body["name"]}
+        events = []
+        if item.chunks:
+            events.append(self._event(f"{prefix}.done", item, **where, **done))
+            if text_part:
+                events.append(
+                    self._event(f"{text_part}.done", item, **where, part=item.text_part(text))
+                )
+        self.output[item.index] = body
+        return [
+            *events,
+            self._event("response.output_item.done", output_index=item.index, item=body),
+        ]
+
+
+@dataclass
+class _Item:
+    """An output item being streamed: its body as added, its index, what it has said so far."""
+
+    body: JSON
+    index: int
+    chunks: list[str] = field(default_factory=list)
+
+    def text_part(self, text: str) -> JSON:
+        """The part its text is written into (a message's output_text, a summary_text)."""
+        if self.body["type"] == "message":
+            return _output_text(text)
+        return {"type": "summary_text", "text": text}

@@ -1,0 +1,205 @@
+"""`/v1/responses`: the OpenAI Responses API over the provider, with stored responses.
+
+`POST /v1/responses` runs one model call (`sf_provider._responses_format` reads the request and
+writes the `response` object, or its SSE events). A response is stored (unless `store: false`)
+with its conversation: the input items up to it and its output. `previous_response_id` continues
+that conversation (`_conversation`); `GET` and `DELETE /v1/responses/{id}` read and remove it. A
+stored response belongs to the API key that created it: to any other it is an unknown id.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import time
+from collections import OrderedDict
+from collections.abc import AsyncGenerator, AsyncIterator, Callable, Mapping
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+from starlette.routing import Route
+
+from .. import _door as door
+from .._responses_format import (
+    EventMapper,
+    ResponsesRequest,
+    output_items,
+    parse_request,
+    provider_call,
+    response_id,
+    response_object,
+)
+from ..errors import ProviderError
+from ..provider import ClaudeAgentProvider as Provider
+from ..types import GenerateResult, StreamPart
+from ._errors import ErrorInfo, GatewayError, error_info, invalid_request
+from ._http import GatewaySettings, ModelCall, model_endpoint, presented_key, sse
+
+__all__ = ["MemoryResponseStore", "ResponseStore", "StoredResponse", "response_routes"]
+
+
+@dataclass(frozen=True)
+class StoredResponse:
+    """A response kept for `previous_response_id` and `GET /v1/responses/{id}`."""
+
+    id: str
+    #: Whose it is: a hash of the API key that created it.
+    owner: str
+    #: The response object as it was answered.
+    response: dict[str, Any]
+    #: The conversation up to it, as input items: every earlier input and output, then its own.
+    conversation: tuple[Mapping[str, Any], ...]
+
+
+class ResponseStore(Protocol):
+    """Where responses are kept. A lookup by another owner finds nothing, as for an unknown id."""
+
+    async def put(self, record: StoredResponse) -> None:
+        """Keep `record` (under its id and owner)."""
+
+    async def get(self, owner: str, response_id: str) -> StoredResponse | None:
+        """The record `owner` kept as `response_id`, or None (unknown, expired or another's)."""
+
+    async def delete(self, owner: str, response_id: str) -> bool:
+        """Remove it; whether there was one to remove."""
+
+
+class MemoryResponseStore:
+    """The responses of one gateway process, in memory: at most `size` (the oldest goes first),
+    each for `ttl` seconds. A replica cannot see another's."""
+
+    def __init__(
+        self, size: int, ttl: float, *, clock: Callable[[], float] = time.monotonic
+    ) -> None:
+        self.size, self.ttl, self._clock = size, ttl, clock
+        self._records: OrderedDict[str, tuple[float, StoredResponse]] = OrderedDict()
+
+    def _expire(self) -> None:
+        now = self._clock()
+        while self._records:
+            stored_at, _ = next(iter(self._records.values()))
+            if now - stored_at < self.ttl and len(self._records) <= self.size:
+                return
+            self._records.popitem(last=False)
+
+    async def put(self, record: StoredResponse) -> None:
+        self._records[record.id] = (self._clock(), record)
+        self._records.move_to_end(record.id)
+        self._expire()
+
+    async def get(self, owner: str, response_id: str) -> StoredResponse | None:
+        self._expire()
+        found = self._records.get(response_id)
+        return found[1] if found is not None and found[1].owner == owner else None
+
+    async def delete(self, owner: str, response_id: str) -> bool:
+        if await self.get(owner, response_id) is None:
+            return False
+        del self._records[response_id]
+        return True
+
+
+def _owner(request: Request) -> str:
+    """Whose a request is: a hash of its API key (the guard has checked the key, if keys are
+    set), so a store never holds a key."""
+    return hashlib.sha256(presented_key(request.headers).encode()).hexdigest()
+
+
+def _not_found(response_id: str, status: int, param: str | None = None) -> GatewayError:
+    # The same words whatever the reason: another key's response is an unknown id to this one.
+    message = (
+        f"Response with id {response_id!r} not found: it was never stored (store: false), has "
+        f"expired or was deleted, or belongs to another API key"
+    )
+    if status == 404:
+        return GatewayError(ErrorInfo(404, "invalid_request_error", message))
+    return GatewayError(invalid_request(message, param, "previous_response_not_found"))
+
+
+async def _conversation(
+    store: ResponseStore, owner: str, call: ResponsesRequest
+) -> tuple[Mapping[str, Any], ...]:
+    """The conversation `call` continues: none, or the stored one its `previous_response_id`
+    names. It is replayed whole: the warm pool continues the process that holds exactly this
+    conversation when one does (ADR 0004), else a fresh process replays it. The seam for
+    continuing on the process that answered by its id (the record naming it), without
+    comparing histories, and for a store other replicas share."""
+    if call.previous_response_id is None:
+        return ()
+    record = await store.get(owner, call.previous_response_id)
+    if record is None:
+        raise _not_found(call.previous_response_id, 400, "previous_response_id")
+    return record.conversation
+
+
+def response_routes(settings: GatewaySettings, store: ResponseStore | None = None) -> list[Route]:
+    """The routes of `/v1/responses`, keeping responses in `store` (default: in memory, bounded
+    by `settings.response_store_size` and `response_store_ttl`)."""
+    kept: ResponseStore = (
+        MemoryResponseStore(settings.response_store_size, settings.response_store_ttl)
+        if store is None
+        else store
+    )
+
+    async def read(request: Request, body: dict[str, Any], provider: Provider) -> ModelCall:
+        call = parse_request(body)
+        owner = _owner(request)
+        previous = await _conversation(kept, owner, call)
+        messages, tools, options = provider_call(call, previous)
+        frame: dict[str, Any] = {
+            "id": response_id(),
+            "model": call.model or provider.settings.model or "default",
+            "created_at": int(time.time()),
+        }
+
+        async def keep(response: dict[str, Any]) -> None:
+            if call.store:
+                conversation = (*previous, *call.items, *response["output"])
+                await kept.put(StoredResponse(response["id"], owner, response, conversation))
+
+        async def complete(result: GenerateResult) -> dict[str, Any]:
+            output = output_items(result, structured=call.structured)
+            response = response_object(
+                call, output=output, finish=result.finish_reason, usage=result.usage, **frame
+            )
+            await keep(response)
+            return response
+
+        async def events(parts: AsyncIterator[StreamPart]) -> AsyncGenerator[bytes, None]:
+            mapper = EventMapper(call, **frame)
+            for event in mapper.start():
+                yield sse(event, event["type"])
+            try:
+                async for part in parts:
+                    for event in mapper.add(part):
+                        yield sse(event, event["type"])
+            except ProviderError as exc:
+                info = error_info(exc)
+                code = info.code or ("rate_limit_exceeded" if info.status == 429 else info.type)
+                for event in mapper.failed(code, info.message, info.param):
+                    yield sse(event, event["type"])
+                return
+            last = mapper.finish()
+            await keep(mapper.response)  # before the client can name it in its next request
+            yield sse(last, last["type"])
+
+        parsed = door.request(messages, tools, **options)
+        return ModelCall(parsed, complete, events if call.stream else None)
+
+    async def stored(request: Request) -> Response:
+        response_id = request.path_params["response_id"]
+        owner = _owner(request)
+        if request.method == "DELETE":
+            if not await kept.delete(owner, response_id):
+                raise _not_found(response_id, 404)
+            return JSONResponse({"id": response_id, "object": "response", "deleted": True})
+        record = await kept.get(owner, response_id)
+        if record is None:
+            raise _not_found(response_id, 404)
+        return JSONResponse(record.response)
+
+    return [
+        Route("/v1/responses", model_endpoint("openai", read), methods=["POST"]),
+        Route("/v1/responses/{response_id}", stored, methods=["GET", "DELETE"]),
+    ]
