@@ -112,6 +112,13 @@ class GatewaySettings(BaseModel):
     shutdown_grace: float = Field(
         default=20.0, ge=0, description="Seconds running requests may finish at shutdown."
     )
+    drop_params: bool = Field(
+        default=False,
+        description="Leave out the sampling settings (temperature, top_p, top_k) and a value of "
+        "a parameter that cannot be honoured instead of refusing it, as LiteLLM's drop_params "
+        "does: for frameworks that always send a temperature. Each is a parameter-dropped "
+        "warning in the sf-provider-warnings header.",
+    )
     provider: ProviderSettings = Field(
         default_factory=ProviderSettings, description="The one provider every request runs on."
     )
@@ -374,26 +381,31 @@ Events = Callable[[AsyncIterator[StreamPart]], AsyncGenerator[bytes, None]]
 
 @dataclass(frozen=True)
 class ModelCall:
-    """A model request as its door read it: the provider call, and how the answer is written
+    """A model request as its door read it: the provider call, how the answer is written
     (`complete`: the JSON body of the result; `events`: the SSE bytes of the stream parts, None
-    when the request does not stream)."""
+    when the request does not stream), and the warnings of the parameters it dropped."""
 
     request: door.Request
     complete: Callable[[GenerateResult], Any]
     events: Events | None
+    dropped: Sequence[CallWarning] = ()
 
 
-def model_endpoint(
-    style: Style, read: Callable[[Request, dict[str, Any], ClaudeAgentProvider], ModelCall]
-) -> Callable[[Request], Awaitable[Response]]:
+#: A door's parse function: the request, its JSON body, the provider, and `drop_params`.
+Read = Callable[[Request, dict[str, Any], "ClaudeAgentProvider", bool], ModelCall]
+
+
+def model_endpoint(style: Style, read: Read) -> Callable[[Request], Awaitable[Response]]:
     """A model route: `read` parses the JSON body (bad input raises, answered 400 by the app's
     handlers, before any process starts), the query runs as a `QueryResponse` in `style`."""
 
     async def endpoint(request: Request) -> Response:
-        provider: ClaudeAgentProvider = request.app.state.provider
-        call = read(request, await _json_body(request), provider)
-        parts = door.stream(provider, call.request)
-        return QueryResponse(parts, style, complete=call.complete, events=call.events)
+        state = request.app.state
+        call = read(request, await _json_body(request), state.provider, state.drop_params)
+        parts = door.stream(state.provider, call.request)
+        return QueryResponse(
+            parts, style, complete=call.complete, events=call.events, warnings=call.dropped
+        )
 
     return endpoint
 
@@ -407,7 +419,8 @@ class QueryResponse(Response):
     are). Streaming (`events` given), the parts up to the first content are read first, then
     `200 text/event-stream` with what `events` makes of all the parts; an error after that is
     the style's error event. Otherwise `complete` gives the JSON body of the folded result. The
-    query's warnings are the `sf-provider-warnings` header of whichever response it gets.
+    query's warnings, after `warnings` (the door's own), are the `sf-provider-warnings` header
+    of whichever response it gets.
     """
 
     def __init__(
@@ -417,12 +430,14 @@ class QueryResponse(Response):
         *,
         complete: Callable[[GenerateResult], Any],
         events: Events | None = None,
+        warnings: Sequence[CallWarning] = (),
     ) -> None:
         super().__init__(status_code=200)
         self.parts = parts
         self.style: Style = style
         self.complete = complete
         self.events = events
+        self.warnings = list(warnings)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         with continue_trace(Headers(scope=scope)):
@@ -449,7 +464,7 @@ class QueryResponse(Response):
 
     async def _answer(self, scope: Scope, receive: Receive, send: Send) -> None:
         collector = ResultCollector()
-        warnings: list[CallWarning] = []
+        warnings = list(self.warnings)
         try:
             async for part in self.parts:
                 if isinstance(part, StreamStartPart):
@@ -470,7 +485,7 @@ class QueryResponse(Response):
                 if not isinstance(part, StreamStartPart | ErrorPart | FinishPart):
                     break
         except ProviderError as exc:
-            await self._error(exc, _warnings(head))(scope, receive, send)
+            await self._error(exc, self._warnings(head))(scope, receive, send)
             return
         headers = [
             (b"content-type", b"text/event-stream; charset=utf-8"),
@@ -479,7 +494,7 @@ class QueryResponse(Response):
         ]
         headers += [
             (name.encode(), value.encode())
-            for name, value in warnings_header(_warnings(head)).items()
+            for name, value in warnings_header(self._warnings(head)).items()
         ]
         await send({"type": "http.response.start", "status": 200, "headers": headers})
 
@@ -499,6 +514,7 @@ class QueryResponse(Response):
             await send({"type": "http.response.body", "body": event, "more_body": True})
         await send({"type": "http.response.body", "body": b"", "more_body": False})
 
-
-def _warnings(parts: Sequence[StreamPart]) -> list[CallWarning]:
-    return [w for part in parts if isinstance(part, StreamStartPart) for w in part.warnings]
+    def _warnings(self, parts: Sequence[StreamPart]) -> list[CallWarning]:
+        """The door's warnings, then the query's (in its start part)."""
+        starts = [part for part in parts if isinstance(part, StreamStartPart)]
+        return [*self.warnings, *(w for part in starts for w in part.warnings)]
