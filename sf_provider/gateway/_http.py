@@ -402,42 +402,30 @@ def model_endpoint(style: Style, read: Read) -> Callable[[Request], Awaitable[Re
     async def endpoint(request: Request) -> Response:
         state = request.app.state
         call = read(request, await _json_body(request), state.provider, state.drop_params)
-        parts = door.stream(state.provider, call.request)
-        return QueryResponse(
-            parts, style, complete=call.complete, events=call.events, warnings=call.dropped
-        )
+        return QueryResponse(door.stream(state.provider, call.request), style, call)
 
     return endpoint
 
 
 class QueryResponse(Response):
-    """The response to a model request: runs its query (`parts`, from `provider.stream`, so bad
-    input has already raised) in the request's own task, in the caller's trace (`traceparent`),
-    and answers in one API style; a client that disconnects stops it.
+    """The response to a model request (`call`): runs its query (`parts`, from
+    `provider.stream`, so bad input has already raised) in the request's own task, in the
+    caller's trace (`traceparent`), and answers in one API style; a client that disconnects
+    stops it.
 
     An error before any content is an ordinary error response with its status (most failures
-    are). Streaming (`events` given), the parts up to the first content are read first, then
-    `200 text/event-stream` with what `events` makes of all the parts; an error after that is
-    the style's error event. Otherwise `complete` gives the JSON body of the folded result. The
-    query's warnings, after `warnings` (the door's own), are the `sf-provider-warnings` header
-    of whichever response it gets.
+    are). Streaming (`call.events` given), the parts up to the first content are read first,
+    then `200 text/event-stream` with what `events` makes of all the parts; an error after that
+    is the style's error event. Otherwise `call.complete` gives the JSON body of the folded
+    result. The door's warnings (`call.dropped`), then the query's, are the
+    `sf-provider-warnings` header of whichever response it gets.
     """
 
-    def __init__(
-        self,
-        parts: QueryStream,
-        style: Style,
-        *,
-        complete: Callable[[GenerateResult], Any],
-        events: Events | None = None,
-        warnings: Sequence[CallWarning] = (),
-    ) -> None:
+    def __init__(self, parts: QueryStream, style: Style, call: ModelCall) -> None:
         super().__init__(status_code=200)
         self.parts = parts
         self.style: Style = style
-        self.complete = complete
-        self.events = events
-        self.warnings = list(warnings)
+        self.call = call
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         with continue_trace(Headers(scope=scope)):
@@ -450,10 +438,10 @@ class QueryResponse(Response):
 
                 group.start_soon(watch)
                 try:
-                    if self.events is None:
+                    if self.call.events is None:
                         await self._answer(scope, receive, send)
                     else:
-                        await self._stream(self.events, scope, receive, send)
+                        await self._stream(self.call.events, scope, receive, send)
                 finally:
                     group.cancel_scope.cancel()
 
@@ -464,7 +452,7 @@ class QueryResponse(Response):
 
     async def _answer(self, scope: Scope, receive: Receive, send: Send) -> None:
         collector = ResultCollector()
-        warnings = list(self.warnings)
+        warnings = list(self.call.dropped)
         try:
             async for part in self.parts:
                 if isinstance(part, StreamStartPart):
@@ -473,7 +461,7 @@ class QueryResponse(Response):
         except ProviderError as exc:
             await self._error(exc, warnings)(scope, receive, send)
             return
-        answer = self.complete(collector.result())
+        answer = self.call.complete(collector.result())
         await JSONResponse(answer, headers=warnings_header(warnings))(scope, receive, send)
 
     async def _stream(self, events: Events, scope: Scope, receive: Receive, send: Send) -> None:
@@ -517,4 +505,4 @@ class QueryResponse(Response):
     def _warnings(self, parts: Sequence[StreamPart]) -> list[CallWarning]:
         """The door's warnings, then the query's (in its start part)."""
         starts = [part for part in parts if isinstance(part, StreamStartPart)]
-        return [*self.warnings, *(w for part in starts for w in part.warnings)]
+        return [*self.call.dropped, *(w for part in starts for w in part.warnings)]

@@ -175,7 +175,10 @@ async def test_tools_come_back_as_tool_use_blocks_with_the_models_ids() -> None:
     assert [t["name"] for t in offered] == ["mcp__sf__get_weather"]
     assert offered[0]["input_schema"]["properties"] == WEATHER_SCHEMA["properties"]
     assert len(api.requests) == 1, "nothing ran on the server: one model turn"
-    assert "You must answer by calling at least one of the tools" in system_text(api.requests[0])
+    assert api.requests[0].body["tool_choice"] == {"type": "any"}
+    assert api.requests[0].body["thinking"] == {"type": "disabled"}, (
+        "the API's rule for a forced choice"
+    )
 
 
 async def test_tool_results_as_text_blocks_and_errors_reach_the_model() -> None:

@@ -169,8 +169,8 @@ async def test_allowed_tools_offers_the_model_only_those_tools(mode: str) -> Non
     calls = answer.choices[0].message.tool_calls or []
     assert [c.function.name for c in calls] == ["get_time"]  # type: ignore[union-attr]
     assert api.requests[0].tool_names == ["mcp__sf__get_time"]
-    required = "must answer by calling" in str(api.requests[0].body.get("system"))
-    assert required == (mode == "required")
+    forced = {"auto": None, "required": {"type": "any"}}[mode]
+    assert api.requests[0].body.get("tool_choice") == forced
 
 
 async def test_a_two_step_tool_loop_sends_the_result_back_under_the_call_id() -> None:
@@ -557,7 +557,7 @@ AUTOGEN_REFLECTION = {
 
 async def test_a_history_with_tool_calls_needs_no_tools_the_model_answers_in_text() -> None:
     # OpenAI's API takes it; the Messages API refuses tool calls without tools, so the called
-    # tools are defined again with tool_choice "none" (the model is told to answer in text).
+    # tools are defined again with tool_choice "none" (sent as the API's own).
     async with (
         ScriptedMessagesAPI([reply(text("Paris: 18 C."))]) as api,
         gateway(api.settings()) as (base_url, _),
@@ -573,7 +573,7 @@ async def test_a_history_with_tool_calls_needs_no_tools_the_model_answers_in_tex
     assert [r.as_dict() for r in request.results()] == [
         {"tool_use_id": "toolu_1", "is_error": False, "text": "Paris: 18 C"}
     ]
-    assert "Do not call any tool" in json.dumps(request.body["system"])
+    assert request.body["tool_choice"] == {"type": "none"}
 
 
 async def test_a_call_made_anyway_after_a_history_without_tools_is_an_error() -> None:
@@ -1269,10 +1269,11 @@ def test_a_public_host_without_keys_is_refused(capsys: pytest.CaptureFixture[str
 
 async def test_the_gateway_command_serves_and_its_shutdown_stops_every_cli() -> None:
     """`sf-provider gateway` as a user runs it: the CLI it starts reads the scripted API's
-    address from the environment, as it would read ANTHROPIC_API_KEY."""
+    address from the environment, as it would read ANTHROPIC_API_KEY. With `--drop-params` the
+    client's temperature is left out."""
     async with ScriptedMessagesAPI([reply(text("Sunny."))]) as api:
         env = {**os.environ, **offline_env(api.base_url), SF_KEYS: "key-a,key-b"}
-        command = [sys.executable, "-m", "sf_provider.cli", "gateway", "--port", "0"]
+        command = [sys.executable, "-m", "sf_provider.cli", "gateway", "--port=0", "--drop-params"]
         async with await anyio.open_process(command, env=env) as gateway_process:
             assert gateway_process.stderr is not None
             log = ""
@@ -1282,7 +1283,9 @@ async def test_the_gateway_command_serves_and_its_shutdown_stops_every_cli() -> 
                     break
             url = log.split("Uvicorn running on ")[1].split()[0]
             client = AsyncOpenAI(base_url=f"{url}/v1", api_key="key-b", max_retries=0)
-            answer = await client.chat.completions.create(model=MODEL, messages=QUESTION)
+            answer = await client.chat.completions.create(
+                model=MODEL, messages=QUESTION, temperature=0.2
+            )
             await client.close()
             ps = ["ps", "-o", "pid=", "--ppid", str(gateway_process.pid)]
             children = (await anyio.run_process(ps, check=False)).stdout.decode().split()
@@ -1294,6 +1297,7 @@ async def test_the_gateway_command_serves_and_its_shutdown_stops_every_cli() -> 
             assert await gateway_process.wait() in (0, -signal.SIGTERM)
     assert "Application shutdown complete" in log, "the app's shutdown ran: provider closed"
     assert answer.choices[0].message.content == "Sunny."
+    assert "temperature" not in api.requests[0].body
     for pid in children:
         with pytest.raises(ProcessLookupError):
             os.kill(int(pid), 0)
