@@ -46,14 +46,8 @@ _KNOWN = frozenset({
 
 #: Parameters the gateway can honour only at one value: the default the CLI's request gets.
 _DEFAULT_ONLY: dict[str, tuple[Any, str]] = {
-    "temperature": (1, "the CLI sends no temperature, so the API's default 1 applies"),
     "service_tier": ("auto", "the CLI cannot choose a service tier"),
     "speed": ("standard", "the CLI cannot ask for another speed"),
-}
-
-_REFUSED = {
-    "top_p": "the Claude Code CLI has no top_p switch; drop it",
-    "top_k": "the Claude Code CLI has no top_k switch; drop it",
 }
 
 #: The betas the bundled Claude Code CLI (2.1.330) sends on every request by itself, whatever the
@@ -87,7 +81,8 @@ _API_STOP_REASONS = frozenset({
 @dataclass(frozen=True)
 class MessagesCall:
     """One `POST /v1/messages` as a provider call: `provider.stream(messages, tools=tools,
-    **options)`. `structured` is true when the answer must be the JSON of `output_config.format`.
+    **options)`. `structured` is true when the answer must be the JSON of `output_config.format`;
+    `dropped` has a `parameter-dropped` warning for each parameter `drop_params` left out.
     """
 
     model: str
@@ -96,6 +91,7 @@ class MessagesCall:
     options: JSON = field(default_factory=dict)
     stream: bool = False
     structured: bool = False
+    dropped: list[t.CallWarning] = field(default_factory=list)
 
 
 class ThreadUnsupportedError(UnsupportedRequestError):
@@ -131,13 +127,16 @@ def header_betas(headers: Iterable[str]) -> list[str]:
     return betas
 
 
-def parse_request(body: Any) -> MessagesCall:
+def parse_request(body: Any, *, drop: bool = False) -> MessagesCall:
     """A Messages API request body as a provider call; a 400-worthy problem raises a
     `ProviderError` (`UnsupportedRequestError`, `InvalidMessagesError`, `ToolDefinitionError`)
-    whose message starts with the parameter it is about. What each parameter does: the README."""
+    whose message starts with the parameter it is about. With `drop` (`drop_params`), the
+    sampling settings and a value of `_DEFAULT_ONLY` that cannot be honoured are left out, each
+    with a warning. What each parameter does: the README."""
     if not isinstance(body, Mapping):
         raise _refuse("body", f"must be a JSON object, not {type(body).__name__}")
     _check_keys(body, "", set(_KNOWN), set())
+    dropped = [wire.dropped(name) for name in wire.SAMPLING if drop and body.get(name) is not None]
     _thread(body.get("thread"))
     model = body.get("model")
     if not isinstance(model, str) or not model:
@@ -151,10 +150,9 @@ def parse_request(body: Any) -> MessagesCall:
     for name, (default, why) in _DEFAULT_ONLY.items():
         value = body.get(name)
         if value is not None and (value != default or isinstance(value, bool)):
-            raise _refuse(name, f"only {default!r} can be honoured ({why}); drop it")
-    for name, why in _REFUSED.items():
-        if body.get(name) is not None:
-            raise _refuse(name, why)
+            if not drop:
+                raise _refuse(name, f"only {default!r} can be honoured ({why}); drop it")
+            dropped.append(wire.dropped(name, why))
     stop = body.get("stop_sequences")
     if stop is not None and (
         not isinstance(stop, list) or not all(isinstance(s, str) and s for s in stop)
@@ -169,7 +167,8 @@ def parse_request(body: Any) -> MessagesCall:
         if user_id is not None and not isinstance(user_id, str):
             raise _refuse("metadata.user_id", "must be a string")
 
-    options: JSON = {"model": model, "max_tokens": max_tokens}
+    sampling = {} if drop else wire.sampling(body, _refuse)
+    options: JSON = {"model": model, "max_tokens": max_tokens, **sampling}
     if stop:
         options["stop_sequences"] = stop
     structured = _output_config(body.get("output_config"), options)
@@ -190,7 +189,7 @@ def parse_request(body: Any) -> MessagesCall:
     system = "" if body.get("system") is None else _text_of(body["system"], "system")
     messages: list[req.Message] = [req.SystemMessage(system)] if system else []
     messages += _messages(body.get("messages"))
-    return MessagesCall(model, messages, tools, options, bool(stream), structured)
+    return MessagesCall(model, messages, tools, options, bool(stream), structured, dropped)
 
 
 # -- parameters

@@ -12,6 +12,8 @@ parts and the result back into its wire shape with the helpers below:
 - errors: `classify` (an exception's neutral `ErrorKind` and facts; each door maps kinds to its
   own error types in one table) and `SentParts` (raises `StreamRetractionError` when a stream
   taken back had already been sent);
+- `SAMPLING` (the sampling settings, sent as written) and `dropped` (the `parameter-dropped`
+  warning of `drop_params`);
 - `thinking_option` (a door's thinking/effort fields -> `CallOptions`), `warn_user`, the sync
   bridges `run_sync` / `iterate_in_thread`, and the gateway's trace hooks.
 
@@ -49,12 +51,14 @@ from ._thinking import thinking_option
 from ._tool_choice import NamedToolChoice, ToolChoice, offered_tools
 from ._tracing import continue_trace, flush, refused
 from ._warnings import warn_user
+from ._wire import SAMPLING, dropped
 
 if TYPE_CHECKING:
     from .provider import ClaudeAgentProvider, QueryStream
     from .tools import FunctionTool
 
 __all__ = [
+    "SAMPLING",
     "STOP_SEQUENCE_DETAIL",
     "STRUCTURED_OUTPUT_TOOL",
     "AssistantMessage",
@@ -79,6 +83,7 @@ __all__ = [
     "UserPart",
     "classify",
     "continue_trace",
+    "dropped",
     "flush",
     "iterate_in_thread",
     "media_parts",

@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 import time
 import uuid
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -27,6 +27,7 @@ from .settings import EFFORT_NAMES
 from .tools import FunctionTool, tools_from_specs
 
 __all__ = [
+    "DROPPABLE",
     "ChatRequest",
     "ChunkMapper",
     "UnsupportedParameterError",
@@ -52,7 +53,7 @@ class UnsupportedParameterError(UnsupportedRequestError):
 _HONOURED = frozenset({
     "model", "messages", "tools", "tool_choice", "parallel_tool_calls", "response_format",
     "max_tokens", "max_completion_tokens", "reasoning_effort", "thinking", "stream",
-    "stream_options", "stop",
+    "stream_options", "stop", *wire.SAMPLING,
 })  # fmt: skip
 
 #: Parameters the spec lets a server ignore: they tag the request or hint at caching, and
@@ -64,12 +65,6 @@ _IGNORED = frozenset(
 #: Parameters accepted only at the value that asks for nothing, and why any other is refused.
 _ONLY_DEFAULT: dict[str, tuple[tuple[Any, ...], str]] = {
     "n": ((1,), "one choice per request: the Claude Code CLI answers once"),
-    "temperature": (
-        (1, 1.0),
-        "the Claude Code CLI has no temperature setting (LlamaIndex's OpenAI and OpenAILike send "
-        "0.1 unless given temperature=1.0)",
-    ),
-    "top_p": ((1, 1.0), "the Claude Code CLI has no top_p setting"),
     "presence_penalty": ((0, 0.0), "the Messages API has no presence penalty"),
     "frequency_penalty": ((0, 0.0), "the Messages API has no frequency penalty"),
     "logit_bias": (({},), "the Messages API has no logit bias"),
@@ -86,6 +81,11 @@ _ONLY_DEFAULT: dict[str, tuple[tuple[Any, ...], str]] = {
     "functions": ((), "legacy function calling: send `tools` instead"),
     "function_call": ((), "legacy function calling: send `tool_choice` instead"),
 }
+
+#: What `drop_params` may leave out (LiteLLM's, and the gateway's `--drop-params`): the sampling
+#: settings, and a value of the parameters above that cannot be honoured. Not the legacy
+#: `functions`: they change which calls come back.
+DROPPABLE = frozenset({*wire.SAMPLING, *_ONLY_DEFAULT} - {"functions", "function_call"})
 
 
 def _default(value: Any, allowed: tuple[Any, ...]) -> bool:
@@ -108,36 +108,46 @@ class ChatRequest:
     messages: list[req.Message]
     tools: list[FunctionTool]
     #: Call options for `generate` / `stream` (model, tool_choice, max_tokens, output_schema,
-    #: effort, thinking, stop_sequences, parallel_tool_calls).
+    #: effort, thinking, stop_sequences, parallel_tool_calls, temperature, top_p, top_k).
     options: dict[str, Any] = field(default_factory=dict)
     stream: bool = False
     #: `stream_options.include_usage`: a last chunk with the usage.
     include_usage: bool = False
     #: `response_format` asked for JSON: the answer's content is the structured output.
     structured: bool = False
+    #: A `parameter-dropped` warning for each parameter `drop` left out.
+    dropped: list[t.CallWarning] = field(default_factory=list)
 
 
-def chat_request(body: Mapping[str, Any]) -> ChatRequest:
+def chat_request(body: Mapping[str, Any], drop: Collection[str] = ()) -> ChatRequest:
     """Read a Chat Completions request body; refuse what cannot be honoured.
 
     `stop` and `parallel_tool_calls` become the call options `stop_sequences` and
-    `parallel_tool_calls` (the provider honours or refuses them); a history with tool calls in a
-    request without `tools` gets the called tools defined again, uncallable (`_called_tools`).
+    `parallel_tool_calls`, and the sampling settings are sent as written; a history with tool
+    calls in a request without `tools` gets the called tools defined again, uncallable
+    (`_called_tools`). Of the `DROPPABLE` parameters named in `drop` (`drop_params`), the
+    sampling settings and a value that cannot be honoured are left out, each with a warning.
     """
     given = {k: v for k, v in body.items() if v is not None}
-    for name, value in given.items():
-        if name in _HONOURED or name in _IGNORED:
-            continue
-        if name in _ONLY_DEFAULT:
+    dropped: list[t.CallWarning] = []
+    for name, value in list(given.items()):
+        if name in wire.SAMPLING and name in drop:
+            dropped.append(wire.dropped(name))
+            del given[name]
+        elif name in _ONLY_DEFAULT:
             allowed, reason = _ONLY_DEFAULT[name]
-            if not _default(value, allowed):
+            if _default(value, allowed):
+                continue
+            if name not in DROPPABLE or name not in drop:
                 raise UnsupportedParameterError(
                     name, f"{json.dumps(value)} cannot be honoured: {reason}; leave it out"
                 )
-            continue
-        raise UnsupportedParameterError(
-            name, "not a Chat Completions parameter this server knows; leave it out"
-        )
+            dropped.append(wire.dropped(name, reason))
+            del given[name]
+        elif name not in _HONOURED and name not in _IGNORED:
+            raise UnsupportedParameterError(
+                name, "not a Chat Completions parameter this server knows; leave it out"
+            )
     if "messages" not in given:
         raise InvalidMessagesError("'messages' is required: a non-empty list of messages")
     tools = _function_tools(given.get("tools") or [])
@@ -173,6 +183,7 @@ def chat_request(body: Mapping[str, Any]) -> ChatRequest:
         )
     if limits:
         options["max_tokens"] = next(iter(limits.values()))
+    options.update(wire.sampling(given, UnsupportedParameterError))
     effort = given.get("reasoning_effort")
     if effort == "none":
         options["thinking"] = "disabled"
@@ -226,7 +237,7 @@ def chat_request(body: Mapping[str, Any]) -> ChatRequest:
     if stop:
         options["stop_sequences"] = stop
     include_usage = bool(stream_options.get("include_usage"))
-    return ChatRequest(model, messages, tools, options, stream, include_usage, structured)
+    return ChatRequest(model, messages, tools, options, stream, include_usage, structured, dropped)
 
 
 def _called_tools(messages: Sequence[req.Message]) -> list[FunctionTool]:

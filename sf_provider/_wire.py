@@ -1,21 +1,32 @@
 """What the wire formats read and write alike: the Messages API's thinking blocks (which LiteLLM's
-`thinking_blocks` carry on the OpenAI side too), the hint of a stream taken back, and two rules
-of OpenAI's formats (Chat Completions and Responses): a JSON-schema output format's name and
-description, and the tools a history calls.
+`thinking_blocks` carry on the OpenAI side too), the sampling settings and what `drop_params`
+says of them, the hint of a stream taken back, and two rules of OpenAI's formats (Chat
+Completions and Responses): a JSON-schema output format's name and description, and the tools a
+history calls.
 
 Imports neither `provider` nor a wire-format module: they import it.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from ._request import AssistantMessage, Message, Reasoning, ToolCall
 from .errors import InvalidMessagesError
 from .tools import FunctionTool
+from .types import CallWarning
 
-__all__ = ["RESEND", "called_tools", "described", "reasoning", "thinking_block"]
+__all__ = [
+    "RESEND",
+    "SAMPLING",
+    "called_tools",
+    "described",
+    "dropped",
+    "reasoning",
+    "sampling",
+    "thinking_block",
+]
 
 #: What a client whose stream was taken back after it was sent (`SentParts.discard`) can do.
 RESEND = "send the request again (without stream, the redo is folded in correctly)"
@@ -79,3 +90,32 @@ def called_tools(messages: Sequence[Message]) -> list[FunctionTool]:
     )
     later = "Called earlier in this conversation; not available for this reply."
     return [FunctionTool(name, later, {"type": "object"}) for name in names]
+
+
+#: The sampling settings: sent as written (ADR 0009), so the model and the API version judge them.
+SAMPLING = ("temperature", "top_p", "top_k")
+
+
+def sampling(body: Mapping[str, Any], refuse: Callable[[str, str], Exception]) -> dict[str, Any]:
+    """The sampling settings of a request body as call options; one that is not a number
+    (`top_k`: an integer) raises `refuse(name, problem)`. Their values are the API's to judge."""
+    settings: dict[str, Any] = {}
+    for name in SAMPLING:
+        value = body.get(name)
+        if value is None:
+            continue
+        integer = name == "top_k"
+        if isinstance(value, bool) or not isinstance(value, int if integer else float | int):
+            raise refuse(name, "must be an integer" if integer else "must be a number")
+        settings[name] = value
+    return settings
+
+
+def dropped(name: str, why: str = "") -> CallWarning:
+    """The `parameter-dropped` warning for a parameter `drop_params` left out (LiteLLM's, or the
+    gateway's `--drop-params`)."""
+    return CallWarning(
+        code="parameter-dropped",
+        message=f"the parameter {name!r} was dropped (drop_params) and did not reach the model"
+        + (f": {why}" if why else ""),
+    )

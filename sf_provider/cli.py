@@ -253,6 +253,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         help="warm CLI processes kept, 0 to 64 (default: 1)",
     )
     gateway.add_argument(
+        "--drop-params",
+        action="store_true",
+        help="leave out temperature, top_p, top_k and values that cannot be honoured, with a "
+        "warning, instead of sending or refusing them (for frameworks that always send one)",
+    )
+    gateway.add_argument(
         "--allow-no-auth",
         action="store_true",
         help="serve a non-loopback --host without API keys",

@@ -40,7 +40,7 @@ from .. import _door as door
 from .._anthropic_format import header_betas
 from .._door import ErrorKind, classify, iterate_in_thread, run_sync, warn_user
 from .._openai_format import (
-    ChatRequest,
+    DROPPABLE,
     ChunkMapper,
     UnsupportedParameterError,
     chat_request,
@@ -69,15 +69,6 @@ _RESTORED = frozenset({"reasoning_effort", "thinking"})
 #: Parameters LiteLLM drops or renames without loss: `user` only tags a request, and
 #: `max_completion_tokens` arrives as `max_tokens`.
 _DROPPED_HARMLESSLY = frozenset({"user", "max_completion_tokens"})
-
-#: Parameters LiteLLM's list for custom providers passes on that the provider takes only at
-#: the value that asks for nothing: another value is dropped under `drop_params` (README, "Notes
-#: on LiteLLM"). Not `functions` nor `parallel_tool_calls`: they change which calls come back.
-_DROPPABLE = frozenset(
-    {"temperature", "top_p", "n", "stop", "seed", "presence_penalty", "frequency_penalty",
-     "logit_bias", "logprobs", "top_logprobs", "store", "service_tier", "modalities", "audio",
-     "prediction", "web_search_options"}
-)  # fmt: skip
 
 #: Delta fields a `GenericStreamingChunk` cannot carry: sent as a `ModelResponseStream`.
 _REASONING_FIELDS = frozenset({"reasoning_content", "thinking_blocks"})
@@ -217,6 +208,12 @@ class ClaudeAgentLLM(CustomLLM):
         body = {**restored, **optional, **extra, "messages": messages}
         if model != "default":
             body["model"] = model
+        # Under drop_params what LiteLLM passed on may be left out (`DROPPABLE`); what
+        # `extra_body` holds is asked for by name.
+        from_litellm = set(optional) - set(extra)
+        drop = litellm.drop_params is True or (
+            (kwargs.get("litellm_params") or {}).get("drop_params") is True
+        )
         try:
             for name in ("api_key", "api_base"):
                 if kwargs.get(name):
@@ -226,7 +223,8 @@ class ClaudeAgentLLM(CustomLLM):
                         f"(ProviderSettings.env: ANTHROPIC_API_KEY, ANTHROPIC_BASE_URL, or the "
                         f"environment): configure them there and leave {name} out"
                     )
-            chat = self._chat_request(body, set(optional) - set(extra), lost, kwargs, model)
+            chat = chat_request(body, drop=from_litellm if drop else ())
+            lost += chat.dropped
             options = dict(chat.options)
             betas = header_betas([headers.get("anthropic-beta", "")])
             if betas:
@@ -242,43 +240,17 @@ class ClaudeAgentLLM(CustomLLM):
                 own = self.provider.settings.timeout
                 options["timeout"] = float(timeout) if own is None else min(own, float(timeout))
             request = door.request(chat.messages, chat.tools, **options)
+        except UnsupportedParameterError as exc:
+            if drop or exc.param not in DROPPABLE or exc.param not in from_litellm:
+                _raise(exc, model, self.name)
+            raise errors.UnsupportedParamsError(
+                f"{exc}, or pass drop_params=True to drop it (with a warning)",
+                llm_provider=self.name,
+                model=model,
+            ) from exc
         except ProviderError as exc:
             _raise(exc, model, self.name)
         return request, chat.structured, model, lost
-
-    def _chat_request(
-        self,
-        body: dict[str, Any],
-        from_litellm: set[str],
-        lost: list[CallWarning],
-        kwargs: Mapping[str, Any],
-        model: str,
-    ) -> ChatRequest:
-        """`chat_request` of `body`; a `_DROPPABLE` parameter LiteLLM passed on that the
-        provider cannot honour is dropped under `drop_params` (a warning in `lost`), else
-        refused as LiteLLM refuses unsupported parameters."""
-        drop = (
-            litellm.drop_params is True
-            or (kwargs.get("litellm_params") or {}).get("drop_params") is True
-        )
-        while True:
-            try:
-                return chat_request(body)
-            except UnsupportedParameterError as exc:
-                if exc.param not in _DROPPABLE or exc.param not in from_litellm:
-                    raise
-                if not drop:
-                    raise errors.UnsupportedParamsError(
-                        f"{exc}, or pass drop_params=True to drop it (with a warning)",
-                        llm_provider=self.name,
-                        model=model,
-                    ) from exc
-                body.pop(exc.param)
-                why = str(exc).removeprefix(f"parameter {exc.param!r}: ")
-                lost.append(
-                    _dropped(f"the parameter {exc.param!r} was dropped (drop_params) and did "
-                             f"not reach the model: {why.removesuffix('; leave it out')}")
-                )  # fmt: skip
 
 
 def _dropped(message: str) -> CallWarning:

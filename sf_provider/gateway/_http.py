@@ -123,6 +123,13 @@ class GatewaySettings(BaseModel):
     response_store_ttl: float = Field(
         default=86400.0, gt=0, description="Seconds a stored response is kept."
     )
+    drop_params: bool = Field(
+        default=False,
+        description="Leave out the sampling settings (temperature, top_p, top_k) and a value of "
+        "a parameter that cannot be honoured instead of refusing it, as LiteLLM's drop_params "
+        "does: for frameworks that always send a temperature. Each is a parameter-dropped "
+        "warning in the sf-provider-warnings header.",
+    )
     provider: ProviderSettings = Field(
         default_factory=ProviderSettings, description="The one provider every request runs on."
     )
@@ -389,16 +396,21 @@ Events = Callable[[AsyncIterator[StreamPart]], AsyncGenerator[bytes, None]]
 
 @dataclass(frozen=True)
 class ModelCall:
-    """A model request as its door read it: the provider call, and how the answer is written
+    """A model request as its door read it: the provider call, how the answer is written
     (`complete`: the JSON body of the result; `events`: the SSE bytes of the stream parts, None
-    when the request does not stream)."""
+    when the request does not stream), and the warnings of the parameters it dropped."""
 
     request: door.Request
     complete: Callable[[GenerateResult], Any]
     events: Events | None
+    dropped: Sequence[CallWarning] = ()
 
 
-Read = Callable[[Request, dict[str, Any], "ClaudeAgentProvider"], ModelCall | Awaitable[ModelCall]]
+#: A door's parse function: the request, its JSON body, the provider, and `drop_params` (a
+#: coroutine for a door that looks up what it stored: /v1/responses).
+Read = Callable[
+    [Request, dict[str, Any], "ClaudeAgentProvider", bool], ModelCall | Awaitable[ModelCall]
+]
 
 
 def model_endpoint(style: Style, read: Read) -> Callable[[Request], Awaitable[Response]]:
@@ -407,41 +419,34 @@ def model_endpoint(style: Style, read: Read) -> Callable[[Request], Awaitable[Re
     conversation), the query runs as a `QueryResponse` in `style`."""
 
     async def endpoint(request: Request) -> Response:
-        provider: ClaudeAgentProvider = request.app.state.provider
-        call = read(request, await _json_body(request), provider)
+        state = request.app.state
+        call = read(request, await _json_body(request), state.provider, state.drop_params)
         if not isinstance(call, ModelCall):
             call = await call
-        parts = door.stream(provider, call.request)
-        return QueryResponse(parts, style, complete=call.complete, events=call.events)
+        return QueryResponse(door.stream(state.provider, call.request), style, call)
 
     return endpoint
 
 
 class QueryResponse(Response):
-    """The response to a model request: runs its query (`parts`, from `provider.stream`, so bad
-    input has already raised) in the request's own task, in the caller's trace (`traceparent`),
-    and answers in one API style; a client that disconnects stops it.
+    """The response to a model request (`call`): runs its query (`parts`, from
+    `provider.stream`, so bad input has already raised) in the request's own task, in the
+    caller's trace (`traceparent`), and answers in one API style; a client that disconnects
+    stops it.
 
     An error before any content is an ordinary error response with its status (most failures
-    are). Streaming (`events` given), the parts up to the first content are read first, then
-    `200 text/event-stream` with what `events` makes of all the parts; an error after that is
-    the style's error event. Otherwise `complete` gives the JSON body of the folded result. The
-    query's warnings are the `sf-provider-warnings` header of whichever response it gets.
+    are). Streaming (`call.events` given), the parts up to the first content are read first,
+    then `200 text/event-stream` with what `events` makes of all the parts; an error after that
+    is the style's error event. Otherwise `call.complete` gives the JSON body of the folded
+    result. The door's warnings (`call.dropped`), then the query's, are the
+    `sf-provider-warnings` header of whichever response it gets.
     """
 
-    def __init__(
-        self,
-        parts: QueryStream,
-        style: Style,
-        *,
-        complete: Callable[[GenerateResult], Any],
-        events: Events | None = None,
-    ) -> None:
+    def __init__(self, parts: QueryStream, style: Style, call: ModelCall) -> None:
         super().__init__(status_code=200)
         self.parts = parts
         self.style: Style = style
-        self.complete = complete
-        self.events = events
+        self.call = call
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         with continue_trace(Headers(scope=scope)):
@@ -454,10 +459,10 @@ class QueryResponse(Response):
 
                 group.start_soon(watch)
                 try:
-                    if self.events is None:
+                    if self.call.events is None:
                         await self._answer(scope, receive, send)
                     else:
-                        await self._stream(self.events, scope, receive, send)
+                        await self._stream(self.call.events, scope, receive, send)
                 finally:
                     group.cancel_scope.cancel()
 
@@ -468,7 +473,7 @@ class QueryResponse(Response):
 
     async def _answer(self, scope: Scope, receive: Receive, send: Send) -> None:
         collector = ResultCollector()
-        warnings: list[CallWarning] = []
+        warnings = list(self.call.dropped)
         try:
             async for part in self.parts:
                 if isinstance(part, StreamStartPart):
@@ -477,7 +482,7 @@ class QueryResponse(Response):
         except ProviderError as exc:
             await self._error(exc, warnings)(scope, receive, send)
             return
-        answer = self.complete(collector.result())
+        answer = self.call.complete(collector.result())
         if inspect.isawaitable(answer):  # a door that keeps the answer (/v1/responses)
             answer = await answer
         await JSONResponse(answer, headers=warnings_header(warnings))(scope, receive, send)
@@ -491,7 +496,7 @@ class QueryResponse(Response):
                 if not isinstance(part, StreamStartPart | ErrorPart | FinishPart):
                     break
         except ProviderError as exc:
-            await self._error(exc, _warnings(head))(scope, receive, send)
+            await self._error(exc, self._warnings(head))(scope, receive, send)
             return
         headers = [
             (b"content-type", b"text/event-stream; charset=utf-8"),
@@ -500,7 +505,7 @@ class QueryResponse(Response):
         ]
         headers += [
             (name.encode(), value.encode())
-            for name, value in warnings_header(_warnings(head)).items()
+            for name, value in warnings_header(self._warnings(head)).items()
         ]
         await send({"type": "http.response.start", "status": 200, "headers": headers})
 
@@ -520,6 +525,7 @@ class QueryResponse(Response):
             await send({"type": "http.response.body", "body": event, "more_body": True})
         await send({"type": "http.response.body", "body": b"", "more_body": False})
 
-
-def _warnings(parts: Sequence[StreamPart]) -> list[CallWarning]:
-    return [w for part in parts if isinstance(part, StreamStartPart) for w in part.warnings]
+    def _warnings(self, parts: Sequence[StreamPart]) -> list[CallWarning]:
+        """The door's warnings, then the query's (in its start part)."""
+        starts = [part for part in parts if isinstance(part, StreamStartPart)]
+        return [*self.call.dropped, *(w for part in starts for w in part.warnings)]

@@ -21,8 +21,10 @@ from ._http import ModelCall, model_endpoint, sse
 __all__ = ["messages_endpoint"]
 
 
-def _read(request: Request, body: dict[str, Any], _provider: ClaudeAgentProvider) -> ModelCall:
-    call = parse_request(body)
+def _read(
+    request: Request, body: dict[str, Any], _provider: ClaudeAgentProvider, drop: bool
+) -> ModelCall:
+    call = parse_request(body, drop=drop)
     betas = header_betas(request.headers.getlist("anthropic-beta"))
     answer_id = message_id()
 
@@ -39,7 +41,7 @@ def _read(request: Request, body: dict[str, Any], _provider: ClaudeAgentProvider
 
     options = call.options | ({"betas": betas} if betas else {})
     parsed = door.request(call.messages, call.tools, **options)
-    return ModelCall(parsed, complete, events if call.stream else None)
+    return ModelCall(parsed, complete, events if call.stream else None, call.dropped)
 
 
 #: `POST /v1/messages`.

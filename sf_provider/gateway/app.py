@@ -63,6 +63,7 @@ def create_app(
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
         own = ClaudeAgentProvider(settings.provider) if provider is None else None
         app.state.provider = provider or own
+        app.state.drop_params = settings.drop_params
         try:
             yield
         finally:
@@ -173,6 +174,7 @@ def run_gateway(args: argparse.Namespace) -> int:
         port=args.port,
         api_keys=keys,
         max_concurrency=args.max_concurrency,
+        drop_params=args.drop_params,
         provider=ProviderSettings(**overrides),  # type: ignore[arg-type]
     )
     uvicorn.run(

@@ -23,8 +23,10 @@ from ._http import ModelCall, model_endpoint, sse
 __all__ = ["chat_completions"]
 
 
-def _read(_request: Request, body: dict[str, Any], provider: ClaudeAgentProvider) -> ModelCall:
-    chat = chat_request(body)
+def _read(
+    _request: Request, body: dict[str, Any], provider: ClaudeAgentProvider, drop: bool
+) -> ModelCall:
+    chat = chat_request(body, drop=body if drop else ())
     model = chat.model or provider.settings.model or "default"
     answer_id, created = completion_id(), int(time.time())
 
@@ -57,7 +59,7 @@ def _read(_request: Request, body: dict[str, Any], provider: ClaudeAgentProvider
         yield b"data: [DONE]\n\n"
 
     parsed = door.request(chat.messages, chat.tools, **chat.options)
-    return ModelCall(parsed, complete, events if chat.stream else None)
+    return ModelCall(parsed, complete, events if chat.stream else None, chat.dropped)
 
 
 #: `POST /v1/chat/completions`.

@@ -142,8 +142,14 @@ def response_routes(settings: GatewaySettings, store: ResponseStore | None = Non
         else store
     )
 
-    async def read(request: Request, body: dict[str, Any], provider: Provider) -> ModelCall:
-        call = parse_request(body)
+    async def read(
+        request: Request, body: dict[str, Any], provider: Provider, drop_params: bool
+    ) -> ModelCall:
+        # --drop-params: the sampling settings are left out, each with a warning.
+        dropped = [door.dropped(n) for n in door.SAMPLING if drop_params and n in body]
+        call = parse_request(
+            {k: v for k, v in body.items() if not (drop_params and k in door.SAMPLING)}
+        )
         owner = _owner(request)
         previous = await _conversation(kept, owner, call)
         messages, tools, options = provider_call(call, previous)
@@ -185,7 +191,7 @@ def response_routes(settings: GatewaySettings, store: ResponseStore | None = Non
             yield sse(last, last["type"])
 
         parsed = door.request(messages, tools, **options)
-        return ModelCall(parsed, complete, events if call.stream else None)
+        return ModelCall(parsed, complete, events if call.stream else None, dropped)
 
     async def stored(request: Request) -> Response:
         response_id = request.path_params["response_id"]

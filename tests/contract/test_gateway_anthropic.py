@@ -22,6 +22,7 @@ from conftest import cli_processes, no_cli_left, serving
 
 from sf_provider.gateway import GatewaySettings, create_app
 from sf_provider.testing import (
+    HTTPErrorReply,
     RecordedRequest,
     Reply,
     ScriptedMessagesAPI,
@@ -144,7 +145,7 @@ async def test_a_plain_answer_is_a_message_with_usage() -> None:
     assert sent["model"] == MODEL
     assert sent["max_tokens"] == 300
     assert "You are terse." in system_text(api.requests[0])
-    assert "temperature" not in sent, "temperature=1 is accepted because the CLI sends none"
+    assert "temperature" not in sent, "none asked for, none sent"
 
 
 async def test_tools_come_back_as_tool_use_blocks_with_the_models_ids() -> None:
@@ -174,7 +175,10 @@ async def test_tools_come_back_as_tool_use_blocks_with_the_models_ids() -> None:
     assert [t["name"] for t in offered] == ["mcp__sf__get_weather"]
     assert offered[0]["input_schema"]["properties"] == WEATHER_SCHEMA["properties"]
     assert len(api.requests) == 1, "nothing ran on the server: one model turn"
-    assert "You must answer by calling at least one of the tools" in system_text(api.requests[0])
+    assert api.requests[0].body["tool_choice"] == {"type": "any"}
+    assert api.requests[0].body["thinking"] == {"type": "disabled"}, (
+        "the API's rule for a forced choice"
+    )
 
 
 async def test_tool_results_as_text_blocks_and_errors_reach_the_model() -> None:
@@ -415,12 +419,9 @@ BAD_REQUESTS: dict[str, tuple[dict[str, Any], str]] = {
         {"tools": [{"type": "web_search_20250305", "name": "web_search"}]},
         "web_search (web_search_20250305)",
     ),
-    # Not parameters of anthropic 2.12's create(); older clients and other languages send them.
-    "temperature": ({"extra_body": {"temperature": 0.2}}, "temperature"),
-    "top_k": ({"extra_body": {"top_k": 5}}, "top_k"),
-    "one call per turn": (
-        {"tools": [WEATHER], "tool_choice": {"type": "auto", "disable_parallel_tool_use": True}},
-        "cannot limit a turn to one call",  # the provider's refusal of parallel_tool_calls
+    "temperature not a number": (
+        {"extra_body": {"temperature": "warm"}},
+        "temperature: must be a number",
     ),
     "prefill": (
         {"messages": [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "{"}]},
@@ -699,6 +700,73 @@ async def test_a_client_that_leaves_stops_the_query_and_its_cli(stream: bool) ->
         assert not cli_processes(), "the gateway stopped the CLI of the abandoned query"
         after = await client.messages.create(model=MODEL, max_tokens=100, messages=hi)
     assert after.content[0].type == "text" and after.content[0].text == "Back."
+
+
+# -- request options
+
+
+async def test_sampling_and_one_call_per_turn_reach_the_request_as_written() -> None:
+    # Not parameters of anthropic 2.12's create(); older clients and other languages send them.
+    sampling = {"temperature": 0.2, "top_p": 0.9, "top_k": 5}
+    choice: Any = {"type": "auto", "disable_parallel_tool_use": True}
+    async with ScriptedMessagesAPI([reply(text("Sunny."))]) as api, gateway(api) as client:
+        await client.messages.create(
+            model=MODEL,
+            max_tokens=100,
+            messages=[HI],
+            tools=[WEATHER],
+            tool_choice=choice,
+            extra_body=sampling,
+        )
+    sent = api.requests[0].body
+    assert {k: sent[k] for k in sampling} == sampling
+    assert sent["tool_choice"] == choice
+
+
+def refuse_temperature(_request: RecordedRequest) -> HTTPErrorReply:
+    """The API's answer to a temperature on Opus 4.7 and later (a function: the CLI tries a
+    plain 400 three times)."""
+    return http_error(400, "temperature is deprecated for this model.")
+
+
+@pytest.mark.parametrize("stream", [False, True], ids=["message", "stream"])
+async def test_an_api_refusal_of_a_sampling_setting_is_an_invalid_request(stream: bool) -> None:
+    async with ScriptedMessagesAPI(refuse_temperature) as api, gateway(api) as client:
+        with pytest.raises(anthropic.BadRequestError) as info:
+            params: Any = {"model": MODEL, "max_tokens": 100, "messages": [HI]}
+            params["extra_body"] = {"temperature": 0.3}
+            if stream:
+                async with client.messages.stream(**params) as events:
+                    await events.get_final_message()
+            else:
+                await client.messages.create(**params)
+    body: Any = info.value.body
+    assert body["error"]["type"] == "invalid_request_error"
+    assert "temperature is deprecated for this model" in body["error"]["message"]
+    assert {r.body["temperature"] for r in api.requests} == {0.3}
+
+
+@pytest.mark.parametrize("stream", [False, True], ids=["message", "stream"])
+async def test_drop_params_leaves_sampling_out_and_says_so_in_the_warnings_header(
+    stream: bool,
+) -> None:
+    async with (
+        ScriptedMessagesAPI([reply(text("Sunny."))]) as api,
+        gateway(api, drop_params=True) as client,
+    ):
+        raw = await client.messages.with_raw_response.create(
+            model=MODEL,
+            max_tokens=100,
+            messages=[HI],
+            stream=stream,
+            extra_body={"temperature": 0.2, "top_k": 5, "speed": "fast"},
+        )
+        if stream:
+            _ = [event async for event in await raw.parse()]
+    warnings = json.loads(raw.headers["sf-provider-warnings"])
+    assert [w["code"] for w in warnings] == ["parameter-dropped"] * 3
+    assert [w["message"].split("'")[1] for w in warnings] == ["temperature", "top_k", "speed"]
+    assert not {"temperature", "top_k", "speed"} & api.requests[0].body.keys()
 
 
 # -- warnings

@@ -12,6 +12,7 @@ from contextlib import asynccontextmanager
 from typing import Any
 
 import anthropic
+import anyio
 import httpx
 import pytest
 from anthropic import beta_async_tool
@@ -150,3 +151,79 @@ async def test_each_response_has_a_request_id_the_official_clients_read() -> Non
     ids = [message._request_id, completion._request_id, refused.value.request_id]
     assert all(isinstance(i, str) and i.startswith("req_") for i in ids), ids
     assert len(set(ids)) == 3
+
+
+# -- agent frameworks: their stop and tool_choice reach the API request (issue 28)
+
+
+async def test_a_smolagents_tool_calling_agent_runs_through_the_gateway() -> None:
+    """smolagents' `ToolCallingAgent` sends `tool_choice: "required"` and its ReAct stop
+    sequences on every step, and ends by calling its `final_answer` tool: each step is one
+    model call with the choice forced (`any`, thinking off) and the stop sequences sent."""
+    from smolagents import OpenAIModel, ToolCallingAgent, tool
+
+    runs: list[str] = []
+
+    @tool  # by this name: smolagents warns of a decorator it does not read as its own
+    def get_weather(city: str) -> str:
+        """Current weather for a city.
+
+        Args:
+            city: The city.
+        """
+        runs.append(city)
+        return "sunny, 21 C"
+
+    script = [
+        reply(tool_use("get_weather", {"city": "Paris"})),
+        reply(tool_use("final_answer", {"answer": "Paris: sunny, 21 C."})),
+    ]
+    async with ScriptedMessagesAPI(script) as api, gateway(api) as url:
+        model = OpenAIModel(model_id=MODEL, api_base=f"{url}/v1", api_key="k")
+        agent = ToolCallingAgent(tools=[get_weather], model=model, max_steps=3, verbosity_level=0)
+        # Its client is synchronous: off the event loop that serves the gateway.
+        answer = await anyio.to_thread.run_sync(agent.run, "Weather in Paris?")
+    assert answer == "Paris: sunny, 21 C."
+    assert runs == ["Paris"]
+    assert len(api.requests) == 2
+    for request in api.requests:
+        assert request.body["stop_sequences"] == ["Observation:", "Calling tools:"]
+        assert request.body["tool_choice"] == {"type": "any"}
+        assert request.body["thinking"] == {"type": "disabled"}
+        assert sorted(request.tool_names) == ["mcp__sf__final_answer", "mcp__sf__get_weather"]
+
+
+async def test_the_openai_agents_sdk_with_a_required_tool_choice_runs_through_it() -> None:
+    """`ModelSettings(tool_choice="required")` forces the first turn's call; the SDK resets the
+    choice after a tool call (`reset_tool_choice`), so the next turn may answer in text."""
+    import agents
+    import openai
+
+    agents.set_tracing_disabled(True)
+
+    @agents.function_tool
+    def get_weather(city: str) -> str:
+        """Current weather for a city."""
+        return "sunny, 21 C"
+
+    script = [
+        reply(tool_use("get_weather", {"city": "Paris"})),
+        reply(text("Paris: sunny, 21 C.")),
+    ]
+    async with (
+        ScriptedMessagesAPI(script) as api,
+        gateway(api) as url,
+        openai.AsyncOpenAI(base_url=f"{url}/v1", api_key="k", max_retries=0) as client,
+    ):
+        agent = agents.Agent(
+            name="weather",
+            tools=[get_weather],
+            model=agents.OpenAIChatCompletionsModel(model=MODEL, openai_client=client),
+            model_settings=agents.ModelSettings(tool_choice="required", parallel_tool_calls=False),
+        )
+        result = await agents.Runner.run(agent, "Weather in Paris?")
+    assert result.final_output == "Paris: sunny, 21 C."
+    first, second = (r.body for r in api.requests)
+    assert first["tool_choice"] == {"type": "any", "disable_parallel_tool_use": True}
+    assert first["thinking"] == {"type": "disabled"}
+    assert second["tool_choice"] == {"type": "auto", "disable_parallel_tool_use": True}

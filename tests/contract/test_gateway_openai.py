@@ -24,6 +24,7 @@ from sf_provider.gateway._http import KEYS_ENV as SF_KEYS
 from sf_provider.gateway._http import WARNINGS_HEADER, warnings_header
 from sf_provider.settings import ProviderSettings
 from sf_provider.testing import (
+    HTTPErrorReply,
     RecordedRequest,
     Reply,
     ScriptedMessagesAPI,
@@ -168,8 +169,8 @@ async def test_allowed_tools_offers_the_model_only_those_tools(mode: str) -> Non
     calls = answer.choices[0].message.tool_calls or []
     assert [c.function.name for c in calls] == ["get_time"]  # type: ignore[union-attr]
     assert api.requests[0].tool_names == ["mcp__sf__get_time"]
-    required = "must answer by calling" in str(api.requests[0].body.get("system"))
-    assert required == (mode == "required")
+    forced = {"auto": None, "required": {"type": "any"}}[mode]
+    assert api.requests[0].body.get("tool_choice") == forced
 
 
 async def test_a_two_step_tool_loop_sends_the_result_back_under_the_call_id() -> None:
@@ -435,6 +436,58 @@ async def test_an_openai_agents_sdk_agent_runs_its_function_tool_through_the_gat
     ]
 
 
+# --------------------------------------------------------------------------- request options
+
+
+async def test_sampling_and_one_call_per_turn_reach_the_request_as_written() -> None:
+    """As LlamaIndex sends them (temperature 0.1 by default, `parallel_tool_calls=False` in
+    `structured_predict`); `top_k` is not OpenAI's, but clients send it in `extra_body`."""
+    async with (
+        ScriptedMessagesAPI([reply(text("Sunny."))]) as api,
+        gateway(api.settings()) as (_, client),
+    ):
+        await client.chat.completions.create(
+            model=MODEL,
+            messages=QUESTION,
+            tools=[WEATHER_TOOL],
+            temperature=0.1,
+            top_p=0.9,
+            parallel_tool_calls=False,
+            extra_body={"top_k": 5},
+        )
+    sent = api.requests[0].body
+    assert (sent["temperature"], sent["top_p"], sent["top_k"]) == (0.1, 0.9, 5)
+    assert sent["tool_choice"] == {"type": "auto", "disable_parallel_tool_use": True}
+
+
+@pytest.mark.parametrize("stream", [False, True], ids=["whole", "streamed"])
+async def test_drop_params_leaves_sampling_out_and_says_so_in_the_warnings_header(
+    stream: bool,
+) -> None:
+    """`--drop-params`, for frameworks that always send a temperature: nothing of it is sent,
+    and the client is told, as LiteLLM's `drop_params` does."""
+    async with (
+        ScriptedMessagesAPI([reply(text("Sunny."))]) as api,
+        gateway(api.settings(), drop_params=True) as (_, client),
+    ):
+        raw = await client.chat.completions.with_raw_response.create(
+            model=MODEL,
+            messages=QUESTION,
+            temperature=0.1,
+            top_p=0.9,
+            seed=7,
+            extra_body={"top_k": 5},
+            stream=stream,
+        )
+        if stream:
+            _ = [chunk async for chunk in raw.parse()]
+    warnings = json.loads(raw.headers[WARNINGS_HEADER])
+    assert [w["code"] for w in warnings] == ["parameter-dropped"] * 4
+    named = {w["message"].split("'")[1] for w in warnings}
+    assert named == {"temperature", "top_p", "top_k", "seed"}
+    assert not {"temperature", "top_p", "top_k", "seed"} & api.requests[0].body.keys()
+
+
 # --------------------------------------------------------------------------- agent frameworks
 
 #: What smolagents' ToolCallingAgent sends on every request (its ReAct-style stop sequences).
@@ -504,7 +557,7 @@ AUTOGEN_REFLECTION = {
 
 async def test_a_history_with_tool_calls_needs_no_tools_the_model_answers_in_text() -> None:
     # OpenAI's API takes it; the Messages API refuses tool calls without tools, so the called
-    # tools are defined again with tool_choice "none" (the model is told to answer in text).
+    # tools are defined again with tool_choice "none" (sent as the API's own).
     async with (
         ScriptedMessagesAPI([reply(text("Paris: 18 C."))]) as api,
         gateway(api.settings()) as (base_url, _),
@@ -520,7 +573,7 @@ async def test_a_history_with_tool_calls_needs_no_tools_the_model_answers_in_tex
     assert [r.as_dict() for r in request.results()] == [
         {"tool_use_id": "toolu_1", "is_error": False, "text": "Paris: 18 C"}
     ]
-    assert "Do not call any tool" in json.dumps(request.body["system"])
+    assert request.body["tool_choice"] == {"type": "none"}
 
 
 async def test_a_call_made_anyway_after_a_history_without_tools_is_an_error() -> None:
@@ -582,6 +635,29 @@ async def test_an_upstream_rate_limit_passes_its_retry_after_on(stream: bool) ->
     assert len(api.requests) == 2, "the CLI retried once"
     assert info.value.status_code == 429
     assert int(info.value.response.headers["retry-after"]) >= 2
+
+
+def refuse_temperature(_request: RecordedRequest) -> HTTPErrorReply:
+    """The API's answer to a temperature on Opus 4.7 and later (a function: the CLI tries a
+    plain 400 three times)."""
+    return http_error(400, "temperature is deprecated for this model.")
+
+
+@pytest.mark.parametrize("stream", [False, True], ids=["whole", "streamed"])
+async def test_an_api_refusal_of_a_sampling_setting_is_a_400_naming_it(stream: bool) -> None:
+    async with (
+        ScriptedMessagesAPI(refuse_temperature) as api,
+        gateway(api.settings()) as (_, client),
+    ):
+        with pytest.raises(openai.BadRequestError) as info:
+            answer = await client.chat.completions.create(
+                model=MODEL, messages=QUESTION, temperature=0.3, stream=stream
+            )
+            if stream:
+                _ = [chunk async for chunk in answer]
+    assert (info.value.type, info.value.param) == ("invalid_request_error", "temperature")
+    assert "temperature is deprecated for this model" in info.value.message
+    assert {r.body["temperature"] for r in api.requests} == {0.3}
 
 
 async def test_a_prompt_too_long_is_context_length_exceeded() -> None:
@@ -668,10 +744,9 @@ BAD_REQUESTS: list[tuple[str, dict[str, Any], str, str | None]] = [
         None,
     ),
     (
-        "temperature, as LlamaIndex sends it by default",
-        {"messages": QUESTION, "temperature": 0.1},
-        "0.1 cannot be honoured: the Claude Code CLI has no temperature setting (LlamaIndex's "
-        "OpenAI and OpenAILike send 0.1 unless given temperature=1.0); leave it out",
+        "temperature not a number",
+        {"messages": QUESTION, "temperature": "0.1"},
+        "a number",
         "temperature",
     ),
     ("n > 1", {"messages": QUESTION, "n": 2}, "one choice", "n"),
@@ -683,12 +758,6 @@ BAD_REQUESTS: list[tuple[str, dict[str, Any], str, str | None]] = [
         None,
     ),
     ("logprobs", {"messages": QUESTION, "logprobs": True}, "log probabilities", "logprobs"),
-    (
-        "parallel_tool_calls false",
-        {"messages": QUESTION, "tools": [WEATHER_TOOL], "parallel_tool_calls": False},
-        "cannot limit a turn to one call",  # the provider's refusal
-        None,
-    ),
     (
         "unknown parameter",
         {"messages": QUESTION, "extra_body": {"frobnicate": 1}},
@@ -1024,8 +1093,6 @@ async def test_parameters_at_their_default_and_ignorable_ones_are_accepted() -> 
             model=MODEL,
             messages=QUESTION,
             n=1,
-            temperature=1,
-            top_p=1.0,
             logprobs=False,
             user="u-1",
             metadata={"team": "a"},
@@ -1202,10 +1269,11 @@ def test_a_public_host_without_keys_is_refused(capsys: pytest.CaptureFixture[str
 
 async def test_the_gateway_command_serves_and_its_shutdown_stops_every_cli() -> None:
     """`sf-provider gateway` as a user runs it: the CLI it starts reads the scripted API's
-    address from the environment, as it would read ANTHROPIC_API_KEY."""
+    address from the environment, as it would read ANTHROPIC_API_KEY. With `--drop-params` the
+    client's temperature is left out."""
     async with ScriptedMessagesAPI([reply(text("Sunny."))]) as api:
         env = {**os.environ, **offline_env(api.base_url), SF_KEYS: "key-a,key-b"}
-        command = [sys.executable, "-m", "sf_provider.cli", "gateway", "--port", "0"]
+        command = [sys.executable, "-m", "sf_provider.cli", "gateway", "--port=0", "--drop-params"]
         async with await anyio.open_process(command, env=env) as gateway_process:
             assert gateway_process.stderr is not None
             log = ""
@@ -1215,7 +1283,9 @@ async def test_the_gateway_command_serves_and_its_shutdown_stops_every_cli() -> 
                     break
             url = log.split("Uvicorn running on ")[1].split()[0]
             client = AsyncOpenAI(base_url=f"{url}/v1", api_key="key-b", max_retries=0)
-            answer = await client.chat.completions.create(model=MODEL, messages=QUESTION)
+            answer = await client.chat.completions.create(
+                model=MODEL, messages=QUESTION, temperature=0.2
+            )
             await client.close()
             ps = ["ps", "-o", "pid=", "--ppid", str(gateway_process.pid)]
             children = (await anyio.run_process(ps, check=False)).stdout.decode().split()
@@ -1227,6 +1297,7 @@ async def test_the_gateway_command_serves_and_its_shutdown_stops_every_cli() -> 
             assert await gateway_process.wait() in (0, -signal.SIGTERM)
     assert "Application shutdown complete" in log, "the app's shutdown ran: provider closed"
     assert answer.choices[0].message.content == "Sunny."
+    assert "temperature" not in api.requests[0].body
     for pid in children:
         with pytest.raises(ProcessLookupError):
             os.kill(int(pid), 0)

@@ -19,9 +19,10 @@ import litellm
 import pytest
 from litellm import exceptions as litellm_errors
 
-from sf_provider import QueryTimeoutError
+from sf_provider import QueryTimeoutError, UnsupportedSettingError
 from sf_provider.adapters.litellm import ClaudeAgentLLM, register
 from sf_provider.testing import (
+    HTTPErrorReply,
     RecordedRequest,
     Reply,
     ScriptedMessagesAPI,
@@ -308,12 +309,12 @@ async def test_the_querys_warnings_are_user_warnings_and_in_the_answer(stream: b
 
 async def test_a_parameter_that_cannot_be_honoured_is_a_bad_request_naming_it() -> None:
     async with ScriptedMessagesAPI([]) as api, registered(api):
-        with pytest.raises(litellm_errors.BadRequestError, match="temperature"):
-            await litellm.acompletion(model=MODEL, messages=QUESTION, temperature=0.2)
+        with pytest.raises(litellm_errors.BadRequestError, match="'n'"):
+            await litellm.acompletion(model=MODEL, messages=QUESTION, n=2)
         with pytest.raises(litellm_errors.BadRequestError, match="unknown role"):
             await litellm.acompletion(model=MODEL, messages=[{"role": "robot", "content": "x"}])
-        with pytest.raises(litellm_errors.BadRequestError, match="top_k"):  # was dropped
-            await litellm.acompletion(model=MODEL, messages=QUESTION, extra_body={"top_k": 5})
+        with pytest.raises(litellm_errors.BadRequestError, match="min_p"):  # was dropped
+            await litellm.acompletion(model=MODEL, messages=QUESTION, extra_body={"min_p": 0.1})
     assert api.all_requests == []
 
 
@@ -386,22 +387,60 @@ async def test_what_drop_params_drops_is_a_warning(stream: bool) -> None:
     assert len(api.requests) == 1
 
 
-async def test_drop_params_drops_what_the_cli_cannot_honour_with_a_warning() -> None:
-    # LiteLLM's list for custom providers passes temperature and seed on (CrewAI sends
-    # temperature): under drop_params they failed as if it were not set.
-    unhonoured: dict[str, Any] = {"temperature": 0.2, "seed": 7}
+async def test_sampling_and_one_call_per_turn_reach_the_request_as_written() -> None:
+    # LiteLLM passes temperature and top_p on by its list for custom providers, top_k as a
+    # provider's own parameter.
+    sampling = {"temperature": 0.2, "top_p": 0.9, "top_k": 5}
     async with ScriptedMessagesAPI([reply(text("Sunny."))]) as api, registered(api):
-        with pytest.warns(UserWarning, match=r"'temperature' .*\(parameter-dropped\)"):
+        await litellm.acompletion(
+            model=MODEL,
+            messages=QUESTION,
+            tools=[WEATHER_TOOL],
+            parallel_tool_calls=False,
+            **sampling,
+        )
+    sent = api.requests[0].body
+    assert {k: sent[k] for k in sampling} == sampling
+    assert sent["tool_choice"] == {"type": "auto", "disable_parallel_tool_use": True}
+
+
+async def test_an_api_refusal_of_a_sampling_setting_is_a_bad_request_naming_it() -> None:
+    def refuse(_request: RecordedRequest) -> HTTPErrorReply:  # the CLI tries a 400 three times
+        return http_error(400, "temperature is deprecated for this model.")
+
+    async with ScriptedMessagesAPI(refuse) as api, registered(api):
+        with pytest.raises(litellm_errors.BadRequestError) as info:
+            await litellm.acompletion(model=MODEL, messages=QUESTION, temperature=0.3)
+    assert "temperature is deprecated for this model" in str(info.value)
+    assert isinstance(info.value.__cause__, UnsupportedSettingError)
+    assert info.value.__cause__.setting == "temperature"
+    assert {r.body["temperature"] for r in api.requests} == {0.3}
+
+
+@pytest.mark.parametrize("stream", [False, True], ids=["whole", "streamed"])
+async def test_drop_params_drops_sampling_and_what_cannot_be_honoured_with_a_warning(
+    stream: bool,
+) -> None:
+    # CrewAI sends temperature; newer models refuse it: drop_params keeps leaving it out.
+    unhonoured: dict[str, Any] = {"temperature": 0.2, "top_p": 0.9, "top_k": 5, "seed": 7}
+    async with ScriptedMessagesAPI([reply(text("Sunny."))]) as api, registered(api):
+        with pytest.warns(UserWarning, match=r"\(parameter-dropped\)") as said:
             response = await litellm.acompletion(
-                model=MODEL, messages=QUESTION, drop_params=True, **unhonoured
+                model=MODEL, messages=QUESTION, drop_params=True, stream=stream, **unhonoured
             )
+            if stream:
+                chunks = [chunk async for chunk in response]
+                fields = chunks[0].choices[0].delta.provider_specific_fields
+            else:
+                fields = response.choices[0].message.provider_specific_fields
         with pytest.raises(litellm_errors.UnsupportedParamsError, match="drop_params"):
-            await litellm.acompletion(model=MODEL, messages=QUESTION, temperature=0.2)
-    assert response.choices[0].message.content == "Sunny."
-    warned = response.choices[0].message.provider_specific_fields["warnings"]
-    assert [w["code"] for w in warned] == ["parameter-dropped"] * 2
+            await litellm.acompletion(model=MODEL, messages=QUESTION, seed=7)
+    assert all(any(f"'{name}'" in str(w.message) for w in said) for name in unhonoured)
+    warned = fields["warnings"]
+    assert [w["code"] for w in warned] == ["parameter-dropped"] * 4
     assert all(any(f"'{name}'" in w["message"] for w in warned) for name in unhonoured)
     assert len(api.requests) == 1
+    assert not unhonoured.keys() & api.requests[0].body.keys()
 
 
 async def test_a_history_with_tool_calls_but_no_tools_is_answered_in_text() -> None:

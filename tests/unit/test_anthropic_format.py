@@ -236,6 +236,26 @@ def test_stop_sequences_and_one_call_per_turn_are_call_options() -> None:
     assert "stop_sequences" not in call.options and "parallel_tool_calls" not in call.options
 
 
+def test_sampling_settings_are_call_options_as_written() -> None:
+    """The API judges their values (ADR 0009): none is refused here."""
+    sampling = {"temperature": 0.3, "top_p": 1, "top_k": 5}
+    call = parse_request(request(**sampling))
+    assert {k: call.options[k] for k in sampling} == sampling
+    assert call.dropped == []
+    call = parse_request(request(temperature=None, top_p=None, top_k=None))
+    assert not {"temperature", "top_p", "top_k"} & call.options.keys()
+
+
+def test_drop_params_leaves_sampling_and_what_cannot_be_honoured_out_with_warnings() -> None:
+    body = request(temperature=0.3, top_k=True, speed="fast", service_tier="auto")
+    call = parse_request(body, drop=True)
+    assert not {"temperature", "top_k", "speed", "service_tier"} & call.options.keys()
+    assert [w.code for w in call.dropped] == ["parameter-dropped"] * 3
+    said = [w.message for w in call.dropped]
+    assert [m.split("'")[1] for m in said] == ["temperature", "top_k", "speed"]
+    assert "cannot ask for another speed" in said[2]
+
+
 STOPPED: list[StreamPart] = [
     TextStartPart(id="t1"),
     TextDeltaPart(id="t1", delta="Thought: x\n"),
@@ -285,8 +305,6 @@ def test_output_config_sets_effort_and_structured_output() -> None:
         {"metadata": {}},
         {"metadata": {"user_id": None}},
         {"cache_control": {"type": "ephemeral"}},
-        {"temperature": 1},
-        {"temperature": 1.0},
         {"service_tier": "auto"},
         {"speed": "standard"},
         {"stop_sequences": []},
@@ -303,10 +321,9 @@ def test_parameters_the_gateway_may_accept(overrides: dict[str, Any]) -> None:
 REFUSED: dict[str, tuple[dict[str, Any], type[ProviderError], str]] = {
     "stop_sequences": ({"stop_sequences": ["END", ""]}, UnsupportedRequestError, "non-empty"),
     "stop_sequences-text": ({"stop_sequences": "END"}, UnsupportedRequestError, "stop_sequences:"),
-    "temperature": ({"temperature": 0.3}, UnsupportedRequestError, "temperature:"),
     "temperature-true": ({"temperature": True}, UnsupportedRequestError, "temperature:"),
-    "top_p": ({"top_p": 0.9}, UnsupportedRequestError, "top_p:"),
-    "top_k": ({"top_k": 3}, UnsupportedRequestError, "top_k:"),
+    "temperature-text": ({"temperature": "0.3"}, UnsupportedRequestError, "must be a number"),
+    "top_k-float": ({"top_k": 3.0}, UnsupportedRequestError, "top_k: must be an integer"),
     "service_tier": ({"service_tier": "standard_only"}, UnsupportedRequestError, "service_tier"),
     "speed": ({"speed": "fast"}, UnsupportedRequestError, "speed:"),
     "unknown": ({"container": "c1"}, UnsupportedRequestError, "container:"),

@@ -291,6 +291,32 @@ def test_a_bad_reasoning_parameter_is_refused_by_name(params: dict[str, Any], pr
     assert refused.value.param in params
 
 
+def test_sampling_settings_are_call_options_as_written() -> None:
+    # The API judges their values (ADR 0009); top_k is not OpenAI's, but LiteLLM passes it on.
+    sampling = {"temperature": 0.1, "top_p": 1, "top_k": 5}
+    assert chat_request({"messages": [QUESTION], **sampling}).options == sampling
+    for name, value, kind in [("temperature", "0.1", "a number"), ("top_k", 0.5, "an integer")]:
+        with pytest.raises(UnsupportedParameterError, match=f"must be {kind}") as info:
+            chat_request({"messages": [QUESTION], name: value})
+        assert info.value.param == name
+
+
+def test_drop_leaves_out_sampling_and_values_that_cannot_be_honoured_with_warnings() -> None:
+    body = {"messages": [QUESTION], "temperature": 0.1, "top_k": 5, "seed": 7, "n": 1}
+    chat = chat_request(body, drop=body)
+    assert chat.options == {}
+    said = {w.message.split("'")[1]: w for w in chat.dropped}
+    assert sorted(said) == ["seed", "temperature", "top_k"], "n=1 asks for nothing"
+    assert {w.code for w in chat.dropped} == {"parameter-dropped"}
+    assert "no seeded sampling" in said["seed"].message
+    # Only the names in `drop`; legacy functions are never dropped: they change the calls.
+    kept = chat_request(body, drop={"seed"})
+    assert kept.options == {"temperature": 0.1, "top_k": 5}
+    with pytest.raises(UnsupportedParameterError) as info:
+        chat_request({"messages": [QUESTION], "functions": [{}]}, drop={"functions"})
+    assert info.value.param == "functions"
+
+
 def _tool(**extra: Any) -> dict[str, Any]:
     function = {"name": "get_weather", "parameters": {"type": "object", "properties": {}}}
     return {"type": "function", "function": {**function, **extra.pop("function", {})}, **extra}
