@@ -125,7 +125,7 @@ def chat_request(body: Mapping[str, Any], drop: Collection[str] = ()) -> ChatReq
     `stop` and `parallel_tool_calls` become the call options `stop_sequences` and
     `parallel_tool_calls`, and the sampling settings are sent as written; a history with tool
     calls in a request without `tools` gets the called tools defined again, uncallable
-    (`_called_tools`). Of the `DROPPABLE` parameters named in `drop` (`drop_params`), the
+    (`wire.called_tools`). Of the `DROPPABLE` parameters named in `drop` (`drop_params`), the
     sampling settings and a value that cannot be honoured are left out, each with a warning.
     """
     given = {k: v for k, v in body.items() if v is not None}
@@ -229,7 +229,7 @@ def chat_request(body: Mapping[str, Any], drop: Collection[str] = ()) -> ChatReq
         )
     messages = provider_messages(given["messages"])
     if not tools and req.holds_tool_blocks(messages):
-        called = _called_tools(messages)
+        called = wire.called_tools(messages)
         if not called or options.get("tool_choice", "none") not in ("auto", "none"):
             raise UnsupportedParameterError("tools", TOOLS_NEEDED)
         tools, options["tool_choice"] = called, "none"
@@ -238,23 +238,6 @@ def chat_request(body: Mapping[str, Any], drop: Collection[str] = ()) -> ChatReq
         options["stop_sequences"] = stop
     include_usage = bool(stream_options.get("include_usage"))
     return ChatRequest(model, messages, tools, options, stream, include_usage, structured, dropped)
-
-
-def _called_tools(messages: Sequence[req.Message]) -> list[FunctionTool]:
-    """The tools a history calls, defined again for a request without `tools`: the Messages
-    API refuses tool calls in a request that defines no tools, and OpenAI's API takes them
-    (AutoGen's reflection after a tool call sends the calls and results without `tools`).
-    Called with tool_choice "none", so the provider tells the model to answer in text and
-    refuses a call; their schemas are unknown here and admit any arguments."""
-    names = dict.fromkeys(
-        part.name
-        for message in messages
-        if isinstance(message, req.AssistantMessage)
-        for part in message.parts
-        if isinstance(part, req.ToolCall)
-    )
-    later = "Called earlier in this conversation; not available for this reply."
-    return [FunctionTool(name, later, {"type": "object"}) for name in names]
 
 
 def _stop_sequences(stop: Any) -> list[str]:
@@ -308,22 +291,13 @@ def _output_schema(response_format: Any) -> dict[str, Any] | None:
 
 
 def _described(schema: dict[str, Any], name: Any, description: Any) -> dict[str, Any]:
-    """The schema with the format's `name` and `description`, which OpenAI shows the model to
-    say what the answer is for: the CLI offers the model only the schema (as its
-    StructuredOutput tool's input), so they go into it as its `title` and `description`."""
+    """`wire.described`, the format's name and description checked first."""
     for key, value in (("name", name), ("description", description)):
         if value is not None and not isinstance(value, str):
             raise UnsupportedParameterError(
                 f"response_format.json_schema.{key}", "must be a string"
             )
-    if name and "title" not in schema:
-        schema["title"] = name
-    own = schema.get("description")
-    if description and not own:
-        schema["description"] = description
-    elif description and own != description:
-        schema["description"] = f"{description}\n\n{own}"
-    return schema
+    return wire.described(schema, name, description)
 
 
 # --------------------------------------------------------------------------- tools
