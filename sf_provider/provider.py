@@ -568,7 +568,7 @@ class ClaudeAgentProvider:
         notes = {"process": process, **_notes(plan)}
         bridge, tool_names = self.settings.bridge_name, [t.name for t in plan.tools]
         try:
-            start = StreamStartPart(warnings=plan.warnings, mode=plan.mode)
+            start = StreamStartPart(warnings=plan.warnings, mode=plan.mode, process=process)
             collector.add(start)
             yield start
             result: sdk.ResultMessage | None = None

@@ -88,6 +88,12 @@ class StreamStartPart(_Model):
     type: Literal["stream-start"] = "stream-start"
     warnings: list[CallWarning] = Field(default_factory=list)
     mode: Mode = "executor"
+    process: Literal["fresh", "warm", "continued"] | None = Field(
+        default=None,
+        description="The CLI process that serves the query: a fresh one, a warm one, or the "
+        "live one that already holds this conversation (continued); the finish part's "
+        "provider_details['process'] says the same.",
+    )
 
 
 class TextStartPart(_Model):

@@ -43,6 +43,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "KEYS_ENV",
+    "PROCESS_HEADER",
     "WARNINGS_HEADER",
     "GatewayGuard",
     "GatewaySettings",
@@ -72,6 +73,8 @@ _OPENAI_PATHS = frozenset({"/v1/chat/completions", "/v1/responses"})
 
 #: The response header with a query's warnings: a JSON array (ASCII) of `{"code", "message"}`.
 WARNINGS_HEADER = "sf-provider-warnings"
+#: The response header naming the process that served a model request: fresh, warm, continued.
+PROCESS_HEADER = "sf-provider-process"
 #: Its largest value in bytes: proxies refuse large response headers (nginx buffers 4-8 KiB for
 #: all of them by default); warnings past it are counted in a last `warnings-truncated` entry.
 _WARNINGS_LIMIT = 4096
@@ -466,26 +469,26 @@ class QueryResponse(Response):
                 finally:
                     group.cancel_scope.cancel()
 
-    def _error(self, exc: ProviderError, warnings: Sequence[CallWarning]) -> Response:
+    def _error(self, exc: ProviderError, headers: Mapping[str, str]) -> Response:
         response = _error_json(self.style, error_info(exc))
-        response.headers.update(warnings_header(warnings))
+        response.headers.update(headers)
         return response
 
     async def _answer(self, scope: Scope, receive: Receive, send: Send) -> None:
         collector = ResultCollector()
-        warnings = list(self.call.dropped)
+        start: list[StreamPart] = []
         try:
             async for part in self.parts:
                 if isinstance(part, StreamStartPart):
-                    warnings += part.warnings
+                    start.append(part)
                 collector.add(part)
         except ProviderError as exc:
-            await self._error(exc, warnings)(scope, receive, send)
+            await self._error(exc, self._query_headers(start))(scope, receive, send)
             return
         answer = self.call.complete(collector.result())
         if inspect.isawaitable(answer):  # a door that keeps the answer (/v1/responses)
             answer = await answer
-        await JSONResponse(answer, headers=warnings_header(warnings))(scope, receive, send)
+        await JSONResponse(answer, headers=self._query_headers(start))(scope, receive, send)
 
     async def _stream(self, events: Events, scope: Scope, receive: Receive, send: Send) -> None:
         head: list[StreamPart] = []
@@ -496,7 +499,7 @@ class QueryResponse(Response):
                 if not isinstance(part, StreamStartPart | ErrorPart | FinishPart):
                     break
         except ProviderError as exc:
-            await self._error(exc, self._warnings(head))(scope, receive, send)
+            await self._error(exc, self._query_headers(head))(scope, receive, send)
             return
         headers = [
             (b"content-type", b"text/event-stream; charset=utf-8"),
@@ -504,8 +507,7 @@ class QueryResponse(Response):
             (b"x-accel-buffering", b"no"),  # proxies: pass each event on as it comes
         ]
         headers += [
-            (name.encode(), value.encode())
-            for name, value in warnings_header(self._warnings(head)).items()
+            (name.encode(), value.encode()) for name, value in self._query_headers(head).items()
         ]
         await send({"type": "http.response.start", "status": 200, "headers": headers})
 
@@ -525,7 +527,12 @@ class QueryResponse(Response):
             await send({"type": "http.response.body", "body": event, "more_body": True})
         await send({"type": "http.response.body", "body": b"", "more_body": False})
 
-    def _warnings(self, parts: Sequence[StreamPart]) -> list[CallWarning]:
-        """The door's warnings, then the query's (in its start part)."""
+    def _query_headers(self, parts: Sequence[StreamPart]) -> dict[str, str]:
+        """From the query's start part: the door's warnings, then the query's
+        (`sf-provider-warnings`), and the process that served it (`sf-provider-process`:
+        fresh, warm or continued)."""
         starts = [part for part in parts if isinstance(part, StreamStartPart)]
-        return [*self.call.dropped, *(w for part in starts for w in part.warnings)]
+        headers = warnings_header([*self.call.dropped, *(w for p in starts for w in p.warnings)])
+        if starts and starts[0].process:
+            headers[PROCESS_HEADER] = starts[0].process
+        return headers

@@ -402,17 +402,27 @@ async def test_a_chain_of_four_steps_sends_what_stateless_calls_send_on_one_proc
         return {"type": "function_call_output", "call_id": call.call_id, "output": call.call_id}
 
     async with ScriptedMessagesAPI(three_calls) as api, gateway(api.settings()) as (_, client):
-        first = await client.responses.create(model=MODEL, input="Weather?", tools=[WEATHER_TOOL])
-        chained = [first]
+        raw = await client.responses.with_raw_response.create(
+            model=MODEL, input="Weather?", tools=[WEATHER_TOOL]
+        )
+        served = [raw.headers["sf-provider-process"]]
+        chained = [raw.parse()]
         while chained[-1].output[-1].type == "function_call":
-            chained.append(
-                await client.responses.create(
-                    model=MODEL,
-                    input=[output(chained[-1].output[-1])],
-                    previous_response_id=chained[-1].id,
-                    tools=[WEATHER_TOOL],
-                )
+            raw = await client.responses.with_raw_response.create(
+                model=MODEL,
+                input=[output(chained[-1].output[-1])],
+                previous_response_id=chained[-1].id,
+                tools=[WEATHER_TOOL],
+                stream=len(chained) == 2,  # the header comes with a stream too
             )
+            served.append(raw.headers["sf-provider-process"])
+            parsed = raw.parse()
+            if len(chained) == 2:
+                async for event in parsed:
+                    if event.type == "response.completed":
+                        chained.append(event.response)
+            else:
+                chained.append(parsed)
         chained_requests = api.requests
     async with (
         ScriptedMessagesAPI(three_calls) as api,
@@ -439,6 +449,7 @@ async def test_a_chain_of_four_steps_sends_what_stateless_calls_send_on_one_proc
         "sig-2",
     ]
     assert len({process_of(r) for r in chained_requests}) == 1, "every step continued"
+    assert served == ["fresh", "continued", "continued", "continued"]
     assert len({process_of(r) for r in stateless_requests}) == 4
 
 
