@@ -76,6 +76,14 @@ def _seconds(text: str) -> float:
     return value
 
 
+def _store_url(text: str) -> str:
+    """A response store's URL (`GatewaySettings.response_store`); not repeated: it may hold a
+    password."""
+    if not text.startswith(("redis://", "rediss://", "unix://")):
+        raise argparse.ArgumentTypeError("must be a redis://, rediss:// or unix:// URL")
+    return text
+
+
 def _int_in(low: int, high: int | None, what: str) -> Callable[[str], int]:
     """An integer from `low` to `high` (None: no upper bound), `what` saying which."""
 
@@ -257,6 +265,27 @@ def main(argv: Sequence[str] | None = None) -> int:
         action="store_true",
         help="leave out temperature, top_p, top_k and values that cannot be honoured, with a "
         "warning, instead of sending or refusing them (for frameworks that always send one)",
+    )
+    gateway.add_argument(
+        "--response-store",
+        type=_store_url,
+        metavar="URL",
+        help="where /v1/responses keeps responses: redis://host:port/db, a Redis server every "
+        "replica shares (pip install 'sf-provider[redis]'); default: this process's memory",
+    )
+    gateway.add_argument(
+        "--response-store-size",
+        type=_int_in(0, None, "0 or more"),
+        default=1000,
+        metavar="N",
+        help="responses kept, the oldest going first; 0: none (default: 1000)",
+    )
+    gateway.add_argument(
+        "--response-store-ttl",
+        type=_seconds,
+        default=86400.0,
+        metavar="SECONDS",
+        help="seconds a response is kept, above 0; inf: no limit (default: 86400)",
     )
     gateway.add_argument(
         "--allow-no-auth",

@@ -5,6 +5,7 @@ from __future__ import annotations
 import atexit
 import os
 import shutil
+import socket
 import subprocess
 import tempfile
 import time
@@ -113,6 +114,61 @@ def _no_leaks_after_suite() -> Iterator[None]:
 @pytest.fixture
 def anyio_backend() -> str:
     return "asyncio"
+
+
+class RedisServer:
+    """A real `redis-server` of one test's own: on a free loopback port, saving nothing, in the
+    test's temp dir."""
+
+    def __init__(self, binary: str, where: Path) -> None:
+        for _ in range(5):  # a port taken between finding it free and binding it: another
+            with socket.socket() as probe:
+                probe.bind(("127.0.0.1", 0))
+                port = probe.getsockname()[1]
+            log = where / f"redis-{port}.log"
+            options = {"bind": "127.0.0.1", "port": str(port), "save": "", "appendonly": "no"}
+            command = [binary, "--dir", str(where)]
+            command += [arg for name, value in options.items() for arg in (f"--{name}", value)]
+            with log.open("w") as out:
+                self.process = subprocess.Popen(
+                    command,
+                    stdout=out,
+                    stderr=subprocess.STDOUT,
+                )
+            for _ in range(200):
+                if "Ready to accept connections" in log.read_text():
+                    self.url = f"redis://127.0.0.1:{port}/0"
+                    return
+                if self.process.poll() is not None:
+                    break
+                time.sleep(0.05)
+            self.stop()
+        raise RuntimeError(f"redis-server did not start: {log.read_text()}")
+
+    def stop(self) -> None:
+        self.process.terminate()
+        try:
+            self.process.wait(10)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+            self.process.wait()
+
+
+@pytest.fixture
+def redis_server(tmp_path: Path) -> Iterator[RedisServer]:
+    """A real `redis-server` for this test, stopped after it; skipped where none is installed."""
+    binary = shutil.which("redis-server")
+    if binary is None:
+        pytest.skip(
+            "no redis-server on PATH (Debian: apt-get install redis-server): the Redis "
+            "response store is tested against a real server only"
+        )
+    pytest.importorskip("redis", reason="the redis package (sf-provider[redis]) is not installed")
+    server = RedisServer(binary, tmp_path)
+    try:
+        yield server
+    finally:
+        server.stop()
 
 
 @pytest.fixture

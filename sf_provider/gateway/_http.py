@@ -117,6 +117,14 @@ class GatewaySettings(BaseModel):
     shutdown_grace: float = Field(
         default=20.0, ge=0, description="Seconds running requests may finish at shutdown."
     )
+    response_store: str | None = Field(
+        default=None,
+        pattern=r"^(redis|rediss|unix)://",
+        repr=False,  # it may hold a password
+        description="Where `/v1/responses` keeps responses: None, in this process's memory; "
+        "`redis://host:port/db` (or `rediss://`, `unix://`), a Redis server the replicas share, "
+        "so that any of them continues any conversation (the extra `sf-provider[redis]`).",
+    )
     response_store_size: int = Field(
         default=1000,
         ge=0,

@@ -40,7 +40,7 @@ from ._http import (
 )
 from .anthropic import messages_endpoint
 from .openai import chat_completions
-from .responses import response_routes
+from .responses import response_routes, response_store
 
 __all__ = ["create_app", "run_gateway"]
 
@@ -50,7 +50,9 @@ def create_app(
 ) -> Starlette:
     """The gateway app. Its provider (`app.state.provider`) is made from `settings.provider`
     when the app starts and closed when it stops, which stops every warm CLI process; a
-    `provider` given here is used instead, and left to its owner to close.
+    `provider` given here is used instead, and left to its owner to close. A Redis response
+    store (`settings.response_store`) is reached as the app starts: if it cannot be, the app
+    does not start, and says why.
 
     Serve it with any ASGI server (`sf-provider gateway` runs uvicorn)::
 
@@ -58,9 +60,11 @@ def create_app(
     """
     settings = settings or GatewaySettings()
     slots = Slots(settings.max_concurrency)
+    store = response_store(settings)
 
     @asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
+        await store.start()  # a store it cannot reach: the gateway does not start
         own = ClaudeAgentProvider(settings.provider) if provider is None else None
         app.state.provider = provider or own
         app.state.drop_params = settings.drop_params
@@ -69,6 +73,7 @@ def create_app(
         finally:
             if own is not None:
                 await own.aclose()
+            await store.aclose()
             # uvicorn ends the process by SIGTERM itself after a graceful shutdown: no atexit.
             flush()
 
@@ -115,7 +120,7 @@ def create_app(
     routes = [
         Route("/v1/chat/completions", chat_completions, methods=["POST"]),
         Route("/v1/messages", messages_endpoint, methods=["POST"]),
-        *response_routes(settings),
+        *response_routes(store),
         Route("/v1/models", models, methods=["GET"]),
         Route("/v1/models/{model_id:path}", model, methods=["GET"]),
         Route("/healthz", healthz, methods=["GET"]),
@@ -175,10 +180,18 @@ def run_gateway(args: argparse.Namespace) -> int:
         api_keys=keys,
         max_concurrency=args.max_concurrency,
         drop_params=args.drop_params,
+        response_store=args.response_store,
+        response_store_size=args.response_store_size,
+        response_store_ttl=args.response_store_ttl,
         provider=ProviderSettings(**overrides),  # type: ignore[arg-type]
     )
+    try:
+        app = create_app(settings)
+    except ImportError as exc:  # --response-store redis://... without the extra: say which
+        print(f"sf-provider gateway: {exc}", file=sys.stderr)
+        return 2
     uvicorn.run(
-        create_app(settings),
+        app,
         host=settings.host,
         port=settings.port,
         timeout_graceful_shutdown=int(settings.shutdown_grace),

@@ -36,7 +36,13 @@ from ..types import GenerateResult, StreamPart
 from ._errors import ErrorInfo, GatewayError, error_info, invalid_request
 from ._http import GatewaySettings, ModelCall, model_endpoint, presented_key, sse
 
-__all__ = ["MemoryResponseStore", "ResponseStore", "StoredResponse", "response_routes"]
+__all__ = [
+    "MemoryResponseStore",
+    "ResponseStore",
+    "StoredResponse",
+    "response_routes",
+    "response_store",
+]
 
 
 @dataclass(frozen=True)
@@ -63,6 +69,12 @@ class ResponseStore(Protocol):
 
     async def delete(self, owner: str, response_id: str) -> bool:
         """Remove it; whether there was one to remove."""
+
+    async def start(self) -> None:
+        """As the gateway starts: raise, saying why, if the store cannot be used."""
+
+    async def aclose(self) -> None:
+        """As the gateway stops: release what it holds."""
 
 
 class MemoryResponseStore:
@@ -99,6 +111,23 @@ class MemoryResponseStore:
         del self._records[response_id]
         return True
 
+    async def start(self) -> None:
+        """Nothing to reach."""
+
+    async def aclose(self) -> None:
+        """Nothing to release."""
+
+
+def response_store(settings: GatewaySettings) -> ResponseStore:
+    """The store `settings` name: in memory (`response_store` None), or the Redis server at
+    that URL (the extra `sf-provider[redis]`)."""
+    size, ttl = settings.response_store_size, settings.response_store_ttl
+    if settings.response_store is None:
+        return MemoryResponseStore(size, ttl)
+    from ._redis_store import RedisResponseStore
+
+    return RedisResponseStore(settings.response_store, size, ttl)
+
 
 def _owner(request: Request) -> str:
     """Whose a request is: a hash of its API key (the guard has checked the key, if keys are
@@ -133,14 +162,8 @@ async def _conversation(
     return record.conversation
 
 
-def response_routes(settings: GatewaySettings, store: ResponseStore | None = None) -> list[Route]:
-    """The routes of `/v1/responses`, keeping responses in `store` (default: in memory, bounded
-    by `settings.response_store_size` and `response_store_ttl`)."""
-    kept: ResponseStore = (
-        MemoryResponseStore(settings.response_store_size, settings.response_store_ttl)
-        if store is None
-        else store
-    )
+def response_routes(kept: ResponseStore) -> list[Route]:
+    """The routes of `/v1/responses`, keeping responses in `kept` (`response_store`)."""
 
     async def read(
         request: Request, body: dict[str, Any], provider: Provider, drop_params: bool
@@ -187,7 +210,12 @@ def response_routes(settings: GatewaySettings, store: ResponseStore | None = Non
                     yield sse(event, event["type"])
                 return
             last = mapper.finish()
-            await keep(mapper.response)  # before the client can name it in its next request
+            try:
+                await keep(mapper.response)  # before the client can name it in its next request
+            except GatewayError as exc:  # the store failed (Redis gone): it cannot be continued
+                for event in mapper.failed("response_store_unavailable", exc.info.message):
+                    yield sse(event, event["type"])
+                return
             yield sse(last, last["type"])
 
         parsed = door.request(messages, tools, **options)
