@@ -477,7 +477,7 @@ class QueryResponse(Response):
                 finally:
                     group.cancel_scope.cancel()
 
-    def _error(self, exc: ProviderError, headers: Mapping[str, str]) -> Response:
+    def _error(self, exc: ProviderError | GatewayError, headers: Mapping[str, str]) -> Response:
         response = _error_json(self.style, error_info(exc))
         response.headers.update(headers)
         return response
@@ -494,8 +494,12 @@ class QueryResponse(Response):
             await self._error(exc, self._query_headers(start))(scope, receive, send)
             return
         answer = self.call.complete(collector.result())
-        if inspect.isawaitable(answer):  # a door that keeps the answer (/v1/responses)
-            answer = await answer
+        try:
+            if inspect.isawaitable(answer):  # a door that keeps the answer (/v1/responses)
+                answer = await answer
+        except GatewayError as exc:  # it could not be kept (a response store gone away)
+            await self._error(exc, self._query_headers(start))(scope, receive, send)
+            return
         await JSONResponse(answer, headers=self._query_headers(start))(scope, receive, send)
 
     async def _stream(self, events: Events, scope: Scope, receive: Receive, send: Send) -> None:

@@ -12,7 +12,7 @@ import dataclasses
 import json
 import math
 from typing import Any
-from urllib.parse import urlsplit, urlunsplit
+from urllib.parse import urlsplit
 
 try:
     from redis.asyncio import Redis
@@ -30,7 +30,8 @@ __all__ = ["RedisResponseStore"]
 _PREFIX = "sf-provider:response:"
 _INDEX = "sf-provider:responses"
 # KEYS: the record's key, the index. ARGV: the record, its TTL in ms (0: none), the count kept.
-# One script, so replicas storing at once keep the bound; the server's clock orders the index.
+# One script, so replicas storing at once keep the bound; the server's clock (microseconds) orders
+# the index.
 _PUT = """
 local now = redis.call('TIME')
 if tonumber(ARGV[2]) > 0 then
@@ -39,7 +40,7 @@ if tonumber(ARGV[2]) > 0 then
 else
   redis.call('SET', KEYS[1], ARGV[1])
 end
-redis.call('ZADD', KEYS[2], now[1] * 1000000 + now[2], KEYS[1])
+redis.call('ZADD', KEYS[2], now[1] .. string.format('%06d', now[2]), KEYS[1])
 local extra = redis.call('ZCARD', KEYS[2]) - tonumber(ARGV[3])
 if extra > 0 then
   local oldest = redis.call('ZRANGE', KEYS[2], 0, extra - 1)
@@ -52,7 +53,7 @@ end
 def _where(url: str) -> str:
     """`url` without its password (or any query option): for messages."""
     parts = urlsplit(url)
-    return urlunsplit(parts._replace(netloc=parts.netloc.rpartition("@")[2], query=""))
+    return f"{parts.scheme}://{parts.netloc.rpartition('@')[2]}{parts.path}"
 
 
 class RedisResponseStore:

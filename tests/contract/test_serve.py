@@ -351,6 +351,15 @@ def test_an_infinite_timeout_is_accepted_as_no_limit(capsys: pytest.CaptureFixtu
         (["--warm-processes", "-1"], "argument --warm-processes: must be 0 to 64, got '-1'"),
         (["--warm-processes", "65"], "argument --warm-processes: must be 0 to 64, got '65'"),
         (["--model", ""], "argument --model: must not be empty"),
+        (
+            ["--response-store", "http://127.0.0.1:6379"],
+            "argument --response-store: must be a redis://, rediss:// or unix:// URL",
+        ),
+        (["--response-store-size", "-1"], "argument --response-store-size: must be 0 or more"),
+        (
+            ["--response-store-ttl", "0"],
+            "argument --response-store-ttl: must be a number of seconds above 0",
+        ),
     ],
 )
 def test_gateway_values_it_cannot_use_are_refused_at_startup(
