@@ -287,6 +287,18 @@ async def test_the_gateway_command_does_not_start_without_its_redis() -> None:
     assert "Application startup failed" in err
 
 
+def test_the_gateway_command_names_the_extra_a_redis_store_needs(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from sf_provider.cli import main
+
+    for name in ("redis", "redis.asyncio", "redis.exceptions"):  # as if not installed
+        monkeypatch.setitem(sys.modules, name, None)
+    monkeypatch.delitem(sys.modules, "sf_provider.gateway._redis_store", raising=False)
+    assert main(["gateway", "--response-store", "redis://127.0.0.1:6379/0"]) == 2
+    assert "pip install 'sf-provider[redis]'" in capsys.readouterr().err
+
+
 async def test_the_gateway_command_keeps_responses_in_redis_as_its_flags_say(
     redis_server: RedisServer,
 ) -> None:
