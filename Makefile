@@ -9,7 +9,7 @@ PYTEST_WORKERS ?= 2
 # pip's output goes to a log, shown only when an install fails.
 QUIET = > $(VENV)/install.log 2>&1 || { cat $(VENV)/install.log; exit 1; }
 
-.PHONY: demo test test-newest-sdk lint format schemas bench clean
+.PHONY: demo test test-fast test-newest-sdk lint format schemas bench clean
 
 # The demo needs the package alone (with the SDK and its bundled CLI); tests and lint the extras.
 $(RUNTIME): pyproject.toml
@@ -32,6 +32,10 @@ test: $(STAMP)
 	@$(BIN)/python -m pytest -n $(PYTEST_WORKERS) --cov=sf_provider --cov-report=term \
 		--cov-fail-under=85 $(PYTEST_ARGS); rc=$$?; \
 	if [ $$rc -eq 5 ]; then echo "pytest collected no tests"; rc=0; fi; exit $$rc
+
+# The fast lane for the inner loop: the unit tests only (no CLI runs), in about a minute.
+test-fast: $(STAMP)
+	@$(BIN)/python -m pytest -n $(PYTEST_WORKERS) -q tests/unit $(PYTEST_ARGS)
 
 # A second lane: the newest releases pyproject.toml allows (claude-agent-sdk, pydantic-ai, mcp, ...),
 # upgraded on every run in a venv of its own, against the contract tests and the drift checks
