@@ -907,10 +907,23 @@ def import_time(report: Report, runs: int) -> None:
 # --------------------------------------------------------------------------- 11. gateway
 
 GATEWAY_LEVELS = (1, 4, 8)  # concurrent clients
+#: The doors driven at each level: Chat Completions; the Responses API sending the whole input
+#: each step (stateless), and continuing with `previous_response_id` (chained).
+GATEWAY_DOORS = ("chat completions", "responses, stateless", "responses, chained")
 GATEWAY_SLOTS = 8  # --max-concurrency and --warm-processes of the replica: docs/deploy.md's command
 GATEWAY_PER_ROUND = 24  # conversations per level per round (2 HTTP requests each)
 GATEWAY_KEY = "sk-bench-gateway"
 GATEWAY_MODEL = "claude-sonnet-5-5"
+RESPONSES_TOOL = {
+    "type": "function",
+    "name": "get_weather",
+    "description": "Current weather for a city.",
+    "parameters": {
+        "type": "object",
+        "properties": {"city": {"type": "string"}},
+        "required": ["city"],
+    },
+}
 GATEWAY_TOOL = {
     "type": "function",
     "function": {
@@ -1031,13 +1044,14 @@ async def gateway_bench(report: Report, rounds: int) -> None:
         port = probe.getsockname()[1]
     base_url = f"http://127.0.0.1:{port}"
     conversations = iter(range(1_000_000))
-    latencies: dict[int, list[float]] = {n: [] for n in GATEWAY_LEVELS}
-    steps: dict[int, tuple[list[float], list[float]]] = {n: ([], []) for n in GATEWAY_LEVELS}
-    walls: dict[int, list[float]] = {n: [] for n in GATEWAY_LEVELS}
+    runs = [(door, n) for door in GATEWAY_DOORS for n in GATEWAY_LEVELS]
+    latencies: dict[tuple[str, int], list[float]] = {r: [] for r in runs}
+    steps: dict[tuple[str, int], tuple[list[float], list[float]]] = {r: ([], []) for r in runs}
+    walls: dict[tuple[str, int], list[float]] = {r: [] for r in runs}
     peaks: dict[int, list[ReplicaMemory]] = {n: [ReplicaMemory()] for n in GATEWAY_LEVELS}
-    # 429s per level (a retry follows at once; the latency counts from the first attempt)
-    refused: dict[int, int] = dict.fromkeys(GATEWAY_LEVELS, 0)
-    current = [max(GATEWAY_LEVELS)]  # the level running
+    # 429s per run (a retry follows at once; the latency counts from the first attempt)
+    refused: dict[tuple[str, int], int] = dict.fromkeys(runs, 0)
+    current = [runs[-1]]  # the door and level running
     seen: set[int] = set()
 
     def log_tail() -> str:
@@ -1055,7 +1069,43 @@ async def gateway_bench(report: Report, rounds: int) -> None:
                 refused[current[0]] += 1
                 await asyncio.sleep(0.01)
 
+    async def respond(client: openai.AsyncOpenAI, **request: Any) -> Any:
+        while True:
+            try:
+                return await client.responses.create(
+                    model=GATEWAY_MODEL, tools=[RESPONSES_TOOL], **request
+                )
+            except openai.RateLimitError:
+                refused[current[0]] += 1
+                await asyncio.sleep(0.01)
+
+    async def responses_conversation(
+        client: openai.AsyncOpenAI, i: int, chained: bool
+    ) -> tuple[float, float]:
+        city, weather = f"City{i}", f"{i % 30} C, sunny"
+        items: list[Any] = [{"role": "user", "content": f"Weather in {city}?"}]
+        started = time.perf_counter()
+        first = await respond(client, instructions="Be brief.", input=items)
+        first_s = time.perf_counter() - started
+        calls = [item for item in first.output if item.type == "function_call"]
+        if len(calls) != 1 or json.loads(calls[0].arguments) != {"city": city}:
+            raise BenchError(f"gateway responses, {city} step 1: not the one call: {first!r}")
+        result = {"type": "function_call_output", "call_id": calls[0].call_id, "output": weather}
+        started = time.perf_counter()
+        if chained:
+            second = await respond(client, previous_response_id=first.id, input=[result])
+        else:
+            items += [item.model_dump(exclude_none=True) for item in first.output]
+            second = await respond(client, instructions="Be brief.", input=[*items, result])
+        second_s = time.perf_counter() - started
+        if second.status != "completed" or second.output_text != f"{city}: {weather}":
+            raise BenchError(f"gateway responses, {city} step 2: {second.output_text!r}")
+        return first_s, second_s
+
     async def conversation(client: openai.AsyncOpenAI, i: int) -> tuple[float, float]:
+        door = current[0][0]
+        if door != "chat completions":
+            return await responses_conversation(client, i, chained=door.endswith("chained"))
         city, weather = f"City{i}", f"{i % 30} C, sunny"
         messages: list[Any] = [
             {"role": "system", "content": "Be brief."},
@@ -1132,8 +1182,8 @@ async def gateway_bench(report: Report, rounds: int) -> None:
             await asyncio.sleep(1.0)
             idle = replica_memory(proc.pid, seen, pss=True)
             for _ in range(rounds):
-                for n in GATEWAY_LEVELS:
-                    current[0] = n
+                for door, n in runs:
+                    current[0] = (door, n)
                     stop = asyncio.Event()
                     sampler = asyncio.create_task(sample_replica(proc.pid, peaks[n], seen, stop))
                     try:
@@ -1141,11 +1191,11 @@ async def gateway_bench(report: Report, rounds: int) -> None:
                     finally:
                         stop.set()
                         await sampler
-                    walls[n].append(wall)
+                    walls[door, n].append(wall)
                     for first_s, second_s in done:
-                        latencies[n].extend((first_s, second_s))
-                        steps[n][0].append(first_s)
-                        steps[n][1].append(second_s)
+                        latencies[door, n].extend((first_s, second_s))
+                        steps[door, n][0].append(first_s)
+                        steps[door, n][1].append(second_s)
             await asyncio.sleep(0.3)
             after = replica_memory(proc.pid, seen, pss=True)
         finally:
@@ -1177,30 +1227,31 @@ async def gateway_bench(report: Report, rounds: int) -> None:
     section = "11 gateway"
     report.value(section, "replica start: `sf-provider gateway` to /healthz 200", startup * 1000,
                  "ms", f"gateway process alone: {alone.gateway_kb / 1024:.0f} MiB RSS")  # fmt: skip
-    for n in GATEWAY_LEVELS:
-        count = len(latencies[n])
-        rate = count / sum(walls[n])
+    for door, n in runs:
+        count = len(latencies[door, n])
+        rate = count / sum(walls[door, n])
+        who = f"{door}, {n} client{'s' if n > 1 else ''}"
         report.value(
             section,
-            f"{n} client{'s' if n > 1 else ''}: requests/s",
+            f"{who}: requests/s",
             rate,
             "req/s",
             f"{count} requests over {rounds} rounds; "
-            f"{min(GATEWAY_PER_ROUND * 2 / w for w in walls[n]):.1f}-"
-            f"{max(GATEWAY_PER_ROUND * 2 / w for w in walls[n]):.1f} per round; "
-            f"{refused[n]} answered 429",
+            f"{min(GATEWAY_PER_ROUND * 2 / w for w in walls[door, n]):.1f}-"
+            f"{max(GATEWAY_PER_ROUND * 2 / w for w in walls[door, n]):.1f} per round; "
+            f"{refused[door, n]} answered 429",
         )
-        lat = ms(latencies[n])
+        lat = ms(latencies[door, n])
         report.rows.append(
             Row(
                 section,
-                f"{n} client{'s' if n > 1 else ''}: latency p50 / p99",
+                f"{who}: latency p50 / p99",
                 statistics.median(lat),
                 percentile(lat, 99),
                 None,
                 "ms",
-                f"step 1 (tool call) p50 {statistics.median(ms(steps[n][0])):.0f}, "
-                f"step 2 (answer) p50 {statistics.median(ms(steps[n][1])):.0f} ms; "
+                f"step 1 (tool call) p50 {statistics.median(ms(steps[door, n][0])):.0f}, "
+                f"step 2 (answer) p50 {statistics.median(ms(steps[door, n][1])):.0f} ms; "
                 f"max {max(lat):.0f}",
             )
         )
