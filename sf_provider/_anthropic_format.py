@@ -18,7 +18,7 @@ from . import _request as req
 from . import _wire as wire
 from . import types as t
 from ._error_kinds import SentParts
-from ._stop import STOP_SEQUENCE_DETAIL
+from ._outcome import STOP_SEQUENCE_DETAIL
 from ._thinking import thinking_option
 from ._tool_choice import NamedToolChoice, ToolChoice, offered_tools
 from .errors import InvalidMessagesError, UnsupportedRequestError
