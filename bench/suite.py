@@ -1092,8 +1092,10 @@ async def gateway_bench(report: Report, rounds: int) -> None:
             raise BenchError(f"gateway responses, {city} step 1: not the one call: {first!r}")
         result = {"type": "function_call_output", "call_id": calls[0].call_id, "output": weather}
         started = time.perf_counter()
-        if chained:
-            second = await respond(client, previous_response_id=first.id, input=[result])
+        if chained:  # instructions again: the Responses API does not carry them over
+            second = await respond(
+                client, instructions="Be brief.", previous_response_id=first.id, input=[result]
+            )
         else:
             items += [item.model_dump(exclude_none=True) for item in first.output]
             second = await respond(client, instructions="Be brief.", input=[*items, result])
