@@ -37,7 +37,7 @@ sys.path.insert(0, str(BENCH_DIR))
 import bench_tools  # noqa: E402
 import overhead  # noqa: E402
 
-from sf_provider import ClaudeAgentProvider, FunctionTool  # noqa: E402
+from sf_provider import CallOptions, ClaudeAgentProvider, FunctionTool  # noqa: E402
 from sf_provider._bridge import build_mcp_server  # noqa: E402
 from sf_provider._envelope import parse_envelope  # noqa: E402
 from sf_provider._mapping import PartMapper, ResultCollector  # noqa: E402
@@ -1369,7 +1369,7 @@ def tracing_idle_cost(rounds: int) -> dict[str, float]:
 
     tool = overhead.make_function_tool(overhead.Counter())
     settings = ProviderSettings(env=offline_env("http://127.0.0.1:9"))  # never started
-    plan = ClaudeAgentProvider(settings)._prepare("x", [tool], {})
+    plan = ClaudeAgentProvider(settings)._prepare("x", [tool], CallOptions())
     finish, collector, context = FinishPart(finish_reason="stop"), ResultCollector(), CallContext()
     query = start_query(_traced(plan))
     if query is not NO_QUERY:
