@@ -22,6 +22,7 @@ from ._error_kinds import SentParts
 from ._messages import IMAGE_DETAIL, NO_LOW_DETAIL, TOOLS_NEEDED
 from ._thinking import thinking_option
 from ._tool_choice import NamedToolChoice, ToolChoice, offered_tools
+from ._wire import UnsupportedParameterError
 from .errors import InvalidMessagesError, UnsupportedRequestError
 from .settings import EFFORT_NAMES
 from .tools import FunctionTool, tools_from_specs
@@ -37,14 +38,6 @@ __all__ = [
     "provider_messages",
     "usage",
 ]
-
-
-class UnsupportedParameterError(UnsupportedRequestError):
-    """A Chat Completions parameter the provider cannot honour; `param` names it."""
-
-    def __init__(self, param: str, message: str) -> None:
-        super().__init__(f"parameter {param!r}: {message}")
-        self.param = param
 
 
 # --------------------------------------------------------------------------- parameters

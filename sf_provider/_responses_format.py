@@ -25,6 +25,7 @@ from . import types as t
 from ._error_kinds import SentParts
 from ._messages import IMAGE_DETAIL, NO_LOW_DETAIL, TOOLS_NEEDED
 from ._tool_choice import NamedToolChoice, ToolChoice, offered_tools
+from ._wire import UnsupportedParameterError
 from .errors import InvalidMessagesError, UnsupportedRequestError
 from .settings import EFFORT_NAMES
 from .tools import FunctionTool, tools_from_specs
@@ -42,14 +43,6 @@ __all__ = [
 ]
 
 JSON = dict[str, Any]
-
-
-class UnsupportedParameterError(UnsupportedRequestError):
-    """A Responses API field the provider cannot honour; `param` names it."""
-
-    def __init__(self, param: str, message: str) -> None:
-        super().__init__(f"parameter {param!r}: {message}")
-        self.param = param
 
 
 # --------------------------------------------------------------------------- parameters
@@ -163,9 +156,7 @@ def parse_request(body: Mapping[str, Any]) -> ResponsesRequest:
         if isinstance(limit, bool) or not isinstance(limit, int) or limit < 1:
             raise UnsupportedParameterError("max_output_tokens", "must be a positive integer")
         options["max_tokens"] = limit
-    for name in ("temperature", "top_p"):  # sent as written; the model decides what it takes
-        if name in given:
-            options[name] = given[name]
+    options.update(wire.sampling(given, UnsupportedParameterError))  # sent as written
     options |= _reasoning_options(given.get("reasoning"))
     schema = _output_schema(given.get("text"))
     if schema is not None:

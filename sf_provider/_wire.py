@@ -13,13 +13,14 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from ._request import AssistantMessage, Message, Reasoning, ToolCall
-from .errors import InvalidMessagesError
+from .errors import InvalidMessagesError, UnsupportedRequestError
 from .tools import FunctionTool
 from .types import CallWarning
 
 __all__ = [
     "RESEND",
     "SAMPLING",
+    "UnsupportedParameterError",
     "called_tools",
     "described",
     "dropped",
@@ -27,6 +28,16 @@ __all__ = [
     "sampling",
     "thinking_block",
 ]
+
+
+class UnsupportedParameterError(UnsupportedRequestError):
+    """A request parameter of an OpenAI-shaped API the provider cannot honour; `param` names
+    it (the error body's `param`)."""
+
+    def __init__(self, param: str, message: str) -> None:
+        super().__init__(f"parameter {param!r}: {message}")
+        self.param = param
+
 
 #: What a client whose stream was taken back after it was sent (`SentParts.discard`) can do.
 RESEND = "send the request again (without stream, the redo is folded in correctly)"

@@ -493,3 +493,9 @@ def test_a_failure_after_the_stream_began_is_an_error_then_response_failed() -> 
     assert failed["response"]["status"] == "failed"
     assert failed["response"]["error"] == {"code": "api_error", "message": "it broke"}
     assert failed["response"]["output"][0]["status"] == "in_progress"
+
+
+@pytest.mark.parametrize(("name", "value"), [("temperature", "hot"), ("top_p", True)])
+def test_a_sampling_setting_that_is_no_number_is_refused_by_name(name: str, value: Any) -> None:
+    """Sent as written when a number (the API judges the range); anything else names it."""
+    assert refused(**{name: value}).param == name
