@@ -18,35 +18,18 @@ import openai
 import pytest
 from conftest import RedisServer, serving
 from openai import AsyncOpenAI
+from test_gateway_responses import MODEL, WEATHER_TOOL, output, three_calls
 
 from sf_provider.gateway import GatewaySettings, create_app
 from sf_provider.settings import ProviderSettings
 from sf_provider.testing import (
-    RecordedRequest,
-    Reply,
     ScriptedMessagesAPI,
     offline_env,
     reply,
     text,
-    thinking,
-    tool_use,
 )
 
 pytestmark = [pytest.mark.anyio, pytest.mark.cli]
-
-MODEL = "claude-sonnet-5-5"
-WEATHER_TOOL: Any = {
-    "type": "function",
-    "name": "get_weather",
-    "description": "Current weather for a city.",
-    "parameters": {
-        "type": "object",
-        "properties": {"city": {"type": "string"}},
-        "required": ["city"],
-        "additionalProperties": False,
-    },
-    "strict": True,
-}
 
 
 @asynccontextmanager
@@ -63,21 +46,6 @@ async def replicas(
             client = AsyncOpenAI(base_url=f"{base_url}/v1", api_key=key, max_retries=0)
             clients.append(await stack.enter_async_context(client))
         yield clients
-
-
-def three_calls(request: RecordedRequest) -> Reply:
-    """Thinks and calls get_weather three times, one step each, then answers."""
-    done = len(request.tool_results())
-    if done == 3:
-        return reply(text("Three cities: " + ", ".join(request.tool_result_texts()) + "."))
-    return reply(
-        thinking(f"City {done} next.", signature=f"sig-{done}"),
-        tool_use("get_weather", {"city": f"C{done}"}, id=f"toolu_{done}"),
-    )
-
-
-def output(call: Any) -> dict[str, Any]:
-    return {"type": "function_call_output", "call_id": call.call_id, "output": call.call_id}
 
 
 async def stored_keys(server: RedisServer) -> list[bytes]:

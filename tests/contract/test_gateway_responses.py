@@ -382,6 +382,11 @@ def process_of(request: RecordedRequest) -> str:
     return str(json.loads(request.body["metadata"]["user_id"])["session_id"])
 
 
+def output(call: Any) -> dict[str, Any]:
+    """The result of a `function_call` item: its own call id as the output."""
+    return {"type": "function_call_output", "call_id": call.call_id, "output": call.call_id}
+
+
 def three_calls(request: RecordedRequest) -> Reply:
     """Thinks and calls get_weather three times, one step each, then answers."""
     done = len(request.tool_results())
@@ -397,9 +402,6 @@ async def test_a_chain_of_four_steps_sends_what_stateless_calls_send_on_one_proc
     """A `previous_response_id` chain replays the stored conversation; the warm pool finds the
     process that holds exactly it and continues there (ADR 0004). The model gets the same
     requests as from four stateless calls with the full input, each on a fresh process."""
-
-    def output(call: Any) -> dict[str, Any]:
-        return {"type": "function_call_output", "call_id": call.call_id, "output": call.call_id}
 
     async with ScriptedMessagesAPI(three_calls) as api, gateway(api.settings()) as (_, client):
         raw = await client.responses.with_raw_response.create(
