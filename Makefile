@@ -9,7 +9,7 @@ PYTEST_WORKERS ?= 2
 # pip's output goes to a log, shown only when an install fails.
 QUIET = > $(VENV)/install.log 2>&1 || { cat $(VENV)/install.log; exit 1; }
 
-.PHONY: demo test test-fast test-newest-sdk lint format schemas bench clean
+.PHONY: demo test test-fast test-newest-sdk lint format schemas bench docs clean
 
 # The demo needs the package alone (with the SDK and its bundled CLI); tests and lint the extras.
 $(RUNTIME): pyproject.toml
@@ -66,5 +66,10 @@ schemas: $(STAMP)
 bench: $(STAMP)
 	$(BIN)/python bench/suite.py
 
+# The docs site into site/, from docs/ and the public docstrings: a broken link, anchor or
+# reference fails the build.
+docs: $(STAMP)
+	$(BIN)/mkdocs build --strict
+
 clean:
-	rm -rf $(VENV) $(NEWEST) .pytest_cache .mypy_cache .ruff_cache .coverage .benchmarks
+	rm -rf $(VENV) $(NEWEST) site .pytest_cache .mypy_cache .ruff_cache .coverage .benchmarks
