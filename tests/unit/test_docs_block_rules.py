@@ -3,7 +3,11 @@ blocks it runs, which it accepts as marked, and that it refuses an unmarked bloc
 
 from __future__ import annotations
 
-from docs_blocks import blocks, problem, runs_here, shell_commands
+import re
+
+from docs_blocks import ROOT, blocks, problem, runs_here, shell_commands
+
+import sf_provider
 
 PAGE = """# A page
 
@@ -66,3 +70,12 @@ def test_a_comment_further_up_is_no_marker() -> None:
     page = "<!-- not-run: far away -->\n\nSome text.\n\n```python\nx = 1\n```\n"
     [block] = blocks("docs/page.md", page)
     assert block.marker is None and runs_here(block)
+
+
+def test_the_package_reference_page_lists_every_exported_name() -> None:
+    """docs/reference/sf_provider.md's table names each of `sf_provider.__all__` once."""
+    page = (ROOT / "docs" / "reference" / "sf_provider.md").read_text("utf-8")
+    rows = [line for line in page.splitlines() if line.startswith("| [`sf_provider.")]
+    listed = [name for row in rows for name in re.findall(r"`(\w+)`", row.split("|")[2])]
+    exported = [name for name in sf_provider.__all__ if name != "__version__"]
+    assert sorted(listed) == sorted(exported)
