@@ -18,7 +18,7 @@ import dataclasses
 import hashlib
 import time
 from collections import OrderedDict
-from collections.abc import AsyncGenerator, AsyncIterator, Callable, Mapping
+from collections.abc import AsyncGenerator, AsyncIterator, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -220,6 +220,27 @@ async def _resolved(
     return resolved
 
 
+def _refuse_repeats(
+    previous: Sequence[Mapping[str, Any]], items: Sequence[Mapping[str, Any]]
+) -> None:
+    """An item given twice (by reference or whole, once more after the conversation
+    `previous_response_id` continues) would reach the model twice: a 400 naming it, as OpenAI
+    answers."""
+    seen = {item["id"] for item in previous if item.get("id")}
+    for i, item in enumerate(items):
+        if item["id"] in seen:
+            raise GatewayError(
+                invalid_request(
+                    f"Duplicate item found with id {item['id']!r}: it is already in the "
+                    f"conversation (the one previous_response_id continues, or earlier in "
+                    f"input); remove it from input",
+                    f"input[{i}]",
+                    "duplicate_item",
+                )
+            )
+        seen.add(item["id"])
+
+
 def response_routes(kept: ResponseStore) -> list[Route]:
     """The routes of `/v1/responses`, keeping responses in `kept` (`response_store`)."""
 
@@ -235,6 +256,7 @@ def response_routes(kept: ResponseStore) -> list[Route]:
         previous = await _conversation(kept, owner, call)
         new_id = response_id()
         items = numbered_input(new_id, await _resolved(kept, owner, call.items))
+        _refuse_repeats(previous, items)
         call = dataclasses.replace(call, items=items)
         messages, tools, options = provider_call(call, previous)
         frame: dict[str, Any] = {

@@ -710,6 +710,29 @@ async def test_an_item_reference_no_store_holds_is_a_404_naming_it() -> None:
     assert len(api.requests) == 2, "nothing ran for a reference to no stored item"
 
 
+async def test_an_item_given_twice_is_a_400_naming_it() -> None:
+    """By reference after the conversation `previous_response_id` continues, which holds it
+    already (the mistake OpenAI refuses), or twice in one input: the model would get it twice."""
+    async with (
+        ScriptedMessagesAPI([reply(text("Sunny."))]) as api,
+        gateway(api.settings()) as (_, client),
+    ):
+        first = await client.responses.create(model=MODEL, input="Weather?")
+        again: Any = {"type": "item_reference", "id": first.output[0].id}
+        refused = []
+        for request in [
+            {"input": [again], "previous_response_id": first.id},
+            {"input": [{"role": "user", "content": "Weather?"}, again, again]},
+        ]:
+            with pytest.raises(openai.BadRequestError) as error:
+                await client.responses.create(model=MODEL, **request)
+            refused.append(error.value)
+    assert [e.code for e in refused] == ["duplicate_item"] * 2
+    assert [e.param for e in refused] == ["input[0]", "input[2]"]
+    assert all(first.output[0].id in e.message for e in refused)
+    assert len(api.requests) == 1
+
+
 # --------------------------------------------------------------------------- input items
 
 
