@@ -18,7 +18,7 @@ from typing import Any
 from . import _request as req
 from . import _wire as wire
 from . import types as t
-from ._error_kinds import SentParts
+from ._blocks import Block, BlockEvent, Blocks, Delta, End, Start
 from ._messages import IMAGE_DETAIL, NO_LOW_DETAIL, TOOLS_NEEDED
 from ._thinking import thinking_option
 from ._tool_choice import NamedToolChoice, ToolChoice, offered_tools
@@ -647,10 +647,6 @@ def completion_id() -> str:
     return f"chatcmpl-{uuid.uuid4().hex}"
 
 
-def _arguments_json(arguments: dict[str, Any]) -> str:
-    return json.dumps(arguments, ensure_ascii=False)
-
-
 def message(result: t.GenerateResult, *, structured: bool = False) -> dict[str, Any]:
     """The assistant message of a `GenerateResult` (single-turn: its calls are the client's)."""
     content: str | None = result.text or None
@@ -660,8 +656,8 @@ def message(result: t.GenerateResult, *, structured: bool = False) -> dict[str, 
     calls = [c for c in result.tool_calls if not c.provider_executed]
     if calls:
         answer["tool_calls"] = [
-            {"id": c.tool_call_id, "type": "function",
-             "function": {"name": c.tool_name, "arguments": _arguments_json(c.input)}}
+            {"id": c.tool_call_id, "type": "function", "function": {
+                "name": c.tool_name, "arguments": json.dumps(c.input, ensure_ascii=False)}}
             for c in calls
         ]  # fmt: skip
     if result.reasoning:
@@ -709,12 +705,8 @@ class ChunkMapper:
     """
 
     def __init__(self, *, structured: bool = False) -> None:
-        self.structured = structured
         self.usage: t.Usage | None = None
-        self._index: dict[str, int] = {}  # call id -> index in tool_calls
-        self._arguments: dict[str, str] = {}  # call id -> arguments sent so far
-        self._reasoning: dict[str, list[str]] = {}
-        self._sent = SentParts()  # part and call ids something was sent for
+        self._blocks = Blocks(remedy=wire.RESEND, structured=structured)
 
     @staticmethod
     def start() -> dict[str, Any]:
@@ -723,66 +715,33 @@ class ChunkMapper:
 
     def choices(self, part: t.StreamPart) -> list[dict[str, Any]]:
         """The choices one part becomes (often none)."""
-        match part:
-            case t.TextDeltaPart():
-                if self.structured:
-                    return []  # the answer is the structured output, at the end
-                self._sent.add(part.id)
-                return [_choice({"content": part.delta})]
-            case t.ReasoningDeltaPart():
-                self._sent.add(part.id)
-                self._reasoning.setdefault(part.id, []).append(part.delta)
-                return [_choice({"reasoning_content": part.delta})]
-            case t.ReasoningEndPart():
-                text = "".join(self._reasoning.pop(part.id, []))
-                block = wire.thinking_block(text, part.signature, part.redacted)
-                return [_choice({"thinking_blocks": [block]})] if block else []
-            case t.ToolInputStartPart():
-                return [self._open_call(part.id, part.tool_name, "")]
-            case t.ToolInputDeltaPart():
-                self._arguments[part.id] = self._arguments.get(part.id, "") + part.delta
-                return [self._call_delta(part.id, {"arguments": part.delta})]
-            case t.ToolCallPart():
-                arguments = _arguments_json(part.input)
-                if part.tool_call_id not in self._index:  # not streamed: a recovered call
-                    return [self._open_call(part.tool_call_id, part.tool_name, arguments)]
-                if not self._arguments.get(part.tool_call_id, "").strip():
-                    # No argument fragments came (a call without arguments): send them whole,
-                    # so the client reads valid JSON.
-                    return [self._call_delta(part.tool_call_id, {"arguments": arguments})]
-                return []
-            case t.DiscardPart():
-                self._sent.discard(part, wire.RESEND)
-                return []
+        return [choice for event in self._blocks.add(part) for choice in self._choices(event)]
+
+    def _choices(self, event: BlockEvent) -> list[dict[str, Any]]:
+        match event:
+            case Delta(block=Block(kind="text")):
+                return [_choice({"content": event.delta})]
+            case Delta(block=Block(kind="reasoning")):
+                return [_choice({"reasoning_content": event.delta})]
+            case End(block=Block(kind="reasoning") as block):
+                thinking = wire.thinking_block(block.text, block.signature, block.redacted)
+                return [_choice({"thinking_blocks": [thinking]})] if thinking else []
+            case Start(block=Block(kind="tool-call") as call):
+                function = {"name": call.name, "arguments": ""}
+                opened = {
+                    "index": call.nth,
+                    "id": call.id,
+                    "type": "function",
+                    "function": function,
+                }
+                return [_choice({"tool_calls": [opened]})]
+            case Delta(block=Block(kind="tool-call") as call):
+                function = {"arguments": event.delta}
+                return [_choice({"tool_calls": [{"index": call.nth, "function": function}]})]
             case t.FinishPart():
-                self.usage = part.usage
-                choices = []
-                if self.structured and part.structured_output is not None:
-                    content = json.dumps(part.structured_output, ensure_ascii=False)
-                    choices.append(_choice({"content": content}))
-                choices.append({"delta": {}, "finish_reason": _FINISH[part.finish_reason]})
-                return choices
-            case (
-                t.StreamStartPart()
-                | t.TextStartPart()
-                | t.TextEndPart()
-                | t.ReasoningStartPart()
-                | t.ToolInputEndPart()
-                | t.ErrorPart()  # the provider raises right after it
-                | t.ToolResultPart()  # only for calls the provider ran: none have executors
-            ):
-                return []
-
-    def _open_call(self, call_id: str, name: str, arguments: str) -> dict[str, Any]:
-        self._index[call_id] = len(self._index)
-        self._sent.add(call_id)
-        self._arguments[call_id] = arguments
-        call = {"index": self._index[call_id], "id": call_id, "type": "function",
-                "function": {"name": name, "arguments": arguments}}  # fmt: skip
-        return _choice({"tool_calls": [call]})
-
-    def _call_delta(self, call_id: str, function: dict[str, Any]) -> dict[str, Any]:
-        return _choice({"tool_calls": [{"index": self._index[call_id], "function": function}]})
+                self.usage = event.usage
+                return [{"delta": {}, "finish_reason": _FINISH[event.finish_reason]}]
+        return []  # the provider raises right after an error part; no call has an executor
 
 
 def _choice(delta: dict[str, Any]) -> dict[str, Any]:
