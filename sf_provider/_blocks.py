@@ -15,7 +15,7 @@ start, finish, errors, calls the provider ran and their results, discards).
   and its deltas add up to its arguments as JSON: a call whose input did not stream (read
   from a legacy envelope) comes whole, and one whose input streamed nothing gets its
   arguments whole before its end. With `whole_calls`, every call comes whole at its call part.
-  In executor mode the provider runs the calls: their parts are passed on, no block.
+  A call the provider ran (executor mode) is no block: its part is passed on.
 - A discard that takes back a block already started raises `StreamRetractionError`
   (`SentParts`) naming `remedy` (with no `remedy`, nothing was handed out: it never raises).
 """
@@ -96,7 +96,6 @@ class Blocks:
         self._remedy = remedy
         self._structured = structured
         self._whole_calls = whole_calls
-        self._executor = False
         self._open: dict[str, Block] = {}  # part id -> its block, while it is written
         self._count: dict[str, int] = {}  # kind -> blocks of that kind so far
         self._sent = SentParts()  # ids of the blocks started
@@ -104,8 +103,6 @@ class Blocks:
     def add(self, part: t.StreamPart) -> list[BlockEvent]:
         """The events one part becomes."""
         match part:
-            case t.StreamStartPart():
-                self._executor = part.mode == "executor"
             case t.TextDeltaPart():
                 return [] if self._structured else self._write(part.id, part.delta, "text")
             case t.TextEndPart() if part.id in self._open:
@@ -123,7 +120,7 @@ class Blocks:
                     events.append(Start(block))
                 block.signature, block.redacted = part.signature, part.redacted
                 return [*events, End(block)]
-            case t.ToolInputStartPart() if not (self._executor or self._whole_calls):
+            case t.ToolInputStartPart() if not self._whole_calls:
                 return [Start(self._block(part.id, "tool-call", part.tool_name))]
             case t.ToolInputDeltaPart() if part.id in self._open:
                 return self._write(part.id, part.delta, "tool-call")

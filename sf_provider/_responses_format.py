@@ -22,7 +22,7 @@ from typing import Any
 from . import _request as req
 from . import _wire as wire
 from . import types as t
-from ._error_kinds import SentParts
+from ._blocks import Block, BlockEvent, Blocks, Delta, End, Start
 from ._messages import IMAGE_DETAIL, NO_LOW_DETAIL, TOOLS_NEEDED
 from ._tool_choice import NamedToolChoice, ToolChoice, offered_tools
 from ._wire import UnsupportedParameterError
@@ -775,7 +775,7 @@ class EventMapper:
         self.response = response_object(request, output=[], **self._frame)
         self._number = 0
         self._items: dict[str, _Item] = {}  # part id -> the item it writes, while open
-        self._sent = SentParts()
+        self._blocks = Blocks(remedy=wire.RESEND, structured=request.structured)
         self._finish: t.FinishPart | None = None
 
     def start(self) -> list[JSON]:
@@ -786,48 +786,23 @@ class EventMapper:
 
     def add(self, part: t.StreamPart) -> list[JSON]:
         """The events one part becomes (often none)."""
-        match part:
-            case t.TextDeltaPart():
-                if self.request.structured:
-                    return []  # the answer is the structured output, at the end
-                return self._write(part.id, part.delta, opens="message")
-            case t.TextEndPart():
-                return self._close(part.id) if part.id in self._items else []
-            case t.ReasoningDeltaPart():
-                return self._write(part.id, part.delta, opens="reasoning")
-            case t.ReasoningEndPart():
-                events = []
-                if part.id not in self._items:
-                    if not (part.signature or part.redacted):
-                        return []  # said nothing, and holds nothing to send back
-                    events = self._open(part.id, _reasoning_item(_item_id("rs"), "", None, None))
-                sealed = {"signature": part.signature, "redacted": part.redacted}
-                return [*events, *self._close(part.id, **sealed)]
-            case t.ToolInputStartPart():
-                return self._open(part.id, _call_item(_item_id("fc"), part.id, part.tool_name, ""))
-            case t.ToolInputDeltaPart():
-                return self._write(part.id, part.delta)
-            case t.ToolCallPart():
-                return [] if part.provider_executed else self._call(part)
-            case t.DiscardPart():
-                self._sent.discard(part, wire.RESEND)
-                return []
-            case t.FinishPart():
-                self._finish = part
-                if not (self.request.structured and part.structured_output is not None):
-                    return []
-                text = json.dumps(part.structured_output, ensure_ascii=False)
-                written = self._write("structured", text, opens="message")
-                return [*written, *self._close("structured")]
-            case (
-                t.StreamStartPart()
-                | t.TextStartPart()
-                | t.ReasoningStartPart()
-                | t.ToolInputEndPart()
-                | t.ErrorPart()  # the provider raises right after it
-                | t.ToolResultPart()  # only for calls the provider ran: none have executors
-            ):
-                return []
+        if isinstance(part, t.FinishPart):
+            self._finish = part
+        return [e for event in self._blocks.add(part) for e in self._events(event)]
+
+    def _events(self, event: BlockEvent) -> list[JSON]:
+        match event:
+            case Start(block=Block(kind="text") as block):
+                return self._open(block.id, _message_item(_item_id("msg"), None))
+            case Start(block=Block(kind="reasoning") as block):
+                return self._open(block.id, _reasoning_item(_item_id("rs"), "", None, None))
+            case Start(block=block):
+                return self._open(block.id, _call_item(_item_id("fc"), block.id, block.name, ""))
+            case Delta(block=block):
+                return self._write(block.id, event.delta)
+            case End(block=block):
+                return self._close(block.id, signature=block.signature, redacted=block.redacted)
+        return []  # the provider raises right after an error part; no call has an executor
 
     def finish(self) -> JSON:
         """The last event: `response.completed`, or `response.incomplete` (max output tokens,
@@ -864,31 +839,13 @@ class EventMapper:
         body["status"] = "in_progress"
         self._items[part_id] = _Item(body, len(self.output))
         self.output.append(body)
-        self._sent.add(part_id)
         return [
             self._event("response.output_item.added", output_index=len(self.output) - 1, item=body)
         ]
 
-    def _call(self, part: t.ToolCallPart) -> list[JSON]:
-        call_id, events = part.tool_call_id, []
-        if call_id not in self._items:  # not streamed: a recovered call
-            events = self._open(call_id, _call_item(_item_id("fc"), call_id, part.tool_name, ""))
-        if not "".join(self._items[call_id].chunks).strip():
-            # No fragments came: the arguments whole, so a client reads valid JSON.
-            events += self._write(call_id, _arguments(part.input))
-        return [*events, *self._close(call_id)]
-
-    def _write(self, part_id: str, delta: str, opens: str | None = None) -> list[JSON]:
-        """A delta of the item `part_id` writes, opening it (a new item of type `opens`) and
-        its text part first."""
+    def _write(self, part_id: str, delta: str) -> list[JSON]:
+        """A delta of the item `part_id` writes, opening its text part first."""
         events = []
-        if opens is not None and part_id not in self._items:
-            blank = (
-                _message_item(_item_id("msg"), None)
-                if opens == "message"
-                else _reasoning_item(_item_id("rs"), "", None, None)
-            )
-            events = self._open(part_id, blank)
         item = self._items[part_id]
         prefix, text_part, index = _STREAMS[item.body["type"]]
         where = {index: 0} if index else {}
