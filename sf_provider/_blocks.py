@@ -126,6 +126,8 @@ class Blocks:
                 return self._write(part.id, part.delta, "tool-call")
             case t.ToolCallPart() if not part.provider_executed:
                 return self._call(part)
+            case t.ToolCallPart():
+                self._sent.add(part.tool_call_id)  # passed on: handed out as it is
             case t.DiscardPart():
                 if self._remedy is not None:
                     self._sent.discard(part, self._remedy)
