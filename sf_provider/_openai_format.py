@@ -19,12 +19,9 @@ from . import _request as req
 from . import _wire as wire
 from . import types as t
 from ._blocks import Block, BlockEvent, Blocks, Delta, End, Start
-from ._messages import IMAGE_DETAIL, NO_LOW_DETAIL, TOOLS_NEEDED
 from ._thinking import thinking_option
-from ._tool_choice import NamedToolChoice, ToolChoice, offered_tools
 from ._wire import UnsupportedParameterError
 from .errors import InvalidMessagesError, UnsupportedRequestError
-from .settings import EFFORT_NAMES
 from .tools import FunctionTool, tools_from_specs
 
 __all__ = [
@@ -81,17 +78,6 @@ _ONLY_DEFAULT: dict[str, tuple[tuple[Any, ...], str]] = {
 DROPPABLE = frozenset({*wire.SAMPLING, *_ONLY_DEFAULT} - {"functions", "function_call"})
 
 
-def _default(value: Any, allowed: tuple[Any, ...]) -> bool:
-    if isinstance(value, list):
-        value = tuple(value)
-    return any(type(value) is type(a) and value == a for a in allowed) or (
-        isinstance(value, int | float)
-        and not isinstance(value, bool)
-        and any(isinstance(a, int | float) and not isinstance(a, bool) and value == a
-                for a in allowed)
-    )  # fmt: skip
-
-
 @dataclass(frozen=True)
 class ChatRequest:
     """A Chat Completions request read for the provider."""
@@ -118,7 +104,7 @@ def chat_request(body: Mapping[str, Any], drop: Collection[str] = ()) -> ChatReq
     `stop` and `parallel_tool_calls` become the call options `stop_sequences` and
     `parallel_tool_calls`, and the sampling settings are sent as written; a history with tool
     calls in a request without `tools` gets the called tools defined again, uncallable
-    (`wire.called_tools`). Of the `DROPPABLE` parameters named in `drop` (`drop_params`), the
+    (`wire.history_tools`). Of the `DROPPABLE` parameters named in `drop` (`drop_params`), the
     sampling settings and a value that cannot be honoured are left out, each with a warning.
     """
     given = {k: v for k, v in body.items() if v is not None}
@@ -129,7 +115,7 @@ def chat_request(body: Mapping[str, Any], drop: Collection[str] = ()) -> ChatReq
             del given[name]
         elif name in _ONLY_DEFAULT:
             allowed, reason = _ONLY_DEFAULT[name]
-            if _default(value, allowed):
+            if wire.asks_nothing(value, allowed):
                 continue
             if name not in DROPPABLE or name not in drop:
                 raise UnsupportedParameterError(
@@ -151,14 +137,7 @@ def chat_request(body: Mapping[str, Any], drop: Collection[str] = ()) -> ChatReq
             raise UnsupportedParameterError("model", "must be a model name (a string)")
         options["model"] = model
     if "tool_choice" in given:
-        # Only the allowed tools are offered: the model cannot call one it is not shown.
-        choice, subset = _tool_choice(given["tool_choice"])
-        try:
-            tools = offered_tools(tools, choice, allowed=subset)
-        except UnsupportedRequestError as exc:
-            param = "tool_choice" if subset is None else "tool_choice.allowed_tools"
-            raise UnsupportedParameterError(param, str(exc)) from None
-        options["tool_choice"] = choice
+        tools, options["tool_choice"] = wire.tool_choice(tools, given["tool_choice"], nested=True)
     if "parallel_tool_calls" in given:
         if not isinstance(given["parallel_tool_calls"], bool):
             raise UnsupportedParameterError("parallel_tool_calls", "must be true or false")
@@ -177,17 +156,7 @@ def chat_request(body: Mapping[str, Any], drop: Collection[str] = ()) -> ChatReq
     if limits:
         options["max_tokens"] = next(iter(limits.values()))
     options.update(wire.sampling(given, UnsupportedParameterError))
-    effort = given.get("reasoning_effort")
-    if effort == "none":
-        options["thinking"] = "disabled"
-    elif effort is not None and effort != "default":
-        # `EFFORT_NAMES`: OpenAI's names, and LiteLLM's `max`; LiteLLM's `default` asks nothing.
-        if not isinstance(effort, str) or effort not in EFFORT_NAMES:
-            raise UnsupportedParameterError(
-                "reasoning_effort",
-                f"{effort!r} is not one of none, default, {', '.join(EFFORT_NAMES)}",
-            )
-        options["effort"] = EFFORT_NAMES[effort]
+    options |= wire.effort(given.get("reasoning_effort"), "reasoning_effort")
     if "thinking" in given:  # LiteLLM's Anthropic-style parameter (the Messages API's object)
         try:
             thinking = thinking_option(given["thinking"])
@@ -221,11 +190,7 @@ def chat_request(body: Mapping[str, Any], drop: Collection[str] = ()) -> ChatReq
             "stream_options", f"{', '.join(unknown)} cannot be honoured; send include_usage"
         )
     messages = provider_messages(given["messages"])
-    if not tools and req.holds_tool_blocks(messages):
-        called = wire.called_tools(messages)
-        if not called or options.get("tool_choice", "none") not in ("auto", "none"):
-            raise UnsupportedParameterError("tools", TOOLS_NEEDED)
-        tools, options["tool_choice"] = called, "none"
+    tools = wire.history_tools(messages, tools, options)
     stop = _stop_sequences(given.get("stop"))
     if stop:
         options["stop_sequences"] = stop
@@ -242,55 +207,18 @@ def _stop_sequences(stop: Any) -> list[str]:
     return [s for s in stops if s]
 
 
-#: The fields of `response_format.json_schema`: `strict` holds anyway (the CLI checks the answer
-#: against the schema), `name` and `description` reach the model in the schema (`_described`).
-_JSON_SCHEMA_FIELDS = ("name", "description", "schema", "strict")
-
-
 def _output_schema(response_format: Any) -> dict[str, Any] | None:
     """`response_format` -> the provider's `output_schema` (None: plain text)."""
-    kind = response_format.get("type") if isinstance(response_format, Mapping) else None
-    if isinstance(response_format, Mapping):
-        extra = sorted(k for k in response_format if k not in ("type", "json_schema"))
-        if extra:
-            raise UnsupportedParameterError(
-                f"response_format.{extra[0]}", "not a response_format field this server knows"
-            )
-    if kind == "text":
-        return None
-    if kind == "json_object":
-        # JSON mode promises a JSON object, any object: a schema that admits every one.
-        return {"type": "object"}
-    if kind == "json_schema":
-        spec = response_format.get("json_schema")
-        schema = spec.get("schema") if isinstance(spec, Mapping) else None
-        if not isinstance(spec, Mapping) or not isinstance(schema, Mapping):
-            raise UnsupportedParameterError(
-                "response_format", "json_schema needs a 'schema' object: {'json_schema': "
-                "{'name': ..., 'schema': {...}}}",
-            )  # fmt: skip
-        unknown = sorted(
-            k for k, v in spec.items() if k not in _JSON_SCHEMA_FIELDS and v is not None
+    if not isinstance(response_format, Mapping):
+        raise UnsupportedParameterError("response_format", "must be an object with a 'type'")
+    extra = sorted(k for k in response_format if k not in ("type", "json_schema"))
+    if extra:
+        raise UnsupportedParameterError(
+            f"response_format.{extra[0]}", "not a response_format field this server knows"
         )
-        if unknown:
-            raise UnsupportedParameterError(
-                f"response_format.json_schema.{unknown[0]}",
-                f"not a json_schema field this server knows; send {', '.join(_JSON_SCHEMA_FIELDS)}",
-            )
-        return _described(dict(schema), spec.get("name"), spec.get("description"))
-    raise UnsupportedParameterError(
-        "response_format", f"type {kind!r} is not one of text, json_object, json_schema"
-    )
-
-
-def _described(schema: dict[str, Any], name: Any, description: Any) -> dict[str, Any]:
-    """`wire.described`, the format's name and description checked first."""
-    for key, value in (("name", name), ("description", description)):
-        if value is not None and not isinstance(value, str):
-            raise UnsupportedParameterError(
-                f"response_format.json_schema.{key}", "must be a string"
-            )
-    return wire.described(schema, name, description)
+    spec = response_format.get("json_schema")
+    path = "response_format.json_schema"
+    return wire.output_schema(response_format.get("type"), "response_format", spec, path)
 
 
 # --------------------------------------------------------------------------- tools
@@ -313,54 +241,6 @@ def _function_tools(tools: Any) -> list[FunctionTool]:
         return tools_from_specs(tools)
     except UnsupportedRequestError as exc:
         raise UnsupportedParameterError("tools", str(exc)) from None
-
-
-def _tool_choice(choice: Any) -> tuple[ToolChoice, list[str] | None]:
-    """OpenAI's `tool_choice` -> the provider's (what it means: `_tool_choice.offered_tools`),
-    and the names of the tools `allowed_tools` lets the model call (None: all)."""
-    match choice:
-        case "auto" | "none" | "required":
-            return choice, None
-        case {"type": "function", "function": {"name": str(name)}}:
-            return NamedToolChoice(name=name), None
-        case {"type": "allowed_tools"}:
-            return _allowed_tools(choice.get("allowed_tools"))
-        case _:
-            raise UnsupportedParameterError(
-                "tool_choice",
-                f"{json.dumps(choice)} is not one of 'auto', 'none', 'required', "
-                f"{{'type': 'function', 'function': {{'name': ...}}}} or "
-                f"{{'type': 'allowed_tools', 'allowed_tools': {{...}}}}",
-            )
-
-
-def _allowed_tools(spec: Any) -> tuple[ToolChoice, list[str]]:
-    """OpenAI's `allowed_tools`: the mode (`auto`: may call; `required`: must call one of them)
-    and the names of the tools the model may call."""
-    if not isinstance(spec, Mapping) or set(spec) - {"mode", "tools"}:
-        raise UnsupportedParameterError(
-            "tool_choice.allowed_tools", "must be {'mode': 'auto' | 'required', 'tools': [...]}"
-        )
-    mode, listed = spec.get("mode"), spec.get("tools")
-    if mode not in ("auto", "required"):
-        raise UnsupportedParameterError(
-            "tool_choice.allowed_tools.mode", f"{json.dumps(mode)} is not 'auto' or 'required'"
-        )
-    if not isinstance(listed, list):
-        raise UnsupportedParameterError(
-            "tool_choice.allowed_tools.tools", "must be a non-empty list of tools"
-        )
-    allowed: list[str] = []
-    for i, tool in enumerate(listed):
-        match tool:
-            case {"type": "function", "function": {"name": str(name)}}:
-                allowed.append(name)
-            case _:
-                raise UnsupportedParameterError(
-                    f"tool_choice.allowed_tools.tools[{i}]",
-                    "must be {'type': 'function', 'function': {'name': ...}}",
-                )
-    return mode, allowed
 
 
 # --------------------------------------------------------------------------- messages in
@@ -538,13 +418,7 @@ def _image_url(image: Any, where: str, path: str) -> str:
                 f"{path}.{key}", "not an image_url field this server knows; send 'url' (and "
                 "'detail') only",
             )  # fmt: skip
-    detail = image.get("detail")
-    if detail == "low":
-        raise UnsupportedParameterError(f"{path}.detail", NO_LOW_DETAIL)
-    if detail is not None and detail not in IMAGE_DETAIL:
-        raise UnsupportedParameterError(
-            f"{path}.detail", f"{json.dumps(detail)} is not one of auto, high, low"
-        )
+    wire.image_detail(image.get("detail"), f"{path}.detail")
     return str(image["url"])
 
 
@@ -596,27 +470,10 @@ def _assistant_content(message: Mapping[str, Any], where: str) -> tuple[req.Assi
         name = function.get("name")
         if not isinstance(name, str) or not name:
             raise InvalidMessagesError(f"{here}: a tool call's function needs a 'name'")
-        blocks.append(req.ToolCall(call["id"], name, _arguments(function, here)))
+        blocks.append(
+            req.ToolCall(call["id"], name, wire.arguments(function.get("arguments"), here))
+        )
     return tuple(blocks)
-
-
-def _arguments(function: Mapping[str, Any], where: str) -> dict[str, Any]:
-    raw = function.get("arguments")
-    if isinstance(raw, Mapping):
-        return dict(raw)
-    if raw is None or (isinstance(raw, str) and not raw.strip()):
-        return {}
-    try:
-        arguments = json.loads(raw)
-    except (TypeError, ValueError):
-        raise InvalidMessagesError(f"{where}: 'arguments' is not valid JSON") from None
-    except RecursionError:
-        raise InvalidMessagesError(
-            f"{where}: 'arguments' is JSON nested too deeply to read; flatten it"
-        ) from None
-    if not isinstance(arguments, dict):
-        raise InvalidMessagesError(f"{where}: 'arguments' must be a JSON object")
-    return arguments
 
 
 # --------------------------------------------------------------------------- answers out

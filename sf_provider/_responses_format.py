@@ -23,11 +23,8 @@ from . import _request as req
 from . import _wire as wire
 from . import types as t
 from ._blocks import Block, BlockEvent, Blocks, Delta, End, Start
-from ._messages import IMAGE_DETAIL, NO_LOW_DETAIL, TOOLS_NEEDED
-from ._tool_choice import NamedToolChoice, ToolChoice, offered_tools
 from ._wire import UnsupportedParameterError
 from .errors import InvalidMessagesError, UnsupportedRequestError
-from .settings import EFFORT_NAMES
 from .tools import FunctionTool, tools_from_specs
 
 __all__ = [
@@ -80,10 +77,6 @@ _INCLUDABLE = frozenset({"reasoning.encrypted_content"})
 _HOSTED = "hosted tools are not offered here (only 'function' tools, which the client runs)"
 
 
-def _asks_nothing(value: Any, allowed: tuple[Any, ...]) -> bool:
-    return any(type(value) is type(a) and value == a for a in allowed)
-
-
 @dataclass(frozen=True)
 class ResponsesRequest:
     """A `POST /v1/responses` body, read for the provider."""
@@ -118,7 +111,7 @@ def parse_request(body: Mapping[str, Any]) -> ResponsesRequest:
                 name, "not a Responses API field this server knows; leave it out"
             )
         allowed, reason = _ONLY_DEFAULT[name]
-        if not _asks_nothing(value, allowed):
+        if not wire.asks_nothing(value, allowed):
             raise UnsupportedParameterError(
                 name, f"{json.dumps(value)} cannot be honoured: {reason}; leave it out"
             )
@@ -139,13 +132,7 @@ def parse_request(body: Mapping[str, Any]) -> ResponsesRequest:
         options["model"] = model
     tools = _function_tools(given.get("tools", []))
     if "tool_choice" in given:
-        # Only the allowed tools are offered: the model cannot call one it is not shown.
-        choice, subset = _tool_choice(given["tool_choice"])
-        try:
-            tools = offered_tools(tools, choice, allowed=subset)
-        except UnsupportedRequestError as exc:
-            raise UnsupportedParameterError("tool_choice", str(exc)) from None
-        options["tool_choice"] = choice
+        tools, options["tool_choice"] = wire.tool_choice(tools, given["tool_choice"], nested=False)
     for name in ("parallel_tool_calls", "stream", "store"):
         if name in given and not isinstance(given[name], bool):
             raise UnsupportedParameterError(name, "must be true or false")
@@ -239,21 +226,7 @@ def _reasoning_options(reasoning: Any) -> JSON:
             raise UnsupportedParameterError(
                 f"reasoning.{key}", "not a reasoning field this server knows; leave it out"
             )
-    effort = reasoning.get("effort")
-    if effort is None:
-        return {}
-    if effort == "none":
-        return {"thinking": "disabled"}
-    if not isinstance(effort, str) or effort not in EFFORT_NAMES:
-        raise UnsupportedParameterError(
-            "reasoning.effort", f"{effort!r} is not one of none, {', '.join(EFFORT_NAMES)}"
-        )
-    return {"effort": EFFORT_NAMES[effort]}
-
-
-#: The fields of a `json_schema` text format: `strict` holds anyway (the CLI checks the answer
-#: against the schema); `name` and `description` go into the schema the model is shown.
-_JSON_SCHEMA_FIELDS = frozenset({"type", "name", "description", "schema", "strict"})
+    return wire.effort(reasoning.get("effort"), "reasoning.effort")
 
 
 def _output_schema(text: Any) -> JSON | None:
@@ -275,27 +248,7 @@ def _output_schema(text: Any) -> JSON | None:
         )
     spec = text.get("format")
     kind = spec.get("type") if isinstance(spec, Mapping) else None
-    if spec is None or kind == "text":
-        return None
-    if kind == "json_object":
-        # JSON mode promises a JSON object, any object: a schema that admits every one.
-        return {"type": "object"}
-    if kind != "json_schema" or not isinstance(spec, Mapping):
-        raise UnsupportedParameterError(
-            "text.format", f"type {kind!r} is not one of text, json_object, json_schema"
-        )
-    unknown = sorted(k for k, v in spec.items() if k not in _JSON_SCHEMA_FIELDS and v is not None)
-    if unknown:
-        raise UnsupportedParameterError(
-            f"text.format.{unknown[0]}", "not a json_schema field this server knows; leave it out"
-        )
-    schema, name, description = spec.get("schema"), spec.get("name"), spec.get("description")
-    if not isinstance(schema, Mapping):
-        raise UnsupportedParameterError("text.format.schema", "required: a JSON Schema object")
-    for key, value in (("name", name), ("description", description)):
-        if value is not None and not isinstance(value, str):
-            raise UnsupportedParameterError(f"text.format.{key}", "must be a string")
-    return wire.described(schema, name, description)
+    return None if spec is None else wire.output_schema(kind, "text.format", spec, "text.format")
 
 
 # --------------------------------------------------------------------------- tools
@@ -320,37 +273,6 @@ def _function_tools(tools: Any) -> list[FunctionTool]:
         return tools_from_specs(specs)
     except UnsupportedRequestError as exc:
         raise UnsupportedParameterError("tools", str(exc)) from None
-
-
-def _tool_choice(choice: Any) -> tuple[ToolChoice, list[str] | None]:
-    """The Responses `tool_choice` -> the provider's, and the names `allowed_tools` lets the
-    model call (None: all)."""
-    match choice:
-        case "auto" | "none" | "required":
-            return choice, None
-        case {"type": "function", "name": str(name)}:
-            return NamedToolChoice(name=name), None
-        case {"type": "allowed_tools", "mode": "auto" | "required" as mode, "tools": list(listed)}:
-            allowed = []
-            for i, tool in enumerate(listed):
-                match tool:
-                    case {"type": "function", "name": str(name)}:
-                        allowed.append(name)
-                    case _:
-                        raise UnsupportedParameterError(
-                            f"tool_choice.tools[{i}]",
-                            f"must be {{'type': 'function', 'name'}}: {_HOSTED}",
-                        )
-            return mode, allowed
-        case {"type": str(kind)} if kind not in ("function", "allowed_tools"):
-            raise UnsupportedParameterError("tool_choice", f"type {kind!r}: {_HOSTED}")
-        case _:
-            raise UnsupportedParameterError(
-                "tool_choice",
-                f"{json.dumps(choice)} is not one of 'auto', 'none', 'required', "
-                f"{{'type': 'function', 'name': ...}} or {{'type': 'allowed_tools', 'mode': "
-                f"'auto' | 'required', 'tools': [...]}}",
-            )
 
 
 # --------------------------------------------------------------------------- input items in
@@ -389,16 +311,11 @@ def provider_call(
     """The provider call for `request`: its instructions, the `previous` conversation (the
     items of the response it continues) and its own input as typed messages, with its tools and
     call options. A history with tool calls in a request without `tools` gets the called tools
-    defined again, uncallable (`wire.called_tools`)."""
+    defined again, uncallable (`wire.history_tools`)."""
     items = [*previous, *request.items]
     messages = input_messages(items, request.instructions, replayed=len(previous))
-    tools, options = list(request.tools), dict(request.options)
-    if not tools and req.holds_tool_blocks(messages):
-        called = wire.called_tools(messages)
-        if not called or options.get("tool_choice", "none") not in ("auto", "none"):
-            raise UnsupportedParameterError("tools", TOOLS_NEEDED)
-        tools, options["tool_choice"] = called, "none"
-    return messages, tools, options
+    options = dict(request.options)
+    return messages, wire.history_tools(messages, list(request.tools), options), options
 
 
 def input_messages(
@@ -512,12 +429,7 @@ def _image(part: Mapping[str, Any], path: str) -> req.Image:
         raise UnsupportedParameterError(
             f"{path}.image_url", "required: the image as a data: URL (or an https URL)"
         )
-    if detail == "low":
-        raise UnsupportedParameterError(f"{path}.detail", NO_LOW_DETAIL)
-    if detail is not None and detail not in IMAGE_DETAIL:
-        raise UnsupportedParameterError(
-            f"{path}.detail", f"{json.dumps(detail)} is not one of auto, high, low"
-        )
+    wire.image_detail(detail, f"{path}.detail")
     return req.Image(url=url)
 
 
@@ -551,19 +463,7 @@ def _function_call(item: Mapping[str, Any], path: str) -> req.ToolCall:
         raise InvalidMessagesError(f"{path}: a function_call needs its 'call_id'")
     if not isinstance(name, str) or not name:
         raise InvalidMessagesError(f"{path}: a function_call needs its 'name'")
-    if raw is None or (isinstance(raw, str) and not raw.strip()):
-        return req.ToolCall(call_id, name, {})
-    try:
-        arguments = json.loads(raw) if isinstance(raw, str) else None
-    except ValueError:
-        arguments = None
-    except RecursionError:
-        raise InvalidMessagesError(
-            f"{path}: 'arguments' is JSON nested too deeply to read; flatten it"
-        ) from None
-    if not isinstance(arguments, dict):
-        raise InvalidMessagesError(f"{path}: 'arguments' must be a JSON object, as a string")
-    return req.ToolCall(call_id, name, arguments)
+    return req.ToolCall(call_id, name, wire.arguments(raw, path))
 
 
 def _tool_result(item: Mapping[str, Any], path: str) -> req.ToolResult:
