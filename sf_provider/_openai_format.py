@@ -130,12 +130,7 @@ def chat_request(body: Mapping[str, Any], drop: Collection[str] = ()) -> ChatReq
     if "messages" not in given:
         raise InvalidMessagesError("'messages' is required: a non-empty list of messages")
     tools = _function_tools(given.get("tools") or [])
-    options: dict[str, Any] = {}
-    model = given.get("model")
-    if model is not None:
-        if not isinstance(model, str) or not model.strip():
-            raise UnsupportedParameterError("model", "must be a model name (a string)")
-        options["model"] = model
+    options = wire.model_option(given)
     if "tool_choice" in given:
         tools, options["tool_choice"] = wire.tool_choice(tools, given["tool_choice"], nested=True)
     if "parallel_tool_calls" in given:
@@ -176,25 +171,14 @@ def chat_request(body: Mapping[str, Any], drop: Collection[str] = ()) -> ChatReq
     stream = given.get("stream", False)
     if not isinstance(stream, bool):
         raise UnsupportedParameterError("stream", "must be true or false")
-    stream_options = given.get("stream_options")
-    if stream_options is not None and not stream:
-        raise UnsupportedParameterError(
-            "stream_options", "is only allowed when 'stream' is true; leave it out or stream"
-        )
-    stream_options = stream_options or {}
-    if not isinstance(stream_options, Mapping):
-        raise UnsupportedParameterError("stream_options", "must be an object")
-    unknown = sorted(set(stream_options) - {"include_usage", "include_obfuscation"})
-    if unknown:
-        raise UnsupportedParameterError(
-            "stream_options", f"{', '.join(unknown)} cannot be honoured; send include_usage"
-        )
+    stream_options = wire.stream_options(given.get("stream_options"), stream, ("include_usage",))
     messages = provider_messages(given["messages"])
     tools = wire.history_tools(messages, tools, options)
     stop = _stop_sequences(given.get("stop"))
     if stop:
         options["stop_sequences"] = stop
     include_usage = bool(stream_options.get("include_usage"))
+    model = options.get("model")
     return ChatRequest(model, messages, tools, options, stream, include_usage, structured, dropped)
 
 

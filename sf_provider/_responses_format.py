@@ -124,12 +124,8 @@ def parse_request(body: Mapping[str, Any]) -> ResponsesRequest:
     instructions = given.get("instructions")
     if instructions is not None and not isinstance(instructions, str):
         raise UnsupportedParameterError("instructions", "must be a string")
-    options: JSON = {}
-    model = given.get("model")
-    if model is not None:
-        if not isinstance(model, str) or not model.strip():
-            raise UnsupportedParameterError("model", "must be a model name (a string)")
-        options["model"] = model
+    options = wire.model_option(given)
+    model = options.get("model")
     tools = _function_tools(given.get("tools", []))
     if "tool_choice" in given:
         tools, options["tool_choice"] = wire.tool_choice(tools, given["tool_choice"], nested=False)
@@ -149,7 +145,7 @@ def parse_request(body: Mapping[str, Any]) -> ResponsesRequest:
     if schema is not None:
         options["output_schema"] = schema
     stream = given.get("stream", False)
-    _stream_options(given.get("stream_options"), stream)
+    wire.stream_options(given.get("stream_options"), stream)
     _include(given.get("include"))
     metadata = given.get("metadata", {})
     if not isinstance(metadata, Mapping) or not all(isinstance(v, str) for v in metadata.values()):
@@ -180,19 +176,6 @@ def parse_request(body: Mapping[str, Any]) -> ResponsesRequest:
         structured=schema is not None,
         echo=echo,
     )
-
-
-def _stream_options(value: Any, stream: bool) -> None:
-    if value is None:
-        return
-    if not stream:
-        raise UnsupportedParameterError(
-            "stream_options", "is only allowed when 'stream' is true; leave it out or stream"
-        )
-    if not isinstance(value, Mapping) or set(value) - {"include_obfuscation"}:
-        raise UnsupportedParameterError(
-            "stream_options", "only include_obfuscation is known (events are never obfuscated)"
-        )
 
 
 def _include(value: Any) -> None:

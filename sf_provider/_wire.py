@@ -32,9 +32,11 @@ __all__ = [
     "effort",
     "history_tools",
     "image_detail",
+    "model_option",
     "output_schema",
     "reasoning",
     "sampling",
+    "stream_options",
     "thinking_block",
     "tool_choice",
 ]
@@ -92,6 +94,33 @@ def asks_nothing(value: Any, allowed: tuple[Any, ...]) -> bool:
         and any(isinstance(a, int | float) and not isinstance(a, bool) and value == a
                 for a in allowed)
     )  # fmt: skip
+
+
+def model_option(body: Mapping[str, Any]) -> dict[str, Any]:
+    """The `model` a request names, as the call option (none named: the provider's)."""
+    model = body.get("model")
+    if model is None:
+        return {}
+    if not isinstance(model, str) or not model.strip():
+        raise UnsupportedParameterError("model", "must be a model name (a string)")
+    return {"model": model}
+
+
+def stream_options(value: Any, stream: Any, known: tuple[str, ...] = ()) -> Mapping[str, Any]:
+    """`stream_options`, sent only with `stream`, of the `known` fields (and
+    `include_obfuscation`, which asks for nothing: events are never obfuscated)."""
+    if value is None:
+        return {}
+    if not stream:
+        raise UnsupportedParameterError(
+            "stream_options", "is only allowed when 'stream' is true; leave it out or stream"
+        )
+    known = (*known, "include_obfuscation")
+    if not isinstance(value, Mapping) or set(value) - set(known):
+        raise UnsupportedParameterError(
+            "stream_options", f"an object of {', '.join(known)} only (none other is known)"
+        )
+    return value
 
 
 def tool_choice(
