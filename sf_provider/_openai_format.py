@@ -22,7 +22,7 @@ from ._blocks import Block, BlockEvent, Blocks, Delta, End, Start
 from ._thinking import thinking_option
 from ._wire import UnsupportedParameterError
 from .errors import InvalidMessagesError, UnsupportedRequestError
-from .tools import FunctionTool, tools_from_specs
+from .tools import FunctionTool
 
 __all__ = [
     "DROPPABLE",
@@ -129,7 +129,7 @@ def chat_request(body: Mapping[str, Any], drop: Collection[str] = ()) -> ChatReq
             )
     if "messages" not in given:
         raise InvalidMessagesError("'messages' is required: a non-empty list of messages")
-    tools = _function_tools(given.get("tools") or [])
+    tools = wire.function_tools(given.get("tools") or [], nested=True)
     options = wire.model_option(given)
     if "tool_choice" in given:
         tools, options["tool_choice"] = wire.tool_choice(tools, given["tool_choice"], nested=True)
@@ -203,28 +203,6 @@ def _output_schema(response_format: Any) -> dict[str, Any] | None:
     spec = response_format.get("json_schema")
     path = "response_format.json_schema"
     return wire.output_schema(response_format.get("type"), "response_format", spec, path)
-
-
-# --------------------------------------------------------------------------- tools
-
-
-def _function_tools(tools: Any) -> list[FunctionTool]:
-    """OpenAI function tools -> `FunctionTool`s without executors (the client runs them), read
-    by the tool layer's one rule (`tool_from_spec`), each error naming `tools[i]...`."""
-    if not isinstance(tools, Sequence) or isinstance(tools, str | bytes):
-        raise UnsupportedParameterError("tools", "must be a list of function tools")
-    for i, tool in enumerate(tools):
-        kind = tool.get("type") if isinstance(tool, Mapping) else None
-        if kind != "function":
-            raise UnsupportedParameterError(
-                "tools",
-                f"tools[{i}] is not a function tool ({{'type': 'function', 'function': "
-                f"{{'name', 'description', 'parameters'}}}}); type {kind!r} cannot be offered",
-            )
-    try:
-        return tools_from_specs(tools)
-    except UnsupportedRequestError as exc:
-        raise UnsupportedParameterError("tools", str(exc)) from None
 
 
 # --------------------------------------------------------------------------- messages in

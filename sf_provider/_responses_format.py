@@ -25,7 +25,7 @@ from . import types as t
 from ._blocks import Block, BlockEvent, Blocks, Delta, End, Start
 from ._wire import UnsupportedParameterError
 from .errors import InvalidMessagesError, UnsupportedRequestError
-from .tools import FunctionTool, tools_from_specs
+from .tools import FunctionTool
 
 __all__ = [
     "EventMapper",
@@ -72,9 +72,6 @@ _ONLY_DEFAULT: dict[str, tuple[tuple[Any, ...], str]] = {
 
 #: `include` values: encrypted reasoning is in every reasoning item anyway.
 _INCLUDABLE = frozenset({"reasoning.encrypted_content"})
-
-#: Hosted tools of OpenAI's (any tool type but `function`): refused, naming the type.
-_HOSTED = "hosted tools are not offered here (only 'function' tools, which the client runs)"
 
 
 @dataclass(frozen=True)
@@ -126,7 +123,7 @@ def parse_request(body: Mapping[str, Any]) -> ResponsesRequest:
         raise UnsupportedParameterError("instructions", "must be a string")
     options = wire.model_option(given)
     model = options.get("model")
-    tools = _function_tools(given.get("tools", []))
+    tools = wire.function_tools(given.get("tools", []), nested=False)
     if "tool_choice" in given:
         tools, options["tool_choice"] = wire.tool_choice(tools, given["tool_choice"], nested=False)
     for name in ("parallel_tool_calls", "stream", "store"):
@@ -234,30 +231,6 @@ def _output_schema(text: Any) -> JSON | None:
     return None if spec is None else wire.output_schema(kind, "text.format", spec, "text.format")
 
 
-# --------------------------------------------------------------------------- tools
-
-
-def _function_tools(tools: Any) -> list[FunctionTool]:
-    """Responses function tools (`{"type": "function", "name", "description", "parameters",
-    "strict"}`) -> `FunctionTool`s without executors, by the tool layer's one rule."""
-    if not isinstance(tools, list):
-        raise UnsupportedParameterError("tools", "must be a list of function tools")
-    specs = []
-    for i, tool in enumerate(tools):
-        kind = tool.get("type") if isinstance(tool, Mapping) else None
-        if kind != "function" or not isinstance(tool, Mapping):
-            raise UnsupportedParameterError(
-                f"tools[{i}]", f"type {kind!r} cannot be offered: {_HOSTED}"
-            )
-        spec = {k: v for k, v in tool.items() if k != "type"}
-        spec.setdefault("parameters", None)  # none: a tool without arguments
-        specs.append(spec)
-    try:
-        return tools_from_specs(specs)
-    except UnsupportedRequestError as exc:
-        raise UnsupportedParameterError("tools", str(exc)) from None
-
-
 # --------------------------------------------------------------------------- input items in
 
 
@@ -326,7 +299,7 @@ def input_messages(
             raise UnsupportedParameterError(
                 f"{path}.type",
                 f"{kind!r} is not an input item this server reads (message, function_call, "
-                f"function_call_output, reasoning): {_HOSTED}, and items are sent whole, not "
+                f"function_call_output, reasoning): {wire.HOSTED}, and items are sent whole, not "
                 f"by reference",
             )
         _check_fields(item, _ITEM_FIELDS[kind], path, f"a {kind} item")

@@ -19,10 +19,11 @@ from ._request import AssistantMessage, Message, Reasoning, ToolCall, holds_tool
 from ._tool_choice import NamedToolChoice, ToolChoice, offered_tools
 from .errors import InvalidMessagesError, UnsupportedRequestError
 from .settings import EFFORT_NAMES
-from .tools import FunctionTool
+from .tools import FunctionTool, tools_from_specs
 from .types import CallWarning
 
 __all__ = [
+    "HOSTED",
     "RESEND",
     "SAMPLING",
     "UnsupportedParameterError",
@@ -30,6 +31,7 @@ __all__ = [
     "asks_nothing",
     "dropped",
     "effort",
+    "function_tools",
     "history_tools",
     "image_detail",
     "model_option",
@@ -83,6 +85,10 @@ def reasoning(block: Mapping[str, Any], where: str) -> Reasoning:
 # --------------------------------------------------------------------------- OpenAI's formats
 
 
+#: Why a tool type of OpenAI's other than `function` (a hosted tool) is refused.
+HOSTED = "hosted tools are not offered here (only 'function' tools, which the client runs)"
+
+
 def asks_nothing(value: Any, allowed: tuple[Any, ...]) -> bool:
     """Whether `value` is one of `allowed`, the values of a parameter that ask for nothing (a
     list as the tuple, a number as any number equal to it, but no bool)."""
@@ -121,6 +127,27 @@ def stream_options(value: Any, stream: Any, known: tuple[str, ...] = ()) -> Mapp
             "stream_options", f"an object of {', '.join(known)} only (none other is known)"
         )
     return value
+
+
+def function_tools(tools: Any, *, nested: bool) -> list[FunctionTool]:
+    """OpenAI function tools (`nested`: Chat Completions' `{"type": "function", "function":
+    {...}}`; else the Responses API's, flat) -> `FunctionTool`s without executors (the client
+    runs them), by the tool layer's one rule (`tool_from_spec`), each error naming the tool."""
+    if not isinstance(tools, Sequence) or isinstance(tools, str | bytes):
+        raise UnsupportedParameterError("tools", "must be a list of function tools")
+    specs = []
+    for i, tool in enumerate(tools):
+        kind = tool.get("type") if isinstance(tool, Mapping) else None
+        if kind != "function":
+            raise UnsupportedParameterError(
+                f"tools[{i}]", f"type {kind!r} cannot be offered: {HOSTED}"
+            )
+        flat = {"parameters": None, **{k: v for k, v in tool.items() if k != "type"}}
+        specs.append(tool if nested else flat)  # flat with no parameters: no arguments
+    try:
+        return tools_from_specs(specs)
+    except UnsupportedRequestError as exc:
+        raise UnsupportedParameterError("tools", str(exc)) from None
 
 
 def tool_choice(
