@@ -17,7 +17,7 @@ from typing import Any, ClassVar
 from . import _request as req
 from . import _wire as wire
 from . import types as t
-from ._error_kinds import SentParts
+from ._blocks import Block, BlockEvent, Blocks, Delta, End, Start
 from ._outcome import STOP_SEQUENCE_DETAIL
 from ._thinking import thinking_option
 from ._tool_choice import NamedToolChoice, ToolChoice, offered_tools
@@ -540,10 +540,6 @@ def _envelope(
     }
 
 
-def _structured_text(value: Any) -> JSON:
-    return {"type": "text", "text": json.dumps(value, ensure_ascii=False)}
-
-
 def message(result: t.GenerateResult, *, message_id: str, model: str, structured: bool) -> JSON:
     """The non-streaming response: the reply's blocks in the order the model wrote them (signed
     thinking, text, `tool_use`), its stop reason and usage. With `structured`, the model's text
@@ -565,18 +561,16 @@ def message(result: t.GenerateResult, *, message_id: str, model: str, structured
                      "name": block["tool_name"], "input": block["input"]}
                 )  # fmt: skip
     if structured and result.structured_output is not None:
-        content.append(_structured_text(result.structured_output))
+        content.append(
+            {"type": "text", "text": json.dumps(result.structured_output, ensure_ascii=False)}
+        )
     stop, sequence = _stop_fields(result)
     return _envelope(message_id, model, content, stop, result.usage, sequence)
 
 
-#: What a content block holds when it starts streaming: its content comes as deltas.
-_EMPTY: dict[str, JSON] = {
-    "text": {"text": ""},
-    "thinking": {"thinking": "", "signature": ""},
-    "redacted_thinking": {},
-    "tool_use": {"input": {}},
-}
+#: The delta of each kind of block, and the field its text goes into.
+_DELTAS = {"text": ("text_delta", "text"), "reasoning": ("thinking_delta", "thinking"),
+           "tool-call": ("input_json_delta", "partial_json")}  # fmt: skip
 
 
 class EventMapper:
@@ -592,9 +586,7 @@ class EventMapper:
     def __init__(self, model: str, *, message_id: str, structured: bool = False) -> None:
         self.model = model
         self.message_id = message_id
-        self._structured = structured
-        self._index: dict[str, int] = {}  # part id (text, reasoning, tool call) -> block index
-        self._sent = SentParts()  # part ids whose block was sent
+        self._blocks = Blocks(remedy=wire.RESEND, structured=structured)
         self._failed = False
 
     def start(self) -> JSON:
@@ -604,93 +596,44 @@ class EventMapper:
             "message": _envelope(self.message_id, self.model, [], None, t.Usage()),
         }
 
-    def _open(self, part_id: str, block: JSON) -> list[JSON]:
-        """A new content block, sent empty (its content follows as deltas)."""
-        index = len(self._index)
-        self._index[part_id] = index
-        self._sent.add(part_id)
-        empty = {**block, **_EMPTY[block["type"]]}
-        return [{"type": "content_block_start", "index": index, "content_block": empty}]
-
-    def _delta(self, part_id: str, delta: JSON) -> list[JSON]:
-        return [{"type": "content_block_delta", "index": self._index[part_id], "delta": delta}]
-
-    def _stop(self, part_id: str) -> list[JSON]:
-        return [{"type": "content_block_stop", "index": self._index[part_id]}]
-
     def add(self, part: t.StreamPart) -> list[JSON]:
         """The events for one stream part (often none)."""
-        match part:
-            case t.TextStartPart():
-                return [] if self._structured else self._open(part.id, {"type": "text"})
-            case t.TextDeltaPart():
-                if part.id not in self._index:
-                    return []  # held back: the answer is the structured output
-                return self._delta(part.id, {"type": "text_delta", "text": part.delta})
-            case t.TextEndPart():
-                return self._stop(part.id) if part.id in self._index else []
-            case t.ReasoningStartPart():
-                return []  # opened by its first delta or its end: it may be redacted
-            case t.ReasoningDeltaPart():
-                events = [] if part.id in self._index else self._open(part.id, {"type": "thinking"})
-                delta = {"type": "thinking_delta", "thinking": part.delta}
-                return events + self._delta(part.id, delta)
-            case t.ReasoningEndPart():
-                if part.redacted:  # whole in its start event, as the API sends it
-                    block = wire.thinking_block("", None, part.redacted)
-                    return self._open(part.id, block) + self._stop(part.id)
-                events = [] if part.id in self._index else self._open(part.id, {"type": "thinking"})
-                if part.signature:
-                    delta = {"type": "signature_delta", "signature": part.signature}
-                    events += self._delta(part.id, delta)
-                return events + self._stop(part.id)
-            case t.ToolInputStartPart():
-                return self._open(part.id, {"type": "tool_use", "id": part.id,
-                                            "name": part.tool_name})  # fmt: skip
-            case t.ToolInputDeltaPart():
-                delta = {"type": "input_json_delta", "partial_json": part.delta}
-                return self._delta(part.id, delta)
-            case t.ToolInputEndPart():
-                return self._stop(part.id)
-            case t.ToolCallPart():
-                return self._call(part)
-            case t.DiscardPart():
-                self._sent.discard(part, wire.RESEND)
-                return []
-            case t.ErrorPart():
-                self._failed = True  # the error is raised next; its finish part is no answer
-                return []
-            case t.FinishPart():
-                return [] if self._failed else self._finish(part)
-            case t.StreamStartPart() | t.ToolResultPart():
-                # Gateway tools have no executors, so no provider-executed results come back.
-                return []
+        # After an error part the error is raised next: its finish part is no answer.
+        self._failed = self._failed or isinstance(part, t.ErrorPart)
+        return [e for event in self._blocks.add(part) for e in self._events(event)]
 
-    def _call(self, part: t.ToolCallPart) -> list[JSON]:
-        if part.tool_call_id in self._index:
-            return []  # its input was streamed
-        # A call read from a legacy JSON envelope in the text: no input was streamed.
-        call_id = part.tool_call_id
-        events = self._open(call_id, {"type": "tool_use", "id": call_id, "name": part.tool_name})
-        arguments = json.dumps(part.input, ensure_ascii=False)
-        events += self._delta(call_id, {"type": "input_json_delta", "partial_json": arguments})
-        return events + self._stop(call_id)
+    def _events(self, event: BlockEvent) -> list[JSON]:
+        match event:
+            case Start(block=block):
+                return [{"type": "content_block_start", "index": block.index,
+                         "content_block": _empty(block)}]  # fmt: skip
+            case Delta(block=block):
+                kind, key = _DELTAS[block.kind]
+                delta = {"type": kind, key: event.delta}
+                return [{"type": "content_block_delta", "index": block.index, "delta": delta}]
+            case End(block=block):
+                events = []
+                if block.signature and not block.redacted:
+                    delta = {"type": "signature_delta", "signature": block.signature}
+                    events.append({"type": "content_block_delta", "index": block.index,
+                                   "delta": delta})  # fmt: skip
+                return [*events, {"type": "content_block_stop", "index": block.index}]
+            case t.FinishPart() if not self._failed:
+                stop, sequence = _stop_fields(event)
+                ended = {"stop_reason": stop, "stop_sequence": sequence}
+                usage = _usage(event.usage)
+                return [{"type": "message_delta", "delta": ended, "usage": usage},
+                        {"type": "message_stop"}]  # fmt: skip
+        return []  # gateway tools have no executors: no provider-executed calls or results
 
-    def _finish(self, part: t.FinishPart) -> list[JSON]:
-        events: list[JSON] = []
-        if self._structured and part.structured_output is not None:
-            block = _structured_text(part.structured_output)
-            events += self._open("structured-output", {"type": "text"})
-            events += self._delta("structured-output", {"type": "text_delta",
-                                                        "text": block["text"]})  # fmt: skip
-            events += self._stop("structured-output")
-        stop, sequence = _stop_fields(part)
-        events.append(
-            {
-                "type": "message_delta",
-                "delta": {"stop_reason": stop, "stop_sequence": sequence},
-                "usage": _usage(part.usage),
-            }
-        )
-        events.append({"type": "message_stop"})
-        return events
+
+def _empty(block: Block) -> JSON:
+    """A content block as it starts streaming: its content comes as deltas (a redacted
+    block whole, as the API sends it)."""
+    if block.kind == "text":
+        return {"type": "text", "text": ""}
+    if block.kind == "tool-call":
+        return {"type": "tool_use", "id": block.id, "name": block.name, "input": {}}
+    if block.redacted:
+        return wire.thinking_block("", None, block.redacted)
+    return {"type": "thinking", "thinking": "", "signature": ""}

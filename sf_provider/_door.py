@@ -9,6 +9,8 @@ parts and the result back into its wire shape with the helpers below:
 - tool choice (`_tool_choice`): `ToolChoice`, `NamedToolChoice`, `offered_tools`;
 - results: `ResultCollector` (parts -> `GenerateResult`), `response_model` (the model that
   answered), `STOP_SEQUENCE_DETAIL`, `STRUCTURED_OUTPUT_TOOL`;
+- streaming: `Blocks`, a stream's parts as the content blocks a door writes (`Start`, `Delta`,
+  `End` of a `Block`), with the one rule for a stream taken back;
 - errors: `classify` (an exception's neutral `ErrorKind` and facts; each door maps kinds to its
   own error types in one table) and `SentParts` (raises `StreamRetractionError` when a stream
   taken back had already been sent);
@@ -25,6 +27,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
+from ._blocks import Block, BlockEvent, Blocks, Delta, End, Start
 from ._error_kinds import ErrorFacts, ErrorKind, SentParts, classify
 from ._mapping import STRUCTURED_OUTPUT_TOOL, ResultCollector
 from ._outcome import STOP_SEQUENCE_DETAIL, response_model
@@ -63,7 +66,12 @@ __all__ = [
     "STRUCTURED_OUTPUT_TOOL",
     "AssistantMessage",
     "AssistantPart",
+    "Block",
+    "BlockEvent",
+    "Blocks",
     "CallOptions",
+    "Delta",
+    "End",
     "ErrorFacts",
     "ErrorKind",
     "Image",
@@ -73,6 +81,7 @@ __all__ = [
     "Request",
     "ResultCollector",
     "SentParts",
+    "Start",
     "SystemMessage",
     "Text",
     "ToolCall",

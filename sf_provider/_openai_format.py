@@ -18,14 +18,11 @@ from typing import Any
 from . import _request as req
 from . import _wire as wire
 from . import types as t
-from ._error_kinds import SentParts
-from ._messages import IMAGE_DETAIL, NO_LOW_DETAIL, TOOLS_NEEDED
+from ._blocks import Block, BlockEvent, Blocks, Delta, End, Start
 from ._thinking import thinking_option
-from ._tool_choice import NamedToolChoice, ToolChoice, offered_tools
 from ._wire import UnsupportedParameterError
 from .errors import InvalidMessagesError, UnsupportedRequestError
-from .settings import EFFORT_NAMES
-from .tools import FunctionTool, tools_from_specs
+from .tools import FunctionTool
 
 __all__ = [
     "DROPPABLE",
@@ -81,17 +78,6 @@ _ONLY_DEFAULT: dict[str, tuple[tuple[Any, ...], str]] = {
 DROPPABLE = frozenset({*wire.SAMPLING, *_ONLY_DEFAULT} - {"functions", "function_call"})
 
 
-def _default(value: Any, allowed: tuple[Any, ...]) -> bool:
-    if isinstance(value, list):
-        value = tuple(value)
-    return any(type(value) is type(a) and value == a for a in allowed) or (
-        isinstance(value, int | float)
-        and not isinstance(value, bool)
-        and any(isinstance(a, int | float) and not isinstance(a, bool) and value == a
-                for a in allowed)
-    )  # fmt: skip
-
-
 @dataclass(frozen=True)
 class ChatRequest:
     """A Chat Completions request read for the provider."""
@@ -118,7 +104,7 @@ def chat_request(body: Mapping[str, Any], drop: Collection[str] = ()) -> ChatReq
     `stop` and `parallel_tool_calls` become the call options `stop_sequences` and
     `parallel_tool_calls`, and the sampling settings are sent as written; a history with tool
     calls in a request without `tools` gets the called tools defined again, uncallable
-    (`wire.called_tools`). Of the `DROPPABLE` parameters named in `drop` (`drop_params`), the
+    (`wire.history_tools`). Of the `DROPPABLE` parameters named in `drop` (`drop_params`), the
     sampling settings and a value that cannot be honoured are left out, each with a warning.
     """
     given = {k: v for k, v in body.items() if v is not None}
@@ -129,7 +115,7 @@ def chat_request(body: Mapping[str, Any], drop: Collection[str] = ()) -> ChatReq
             del given[name]
         elif name in _ONLY_DEFAULT:
             allowed, reason = _ONLY_DEFAULT[name]
-            if _default(value, allowed):
+            if wire.asks_nothing(value, allowed):
                 continue
             if name not in DROPPABLE or name not in drop:
                 raise UnsupportedParameterError(
@@ -143,22 +129,10 @@ def chat_request(body: Mapping[str, Any], drop: Collection[str] = ()) -> ChatReq
             )
     if "messages" not in given:
         raise InvalidMessagesError("'messages' is required: a non-empty list of messages")
-    tools = _function_tools(given.get("tools") or [])
-    options: dict[str, Any] = {}
-    model = given.get("model")
-    if model is not None:
-        if not isinstance(model, str) or not model.strip():
-            raise UnsupportedParameterError("model", "must be a model name (a string)")
-        options["model"] = model
+    tools = wire.function_tools(given.get("tools") or [], nested=True)
+    options = wire.model_option(given)
     if "tool_choice" in given:
-        # Only the allowed tools are offered: the model cannot call one it is not shown.
-        choice, subset = _tool_choice(given["tool_choice"])
-        try:
-            tools = offered_tools(tools, choice, allowed=subset)
-        except UnsupportedRequestError as exc:
-            param = "tool_choice" if subset is None else "tool_choice.allowed_tools"
-            raise UnsupportedParameterError(param, str(exc)) from None
-        options["tool_choice"] = choice
+        tools, options["tool_choice"] = wire.tool_choice(tools, given["tool_choice"], nested=True)
     if "parallel_tool_calls" in given:
         if not isinstance(given["parallel_tool_calls"], bool):
             raise UnsupportedParameterError("parallel_tool_calls", "must be true or false")
@@ -177,17 +151,7 @@ def chat_request(body: Mapping[str, Any], drop: Collection[str] = ()) -> ChatReq
     if limits:
         options["max_tokens"] = next(iter(limits.values()))
     options.update(wire.sampling(given, UnsupportedParameterError))
-    effort = given.get("reasoning_effort")
-    if effort == "none":
-        options["thinking"] = "disabled"
-    elif effort is not None and effort != "default":
-        # `EFFORT_NAMES`: OpenAI's names, and LiteLLM's `max`; LiteLLM's `default` asks nothing.
-        if not isinstance(effort, str) or effort not in EFFORT_NAMES:
-            raise UnsupportedParameterError(
-                "reasoning_effort",
-                f"{effort!r} is not one of none, default, {', '.join(EFFORT_NAMES)}",
-            )
-        options["effort"] = EFFORT_NAMES[effort]
+    options |= wire.effort(given.get("reasoning_effort"), "reasoning_effort")
     if "thinking" in given:  # LiteLLM's Anthropic-style parameter (the Messages API's object)
         try:
             thinking = thinking_option(given["thinking"])
@@ -207,29 +171,14 @@ def chat_request(body: Mapping[str, Any], drop: Collection[str] = ()) -> ChatReq
     stream = given.get("stream", False)
     if not isinstance(stream, bool):
         raise UnsupportedParameterError("stream", "must be true or false")
-    stream_options = given.get("stream_options")
-    if stream_options is not None and not stream:
-        raise UnsupportedParameterError(
-            "stream_options", "is only allowed when 'stream' is true; leave it out or stream"
-        )
-    stream_options = stream_options or {}
-    if not isinstance(stream_options, Mapping):
-        raise UnsupportedParameterError("stream_options", "must be an object")
-    unknown = sorted(set(stream_options) - {"include_usage", "include_obfuscation"})
-    if unknown:
-        raise UnsupportedParameterError(
-            "stream_options", f"{', '.join(unknown)} cannot be honoured; send include_usage"
-        )
+    stream_options = wire.stream_options(given.get("stream_options"), stream, ("include_usage",))
     messages = provider_messages(given["messages"])
-    if not tools and req.holds_tool_blocks(messages):
-        called = wire.called_tools(messages)
-        if not called or options.get("tool_choice", "none") not in ("auto", "none"):
-            raise UnsupportedParameterError("tools", TOOLS_NEEDED)
-        tools, options["tool_choice"] = called, "none"
+    tools = wire.history_tools(messages, tools, options)
     stop = _stop_sequences(given.get("stop"))
     if stop:
         options["stop_sequences"] = stop
     include_usage = bool(stream_options.get("include_usage"))
+    model = options.get("model")
     return ChatRequest(model, messages, tools, options, stream, include_usage, structured, dropped)
 
 
@@ -242,125 +191,18 @@ def _stop_sequences(stop: Any) -> list[str]:
     return [s for s in stops if s]
 
 
-#: The fields of `response_format.json_schema`: `strict` holds anyway (the CLI checks the answer
-#: against the schema), `name` and `description` reach the model in the schema (`_described`).
-_JSON_SCHEMA_FIELDS = ("name", "description", "schema", "strict")
-
-
 def _output_schema(response_format: Any) -> dict[str, Any] | None:
     """`response_format` -> the provider's `output_schema` (None: plain text)."""
-    kind = response_format.get("type") if isinstance(response_format, Mapping) else None
-    if isinstance(response_format, Mapping):
-        extra = sorted(k for k in response_format if k not in ("type", "json_schema"))
-        if extra:
-            raise UnsupportedParameterError(
-                f"response_format.{extra[0]}", "not a response_format field this server knows"
-            )
-    if kind == "text":
-        return None
-    if kind == "json_object":
-        # JSON mode promises a JSON object, any object: a schema that admits every one.
-        return {"type": "object"}
-    if kind == "json_schema":
-        spec = response_format.get("json_schema")
-        schema = spec.get("schema") if isinstance(spec, Mapping) else None
-        if not isinstance(spec, Mapping) or not isinstance(schema, Mapping):
-            raise UnsupportedParameterError(
-                "response_format", "json_schema needs a 'schema' object: {'json_schema': "
-                "{'name': ..., 'schema': {...}}}",
-            )  # fmt: skip
-        unknown = sorted(
-            k for k, v in spec.items() if k not in _JSON_SCHEMA_FIELDS and v is not None
-        )
-        if unknown:
-            raise UnsupportedParameterError(
-                f"response_format.json_schema.{unknown[0]}",
-                f"not a json_schema field this server knows; send {', '.join(_JSON_SCHEMA_FIELDS)}",
-            )
-        return _described(dict(schema), spec.get("name"), spec.get("description"))
-    raise UnsupportedParameterError(
-        "response_format", f"type {kind!r} is not one of text, json_object, json_schema"
-    )
-
-
-def _described(schema: dict[str, Any], name: Any, description: Any) -> dict[str, Any]:
-    """`wire.described`, the format's name and description checked first."""
-    for key, value in (("name", name), ("description", description)):
-        if value is not None and not isinstance(value, str):
-            raise UnsupportedParameterError(
-                f"response_format.json_schema.{key}", "must be a string"
-            )
-    return wire.described(schema, name, description)
-
-
-# --------------------------------------------------------------------------- tools
-
-
-def _function_tools(tools: Any) -> list[FunctionTool]:
-    """OpenAI function tools -> `FunctionTool`s without executors (the client runs them), read
-    by the tool layer's one rule (`tool_from_spec`), each error naming `tools[i]...`."""
-    if not isinstance(tools, Sequence) or isinstance(tools, str | bytes):
-        raise UnsupportedParameterError("tools", "must be a list of function tools")
-    for i, tool in enumerate(tools):
-        kind = tool.get("type") if isinstance(tool, Mapping) else None
-        if kind != "function":
-            raise UnsupportedParameterError(
-                "tools",
-                f"tools[{i}] is not a function tool ({{'type': 'function', 'function': "
-                f"{{'name', 'description', 'parameters'}}}}); type {kind!r} cannot be offered",
-            )
-    try:
-        return tools_from_specs(tools)
-    except UnsupportedRequestError as exc:
-        raise UnsupportedParameterError("tools", str(exc)) from None
-
-
-def _tool_choice(choice: Any) -> tuple[ToolChoice, list[str] | None]:
-    """OpenAI's `tool_choice` -> the provider's (what it means: `_tool_choice.offered_tools`),
-    and the names of the tools `allowed_tools` lets the model call (None: all)."""
-    match choice:
-        case "auto" | "none" | "required":
-            return choice, None
-        case {"type": "function", "function": {"name": str(name)}}:
-            return NamedToolChoice(name=name), None
-        case {"type": "allowed_tools"}:
-            return _allowed_tools(choice.get("allowed_tools"))
-        case _:
-            raise UnsupportedParameterError(
-                "tool_choice",
-                f"{json.dumps(choice)} is not one of 'auto', 'none', 'required', "
-                f"{{'type': 'function', 'function': {{'name': ...}}}} or "
-                f"{{'type': 'allowed_tools', 'allowed_tools': {{...}}}}",
-            )
-
-
-def _allowed_tools(spec: Any) -> tuple[ToolChoice, list[str]]:
-    """OpenAI's `allowed_tools`: the mode (`auto`: may call; `required`: must call one of them)
-    and the names of the tools the model may call."""
-    if not isinstance(spec, Mapping) or set(spec) - {"mode", "tools"}:
+    if not isinstance(response_format, Mapping):
+        raise UnsupportedParameterError("response_format", "must be an object with a 'type'")
+    extra = sorted(k for k in response_format if k not in ("type", "json_schema"))
+    if extra:
         raise UnsupportedParameterError(
-            "tool_choice.allowed_tools", "must be {'mode': 'auto' | 'required', 'tools': [...]}"
+            f"response_format.{extra[0]}", "not a response_format field this server knows"
         )
-    mode, listed = spec.get("mode"), spec.get("tools")
-    if mode not in ("auto", "required"):
-        raise UnsupportedParameterError(
-            "tool_choice.allowed_tools.mode", f"{json.dumps(mode)} is not 'auto' or 'required'"
-        )
-    if not isinstance(listed, list):
-        raise UnsupportedParameterError(
-            "tool_choice.allowed_tools.tools", "must be a non-empty list of tools"
-        )
-    allowed: list[str] = []
-    for i, tool in enumerate(listed):
-        match tool:
-            case {"type": "function", "function": {"name": str(name)}}:
-                allowed.append(name)
-            case _:
-                raise UnsupportedParameterError(
-                    f"tool_choice.allowed_tools.tools[{i}]",
-                    "must be {'type': 'function', 'function': {'name': ...}}",
-                )
-    return mode, allowed
+    spec = response_format.get("json_schema")
+    path = "response_format.json_schema"
+    return wire.output_schema(response_format.get("type"), "response_format", spec, path)
 
 
 # --------------------------------------------------------------------------- messages in
@@ -538,13 +380,7 @@ def _image_url(image: Any, where: str, path: str) -> str:
                 f"{path}.{key}", "not an image_url field this server knows; send 'url' (and "
                 "'detail') only",
             )  # fmt: skip
-    detail = image.get("detail")
-    if detail == "low":
-        raise UnsupportedParameterError(f"{path}.detail", NO_LOW_DETAIL)
-    if detail is not None and detail not in IMAGE_DETAIL:
-        raise UnsupportedParameterError(
-            f"{path}.detail", f"{json.dumps(detail)} is not one of auto, high, low"
-        )
+    wire.image_detail(image.get("detail"), f"{path}.detail")
     return str(image["url"])
 
 
@@ -596,27 +432,10 @@ def _assistant_content(message: Mapping[str, Any], where: str) -> tuple[req.Assi
         name = function.get("name")
         if not isinstance(name, str) or not name:
             raise InvalidMessagesError(f"{here}: a tool call's function needs a 'name'")
-        blocks.append(req.ToolCall(call["id"], name, _arguments(function, here)))
+        blocks.append(
+            req.ToolCall(call["id"], name, wire.arguments(function.get("arguments"), here))
+        )
     return tuple(blocks)
-
-
-def _arguments(function: Mapping[str, Any], where: str) -> dict[str, Any]:
-    raw = function.get("arguments")
-    if isinstance(raw, Mapping):
-        return dict(raw)
-    if raw is None or (isinstance(raw, str) and not raw.strip()):
-        return {}
-    try:
-        arguments = json.loads(raw)
-    except (TypeError, ValueError):
-        raise InvalidMessagesError(f"{where}: 'arguments' is not valid JSON") from None
-    except RecursionError:
-        raise InvalidMessagesError(
-            f"{where}: 'arguments' is JSON nested too deeply to read; flatten it"
-        ) from None
-    if not isinstance(arguments, dict):
-        raise InvalidMessagesError(f"{where}: 'arguments' must be a JSON object")
-    return arguments
 
 
 # --------------------------------------------------------------------------- answers out
@@ -647,10 +466,6 @@ def completion_id() -> str:
     return f"chatcmpl-{uuid.uuid4().hex}"
 
 
-def _arguments_json(arguments: dict[str, Any]) -> str:
-    return json.dumps(arguments, ensure_ascii=False)
-
-
 def message(result: t.GenerateResult, *, structured: bool = False) -> dict[str, Any]:
     """The assistant message of a `GenerateResult` (single-turn: its calls are the client's)."""
     content: str | None = result.text or None
@@ -660,8 +475,8 @@ def message(result: t.GenerateResult, *, structured: bool = False) -> dict[str, 
     calls = [c for c in result.tool_calls if not c.provider_executed]
     if calls:
         answer["tool_calls"] = [
-            {"id": c.tool_call_id, "type": "function",
-             "function": {"name": c.tool_name, "arguments": _arguments_json(c.input)}}
+            {"id": c.tool_call_id, "type": "function", "function": {
+                "name": c.tool_name, "arguments": json.dumps(c.input, ensure_ascii=False)}}
             for c in calls
         ]  # fmt: skip
     if result.reasoning:
@@ -709,12 +524,8 @@ class ChunkMapper:
     """
 
     def __init__(self, *, structured: bool = False) -> None:
-        self.structured = structured
         self.usage: t.Usage | None = None
-        self._index: dict[str, int] = {}  # call id -> index in tool_calls
-        self._arguments: dict[str, str] = {}  # call id -> arguments sent so far
-        self._reasoning: dict[str, list[str]] = {}
-        self._sent = SentParts()  # part and call ids something was sent for
+        self._blocks = Blocks(remedy=wire.RESEND, structured=structured)
 
     @staticmethod
     def start() -> dict[str, Any]:
@@ -723,66 +534,33 @@ class ChunkMapper:
 
     def choices(self, part: t.StreamPart) -> list[dict[str, Any]]:
         """The choices one part becomes (often none)."""
-        match part:
-            case t.TextDeltaPart():
-                if self.structured:
-                    return []  # the answer is the structured output, at the end
-                self._sent.add(part.id)
-                return [_choice({"content": part.delta})]
-            case t.ReasoningDeltaPart():
-                self._sent.add(part.id)
-                self._reasoning.setdefault(part.id, []).append(part.delta)
-                return [_choice({"reasoning_content": part.delta})]
-            case t.ReasoningEndPart():
-                text = "".join(self._reasoning.pop(part.id, []))
-                block = wire.thinking_block(text, part.signature, part.redacted)
-                return [_choice({"thinking_blocks": [block]})] if block else []
-            case t.ToolInputStartPart():
-                return [self._open_call(part.id, part.tool_name, "")]
-            case t.ToolInputDeltaPart():
-                self._arguments[part.id] = self._arguments.get(part.id, "") + part.delta
-                return [self._call_delta(part.id, {"arguments": part.delta})]
-            case t.ToolCallPart():
-                arguments = _arguments_json(part.input)
-                if part.tool_call_id not in self._index:  # not streamed: a recovered call
-                    return [self._open_call(part.tool_call_id, part.tool_name, arguments)]
-                if not self._arguments.get(part.tool_call_id, "").strip():
-                    # No argument fragments came (a call without arguments): send them whole,
-                    # so the client reads valid JSON.
-                    return [self._call_delta(part.tool_call_id, {"arguments": arguments})]
-                return []
-            case t.DiscardPart():
-                self._sent.discard(part, wire.RESEND)
-                return []
+        return [choice for event in self._blocks.add(part) for choice in self._choices(event)]
+
+    def _choices(self, event: BlockEvent) -> list[dict[str, Any]]:
+        match event:
+            case Delta(block=Block(kind="text")):
+                return [_choice({"content": event.delta})]
+            case Delta(block=Block(kind="reasoning")):
+                return [_choice({"reasoning_content": event.delta})]
+            case End(block=Block(kind="reasoning") as block):
+                thinking = wire.thinking_block(block.text, block.signature, block.redacted)
+                return [_choice({"thinking_blocks": [thinking]})] if thinking else []
+            case Start(block=Block(kind="tool-call") as call):
+                function = {"name": call.name, "arguments": ""}
+                opened = {
+                    "index": call.nth,
+                    "id": call.id,
+                    "type": "function",
+                    "function": function,
+                }
+                return [_choice({"tool_calls": [opened]})]
+            case Delta(block=Block(kind="tool-call") as call):
+                function = {"arguments": event.delta}
+                return [_choice({"tool_calls": [{"index": call.nth, "function": function}]})]
             case t.FinishPart():
-                self.usage = part.usage
-                choices = []
-                if self.structured and part.structured_output is not None:
-                    content = json.dumps(part.structured_output, ensure_ascii=False)
-                    choices.append(_choice({"content": content}))
-                choices.append({"delta": {}, "finish_reason": _FINISH[part.finish_reason]})
-                return choices
-            case (
-                t.StreamStartPart()
-                | t.TextStartPart()
-                | t.TextEndPart()
-                | t.ReasoningStartPart()
-                | t.ToolInputEndPart()
-                | t.ErrorPart()  # the provider raises right after it
-                | t.ToolResultPart()  # only for calls the provider ran: none have executors
-            ):
-                return []
-
-    def _open_call(self, call_id: str, name: str, arguments: str) -> dict[str, Any]:
-        self._index[call_id] = len(self._index)
-        self._sent.add(call_id)
-        self._arguments[call_id] = arguments
-        call = {"index": self._index[call_id], "id": call_id, "type": "function",
-                "function": {"name": name, "arguments": arguments}}  # fmt: skip
-        return _choice({"tool_calls": [call]})
-
-    def _call_delta(self, call_id: str, function: dict[str, Any]) -> dict[str, Any]:
-        return _choice({"tool_calls": [{"index": self._index[call_id], "function": function}]})
+                self.usage = event.usage
+                return [{"delta": {}, "finish_reason": _FINISH[event.finish_reason]}]
+        return []  # the provider raises right after an error part; no call has an executor
 
 
 def _choice(delta: dict[str, Any]) -> dict[str, Any]:

@@ -23,13 +23,10 @@ from typing import Any
 from . import _request as req
 from . import _wire as wire
 from . import types as t
-from ._error_kinds import SentParts
-from ._messages import IMAGE_DETAIL, NO_LOW_DETAIL, TOOLS_NEEDED
-from ._tool_choice import NamedToolChoice, ToolChoice, offered_tools
+from ._blocks import Block, BlockEvent, Blocks, Delta, End, Start
 from ._wire import UnsupportedParameterError
 from .errors import InvalidMessagesError, UnsupportedRequestError
-from .settings import EFFORT_NAMES
-from .tools import FunctionTool, tools_from_specs
+from .tools import FunctionTool
 
 __all__ = [
     "EventMapper",
@@ -82,13 +79,6 @@ _ONLY_DEFAULT: dict[str, tuple[tuple[Any, ...], str]] = {
 #: `include` values: encrypted reasoning is in every reasoning item anyway.
 _INCLUDABLE = frozenset({"reasoning.encrypted_content"})
 
-#: Hosted tools of OpenAI's (any tool type but `function`): refused, naming the type.
-_HOSTED = "hosted tools are not offered here (only 'function' tools, which the client runs)"
-
-
-def _asks_nothing(value: Any, allowed: tuple[Any, ...]) -> bool:
-    return any(type(value) is type(a) and value == a for a in allowed)
-
 
 @dataclass(frozen=True)
 class ResponsesRequest:
@@ -125,7 +115,7 @@ def parse_request(body: Mapping[str, Any]) -> ResponsesRequest:
                 name, "not a Responses API field this server knows; leave it out"
             )
         allowed, reason = _ONLY_DEFAULT[name]
-        if not _asks_nothing(value, allowed):
+        if not wire.asks_nothing(value, allowed):
             raise UnsupportedParameterError(
                 name, f"{json.dumps(value)} cannot be honoured: {reason}; leave it out"
             )
@@ -138,21 +128,11 @@ def parse_request(body: Mapping[str, Any]) -> ResponsesRequest:
     instructions = given.get("instructions")
     if instructions is not None and not isinstance(instructions, str):
         raise UnsupportedParameterError("instructions", "must be a string")
-    options: JSON = {}
-    model = given.get("model")
-    if model is not None:
-        if not isinstance(model, str) or not model.strip():
-            raise UnsupportedParameterError("model", "must be a model name (a string)")
-        options["model"] = model
-    tools = _function_tools(given.get("tools", []))
+    options = wire.model_option(given)
+    model = options.get("model")
+    tools = wire.function_tools(given.get("tools", []), nested=False)
     if "tool_choice" in given:
-        # Only the allowed tools are offered: the model cannot call one it is not shown.
-        choice, subset = _tool_choice(given["tool_choice"])
-        try:
-            tools = offered_tools(tools, choice, allowed=subset)
-        except UnsupportedRequestError as exc:
-            raise UnsupportedParameterError("tool_choice", str(exc)) from None
-        options["tool_choice"] = choice
+        tools, options["tool_choice"] = wire.tool_choice(tools, given["tool_choice"], nested=False)
     for name in ("parallel_tool_calls", "stream", "store"):
         if name in given and not isinstance(given[name], bool):
             raise UnsupportedParameterError(name, "must be true or false")
@@ -169,7 +149,7 @@ def parse_request(body: Mapping[str, Any]) -> ResponsesRequest:
     if schema is not None:
         options["output_schema"] = schema
     stream = given.get("stream", False)
-    _stream_options(given.get("stream_options"), stream)
+    wire.stream_options(given.get("stream_options"), stream)
     _include(given.get("include"))
     metadata = given.get("metadata", {})
     if not isinstance(metadata, Mapping) or not all(isinstance(v, str) for v in metadata.values()):
@@ -200,19 +180,6 @@ def parse_request(body: Mapping[str, Any]) -> ResponsesRequest:
         structured=schema is not None,
         echo=echo,
     )
-
-
-def _stream_options(value: Any, stream: bool) -> None:
-    if value is None:
-        return
-    if not stream:
-        raise UnsupportedParameterError(
-            "stream_options", "is only allowed when 'stream' is true; leave it out or stream"
-        )
-    if not isinstance(value, Mapping) or set(value) - {"include_obfuscation"}:
-        raise UnsupportedParameterError(
-            "stream_options", "only include_obfuscation is known (events are never obfuscated)"
-        )
 
 
 def _include(value: Any) -> None:
@@ -246,21 +213,7 @@ def _reasoning_options(reasoning: Any) -> JSON:
             raise UnsupportedParameterError(
                 f"reasoning.{key}", "not a reasoning field this server knows; leave it out"
             )
-    effort = reasoning.get("effort")
-    if effort is None:
-        return {}
-    if effort == "none":
-        return {"thinking": "disabled"}
-    if not isinstance(effort, str) or effort not in EFFORT_NAMES:
-        raise UnsupportedParameterError(
-            "reasoning.effort", f"{effort!r} is not one of none, {', '.join(EFFORT_NAMES)}"
-        )
-    return {"effort": EFFORT_NAMES[effort]}
-
-
-#: The fields of a `json_schema` text format: `strict` holds anyway (the CLI checks the answer
-#: against the schema); `name` and `description` go into the schema the model is shown.
-_JSON_SCHEMA_FIELDS = frozenset({"type", "name", "description", "schema", "strict"})
+    return wire.effort(reasoning.get("effort"), "reasoning.effort")
 
 
 def _output_schema(text: Any) -> JSON | None:
@@ -282,82 +235,7 @@ def _output_schema(text: Any) -> JSON | None:
         )
     spec = text.get("format")
     kind = spec.get("type") if isinstance(spec, Mapping) else None
-    if spec is None or kind == "text":
-        return None
-    if kind == "json_object":
-        # JSON mode promises a JSON object, any object: a schema that admits every one.
-        return {"type": "object"}
-    if kind != "json_schema" or not isinstance(spec, Mapping):
-        raise UnsupportedParameterError(
-            "text.format", f"type {kind!r} is not one of text, json_object, json_schema"
-        )
-    unknown = sorted(k for k, v in spec.items() if k not in _JSON_SCHEMA_FIELDS and v is not None)
-    if unknown:
-        raise UnsupportedParameterError(
-            f"text.format.{unknown[0]}", "not a json_schema field this server knows; leave it out"
-        )
-    schema, name, description = spec.get("schema"), spec.get("name"), spec.get("description")
-    if not isinstance(schema, Mapping):
-        raise UnsupportedParameterError("text.format.schema", "required: a JSON Schema object")
-    for key, value in (("name", name), ("description", description)):
-        if value is not None and not isinstance(value, str):
-            raise UnsupportedParameterError(f"text.format.{key}", "must be a string")
-    return wire.described(schema, name, description)
-
-
-# --------------------------------------------------------------------------- tools
-
-
-def _function_tools(tools: Any) -> list[FunctionTool]:
-    """Responses function tools (`{"type": "function", "name", "description", "parameters",
-    "strict"}`) -> `FunctionTool`s without executors, by the tool layer's one rule."""
-    if not isinstance(tools, list):
-        raise UnsupportedParameterError("tools", "must be a list of function tools")
-    specs = []
-    for i, tool in enumerate(tools):
-        kind = tool.get("type") if isinstance(tool, Mapping) else None
-        if kind != "function" or not isinstance(tool, Mapping):
-            raise UnsupportedParameterError(
-                f"tools[{i}]", f"type {kind!r} cannot be offered: {_HOSTED}"
-            )
-        spec = {k: v for k, v in tool.items() if k != "type"}
-        spec.setdefault("parameters", None)  # none: a tool without arguments
-        specs.append(spec)
-    try:
-        return tools_from_specs(specs)
-    except UnsupportedRequestError as exc:
-        raise UnsupportedParameterError("tools", str(exc)) from None
-
-
-def _tool_choice(choice: Any) -> tuple[ToolChoice, list[str] | None]:
-    """The Responses `tool_choice` -> the provider's, and the names `allowed_tools` lets the
-    model call (None: all)."""
-    match choice:
-        case "auto" | "none" | "required":
-            return choice, None
-        case {"type": "function", "name": str(name)}:
-            return NamedToolChoice(name=name), None
-        case {"type": "allowed_tools", "mode": "auto" | "required" as mode, "tools": list(listed)}:
-            allowed = []
-            for i, tool in enumerate(listed):
-                match tool:
-                    case {"type": "function", "name": str(name)}:
-                        allowed.append(name)
-                    case _:
-                        raise UnsupportedParameterError(
-                            f"tool_choice.tools[{i}]",
-                            f"must be {{'type': 'function', 'name'}}: {_HOSTED}",
-                        )
-            return mode, allowed
-        case {"type": str(kind)} if kind not in ("function", "allowed_tools"):
-            raise UnsupportedParameterError("tool_choice", f"type {kind!r}: {_HOSTED}")
-        case _:
-            raise UnsupportedParameterError(
-                "tool_choice",
-                f"{json.dumps(choice)} is not one of 'auto', 'none', 'required', "
-                f"{{'type': 'function', 'name': ...}} or {{'type': 'allowed_tools', 'mode': "
-                f"'auto' | 'required', 'tools': [...]}}",
-            )
+    return None if spec is None else wire.output_schema(kind, "text.format", spec, "text.format")
 
 
 # --------------------------------------------------------------------------- input items in
@@ -396,16 +274,11 @@ def provider_call(
     """The provider call for `request`: its instructions, the `previous` conversation (the
     items of the response it continues) and its own input as typed messages, with its tools and
     call options. A history with tool calls in a request without `tools` gets the called tools
-    defined again, uncallable (`wire.called_tools`)."""
+    defined again, uncallable (`wire.history_tools`)."""
     items = [*previous, *request.items]
     messages = input_messages(items, request.instructions, replayed=len(previous))
-    tools, options = list(request.tools), dict(request.options)
-    if not tools and req.holds_tool_blocks(messages):
-        called = wire.called_tools(messages)
-        if not called or options.get("tool_choice", "none") not in ("auto", "none"):
-            raise UnsupportedParameterError("tools", TOOLS_NEEDED)
-        tools, options["tool_choice"] = called, "none"
-    return messages, tools, options
+    options = dict(request.options)
+    return messages, wire.history_tools(messages, list(request.tools), options), options
 
 
 def input_messages(
@@ -433,7 +306,7 @@ def input_messages(
             raise UnsupportedParameterError(
                 f"{path}.type",
                 f"{kind!r} is not an input item this server reads (message, function_call, "
-                f"function_call_output, reasoning, item_reference): {_HOSTED}",
+                f"function_call_output, reasoning, item_reference): {wire.HOSTED}",
             )
         _check_fields(item, _ITEM_FIELDS[kind], path, f"a {kind} item")
         if kind == "function_call_output":
@@ -518,12 +391,7 @@ def _image(part: Mapping[str, Any], path: str) -> req.Image:
         raise UnsupportedParameterError(
             f"{path}.image_url", "required: the image as a data: URL (or an https URL)"
         )
-    if detail == "low":
-        raise UnsupportedParameterError(f"{path}.detail", NO_LOW_DETAIL)
-    if detail is not None and detail not in IMAGE_DETAIL:
-        raise UnsupportedParameterError(
-            f"{path}.detail", f"{json.dumps(detail)} is not one of auto, high, low"
-        )
+    wire.image_detail(detail, f"{path}.detail")
     return req.Image(url=url)
 
 
@@ -557,19 +425,7 @@ def _function_call(item: Mapping[str, Any], path: str) -> req.ToolCall:
         raise InvalidMessagesError(f"{path}: a function_call needs its 'call_id'")
     if not isinstance(name, str) or not name:
         raise InvalidMessagesError(f"{path}: a function_call needs its 'name'")
-    if raw is None or (isinstance(raw, str) and not raw.strip()):
-        return req.ToolCall(call_id, name, {})
-    try:
-        arguments = json.loads(raw) if isinstance(raw, str) else None
-    except ValueError:
-        arguments = None
-    except RecursionError:
-        raise InvalidMessagesError(
-            f"{path}: 'arguments' is JSON nested too deeply to read; flatten it"
-        ) from None
-    if not isinstance(arguments, dict):
-        raise InvalidMessagesError(f"{path}: 'arguments' must be a JSON object, as a string")
-    return req.ToolCall(call_id, name, arguments)
+    return req.ToolCall(call_id, name, wire.arguments(raw, path))
 
 
 def _tool_result(item: Mapping[str, Any], path: str) -> req.ToolResult:
@@ -880,7 +736,7 @@ class EventMapper:
         self.response = response_object(request, output=[], **self._frame)
         self._number = 0
         self._items: dict[str, _Item] = {}  # part id -> the item it writes, while open
-        self._sent = SentParts()
+        self._blocks = Blocks(remedy=wire.RESEND, structured=request.structured)
         self._finish: t.FinishPart | None = None
 
     def start(self) -> list[JSON]:
@@ -891,50 +747,27 @@ class EventMapper:
 
     def add(self, part: t.StreamPart) -> list[JSON]:
         """The events one part becomes (often none)."""
-        match part:
-            case t.TextDeltaPart():
-                if self.request.structured:
-                    return []  # the answer is the structured output, at the end
-                return self._write(part.id, part.delta, opens="message")
-            case t.TextEndPart():
-                return self._close(part.id) if part.id in self._items else []
-            case t.ReasoningDeltaPart():
-                return self._write(part.id, part.delta, opens="reasoning")
-            case t.ReasoningEndPart():
-                events = []
-                if part.id not in self._items:
-                    if not (part.signature or part.redacted):
-                        return []  # said nothing, and holds nothing to send back
-                    blank = _reasoning_item(self._next_id("reasoning"), "", None, None)
-                    events = self._open(part.id, blank)
-                sealed = {"signature": part.signature, "redacted": part.redacted}
-                return [*events, *self._close(part.id, **sealed)]
-            case t.ToolInputStartPart():
-                blank = _call_item(self._next_id("function_call"), part.id, part.tool_name, "")
-                return self._open(part.id, blank)
-            case t.ToolInputDeltaPart():
-                return self._write(part.id, part.delta)
-            case t.ToolCallPart():
-                return [] if part.provider_executed else self._call(part)
-            case t.DiscardPart():
-                self._sent.discard(part, wire.RESEND)
-                return []
-            case t.FinishPart():
-                self._finish = part
-                if not (self.request.structured and part.structured_output is not None):
-                    return []
-                text = json.dumps(part.structured_output, ensure_ascii=False)
-                written = self._write("structured", text, opens="message")
-                return [*written, *self._close("structured")]
-            case (
-                t.StreamStartPart()
-                | t.TextStartPart()
-                | t.ReasoningStartPart()
-                | t.ToolInputEndPart()
-                | t.ErrorPart()  # the provider raises right after it
-                | t.ToolResultPart()  # only for calls the provider ran: none have executors
-            ):
-                return []
+        if isinstance(part, t.FinishPart):
+            self._finish = part
+        return [e for event in self._blocks.add(part) for e in self._events(event)]
+
+    def _events(self, event: BlockEvent) -> list[JSON]:
+        match event:
+            case Start(block=Block(kind="text") as block):
+                return self._open(block.id, _message_item(self._next_id("message"), None))
+            case Start(block=Block(kind="reasoning") as block):
+                return self._open(
+                    block.id, _reasoning_item(self._next_id("reasoning"), "", None, None)
+                )
+            case Start(block=block):
+                return self._open(
+                    block.id, _call_item(self._next_id("function_call"), block.id, block.name, "")
+                )
+            case Delta(block=block):
+                return self._write(block.id, event.delta)
+            case End(block=block):
+                return self._close(block.id, signature=block.signature, redacted=block.redacted)
+        return []  # the provider raises right after an error part; no call has an executor
 
     def finish(self) -> JSON:
         """The last event: `response.completed`, or `response.incomplete` (max output tokens,
@@ -975,33 +808,13 @@ class EventMapper:
         body["status"] = "in_progress"
         self._items[part_id] = _Item(body, len(self.output))
         self.output.append(body)
-        self._sent.add(part_id)
         return [
             self._event("response.output_item.added", output_index=len(self.output) - 1, item=body)
         ]
 
-    def _call(self, part: t.ToolCallPart) -> list[JSON]:
-        call_id, events = part.tool_call_id, []
-        if call_id not in self._items:  # not streamed: a recovered call
-            blank = _call_item(self._next_id("function_call"), call_id, part.tool_name, "")
-            events = self._open(call_id, blank)
-        if not "".join(self._items[call_id].chunks).strip():
-            # No fragments came: the arguments whole, so a client reads valid JSON.
-            events += self._write(call_id, _arguments(part.input))
-        return [*events, *self._close(call_id)]
-
-    def _write(self, part_id: str, delta: str, opens: str | None = None) -> list[JSON]:
-        """A delta of the item `part_id` writes, opening it (a new item of type `opens`) and
-        its text part first."""
+    def _write(self, part_id: str, delta: str) -> list[JSON]:
+        """A delta of the item `part_id` writes, opening its text part first."""
         events = []
-        if opens is not None and part_id not in self._items:
-            new_id = self._next_id(opens)
-            blank = (
-                _message_item(new_id, None)
-                if opens == "message"
-                else _reasoning_item(new_id, "", None, None)
-            )
-            events = self._open(part_id, blank)
         item = self._items[part_id]
         prefix, text_part, index = _STREAMS[item.body["type"]]
         where = {index: 0} if index else {}

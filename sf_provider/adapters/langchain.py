@@ -342,16 +342,14 @@ class ChatClaudeAgent(BaseChatModel):
         try:
             request, lost = _request(messages, stop, self._call_options(kwargs, stop))
             model = self._requested_model(request.options.model)
-            chunks = _ChunkMapper(model, blocks=bool(request.tools))
-            chunks.warnings.extend(lost)
+            mapper = _ChunkMapper(model, blocks=bool(request.tools))
+            mapper.warnings.extend(lost)
             async with aclosing(door.stream(self.provider, request)) as parts:
                 async for part in parts:
-                    chunk = chunks.chunk(part)
-                    if chunk is None:
-                        continue
-                    if run_manager is not None and chunk.text:
-                        await run_manager.on_llm_new_token(chunk.text, chunk=chunk)
-                    yield chunk
+                    for chunk in mapper.chunks(part):
+                        if run_manager is not None and chunk.text:
+                            await run_manager.on_llm_new_token(chunk.text, chunk=chunk)
+                        yield chunk
         except ProviderError as exc:
             if not (keep_reply and isinstance(exc, _NOT_ANSWERING)):
                 _as_langchain_error(exc)
@@ -1025,89 +1023,64 @@ class _ChunkMapper:
         self.blocks = blocks
         self.warnings: list[sf.CallWarning] = []
         self.invalid: dict[str, str] = {}
-        self.streamed = door.SentParts()  # part and call ids already handed to LangChain
-        self.index: dict[str, int | None] = {}  # part id -> its content block (None: a string)
+        self._strings: set[str] = set()  # text blocks streamed as plain strings
+        remedy = "retry, or use invoke/ainvoke, which fold the redo correctly"
+        self._parts = door.Blocks(remedy=remedy, whole_calls=True)  # a call streams whole
 
-    def _in_blocks(self) -> bool:
-        return self.blocks or any(i is not None for i in self.index.values())
+    def chunks(self, part: sf.StreamPart) -> list[ChatGenerationChunk]:
+        """The chunks one part becomes (often none)."""
+        return [
+            _chunk(m) for item in self._parts.add(part) if (m := self._message(item)) is not None
+        ]
 
-    def _index(self, part_id: str, *, block: bool) -> int | None:
-        if part_id not in self.index:
-            self.index[part_id] = len(self.index) if block or self._in_blocks() else None
-        return self.index[part_id]
-
-    def chunk(self, part: sf.StreamPart) -> ChatGenerationChunk | None:
-        match part:
+    def _message(self, item: door.BlockEvent) -> AIMessageChunk | None:
+        match item:
             case sf.StreamStartPart():
-                _warn(part.warnings)
-                self.warnings.extend(part.warnings)
-            case sf.TextDeltaPart():
-                self.streamed.add(part.id)
-                index = self._index(part.id, block=False)
-                if index is None:
-                    return _chunk(AIMessageChunk(content=part.delta))
-                return _chunk(AIMessageChunk(content=[
-                    {"type": "text", "text": part.delta, "index": index}]))  # fmt: skip
-            case sf.ReasoningDeltaPart():
-                self.streamed.add(part.id)
-                block = {"type": "thinking", "thinking": part.delta,
-                         "index": self._index(part.id, block=True)}  # fmt: skip
-                return _chunk(AIMessageChunk(content=[block], additional_kwargs={
-                    "reasoning_content": part.delta}))  # fmt: skip
-            case sf.ReasoningEndPart() if part.redacted:  # whole, as ChatAnthropic streams it
-                self.streamed.add(part.id)
-                block = {"type": "redacted_thinking", "data": part.redacted,
-                         "index": self._index(part.id, block=True)}  # fmt: skip
-                return _chunk(AIMessageChunk(content=[block]))
-            case sf.ReasoningEndPart() if part.signature and part.id in self.index:
-                block = {"type": "thinking", "thinking": "", "signature": part.signature,
-                         "index": self.index[part.id]}  # fmt: skip
-                return _chunk(AIMessageChunk(content=[block]))
-            case sf.ToolCallPart():
-                _app_call(part.provider_executed, part.tool_name)
-                self.streamed.add(part.tool_call_id)
-                if part.invalid:
-                    self.invalid[part.tool_call_id] = part.invalid_reason or ""
-                index = self._index(part.tool_call_id, block=True)
-                use = {"type": "tool_use", "id": part.tool_call_id, "name": part.tool_name,
-                       "input": part.input, "index": index}  # fmt: skip
-                call = tool_call_chunk(
-                    name=part.tool_name,
-                    args=json.dumps(part.input),
-                    id=part.tool_call_id,
-                    index=index,
+                _warn(item.warnings)
+                self.warnings.extend(item.warnings)
+            case door.Start(block=block) if block.kind == "text" and not self.blocks:
+                self._strings.add(block.id)
+            case door.Start():
+                self.blocks = True  # thinking or a call: later text streams as blocks too
+            case door.Delta(block=block) if block.id in self._strings:
+                return AIMessageChunk(content=item.delta)
+            case door.Delta(block=block) if block.kind == "text":
+                return AIMessageChunk(content=[{"type": "text", "text": item.delta,
+                                                "index": block.index}])  # fmt: skip
+            case door.Delta(block=block) if block.kind == "reasoning":
+                thinking = {"type": "thinking", "thinking": item.delta, "index": block.index}
+                return AIMessageChunk(
+                    content=[thinking], additional_kwargs={"reasoning_content": item.delta}
                 )
-                return _chunk(AIMessageChunk(content=[use], tool_call_chunks=[call]))
-            case sf.ToolResultPart():
-                _app_call(part.provider_executed, part.tool_name)
-            case sf.DiscardPart():
-                self.streamed.discard(
-                    part, "retry, or use invoke/ainvoke, which fold the redo correctly"
-                )
+            case door.End(block=block) if block.redacted:  # whole, as ChatAnthropic streams it
+                redacted = {"type": "redacted_thinking", "data": block.redacted,
+                            "index": block.index}  # fmt: skip
+                return AIMessageChunk(content=[redacted])
+            case door.End(block=block) if block.signature:
+                thinking = {"type": "thinking", "thinking": "", "signature": block.signature,
+                            "index": block.index}  # fmt: skip
+                return AIMessageChunk(content=[thinking])
+            case door.End(block=door.Block(call=sf.ToolCallPart() as call) as block):
+                if call.invalid:
+                    self.invalid[call.tool_call_id] = call.invalid_reason or ""
+                use = {"type": "tool_use", "id": call.tool_call_id, "name": call.tool_name,
+                       "input": call.input, "index": block.index}  # fmt: skip
+                chunk = tool_call_chunk(name=call.tool_name, args=json.dumps(call.input),
+                                        id=call.tool_call_id, index=block.index)  # fmt: skip
+                return AIMessageChunk(content=[use], tool_call_chunks=[chunk])
+            case sf.ToolCallPart() | sf.ToolResultPart():  # the provider ran it: none should
+                _app_call(item.provider_executed, item.tool_name)
             case sf.FinishPart():
                 metadata = _response_metadata(
-                    part, self.warnings, self.invalid, self.requested_model
+                    item, self.warnings, self.invalid, self.requested_model
                 )
                 # Empty content of the stream's own kind (a string would become a text block).
-                return _chunk(
-                    AIMessageChunk(
-                        content=[] if self._in_blocks() else "",
-                        usage_metadata=_usage_metadata(part.usage),
-                        response_metadata=metadata,
-                        chunk_position="last",
-                    )
+                return AIMessageChunk(
+                    content=[] if self.blocks else "",
+                    usage_metadata=_usage_metadata(item.usage),
+                    response_metadata=metadata,
+                    chunk_position="last",
                 )
-            case (
-                sf.ErrorPart()  # the provider raises right after it
-                | sf.TextStartPart()
-                | sf.TextEndPart()
-                | sf.ReasoningStartPart()
-                | sf.ReasoningEndPart()  # unsigned, or with no text streamed
-                | sf.ToolInputStartPart()
-                | sf.ToolInputDeltaPart()  # the call is streamed whole, as its tool-call part
-                | sf.ToolInputEndPart()
-            ):
-                pass
         return None
 
 

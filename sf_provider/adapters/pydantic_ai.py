@@ -31,7 +31,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from decimal import Decimal
 from types import TracebackType
-from typing import Any, ClassVar, Literal, Self, assert_never
+from typing import Any, ClassVar, Literal, Self
 from uuid import uuid4
 
 import anyio
@@ -87,7 +87,7 @@ from pydantic_ai.usage import RequestUsage, UsageLimits
 from .. import _door as door
 from .. import errors
 from .. import types as sf
-from .._door import ErrorKind, NamedToolChoice, SentParts, ToolChoice, classify, offered_tools
+from .._door import ErrorKind, NamedToolChoice, ToolChoice, classify, offered_tools
 from ..provider import ClaudeAgentProvider
 from ..settings import EFFORT_NAMES, ProviderSettings
 from ..tools import FunctionTool, tool_from_spec
@@ -275,6 +275,7 @@ class ClaudeAgentModel(Model):
             _replay_warnings=flattened,
             _call_for_output=_call_for_output(model_settings, params),
             _folded=folded,
+            _executor=self.mode == "executor",
         )
         try:
             yield stream
@@ -630,6 +631,7 @@ class ClaudeStreamedResponse(StreamedResponse):
     _timestamp: datetime = field(default_factory=lambda: datetime.now(UTC))
     _index_of: dict[str, list[int]] = field(default_factory=dict)
     _discarded: set[int] = field(default_factory=set)
+    #: Executor mode: the provider runs the calls.
     _executor: bool = False
     #: Warnings of the adapter's own history conversion, reported with the provider's.
     _replay_warnings: list[sf.CallWarning] = field(default_factory=list)
@@ -642,13 +644,17 @@ class ClaudeStreamedResponse(StreamedResponse):
 
     async def _get_event_iterator(self) -> AsyncIterator[ModelResponseStreamEvent]:
         started = False
+        remedy = "run the agent again, or without streaming (agent.run), which leaves it out"
+        # Executor mode: the provider runs the calls, and they come as its own (`_map`).
+        blocks = door.Blocks(remedy=None if self._folded else remedy, whole_calls=self._executor)
         try:
             async for part in self._parts:
-                for event in self._map(part):
-                    if isinstance(event, PartStartEvent):
-                        self._index_of.setdefault(_vendor_id(part), []).append(event.index)
-                    started = True
-                    yield event
+                for item in blocks.add(part):
+                    for event in self._map(item):
+                        if isinstance(event, PartStartEvent):
+                            self._index_of.setdefault(_vendor_id(item), []).append(event.index)
+                        started = True
+                        yield event
         except errors.ToolChoiceViolationError:
             if not self._call_for_output:
                 raise
@@ -667,92 +673,74 @@ class ClaudeStreamedResponse(StreamedResponse):
                 raise
             raise error from exc
 
-    def _map(self, part: sf.StreamPart) -> Iterator[ModelResponseStreamEvent]:
+    def _map(self, item: door.BlockEvent) -> Iterator[ModelResponseStreamEvent]:
         manager = self._parts_manager
-        match part:
-            case sf.StreamStartPart():
-                self._executor = part.mode == "executor"
-                self._details()["mode"] = part.mode
-                # What was not honoured as asked: in `provider_details["warnings"]` and as a
-                # Python `UserWarning` (e.g. `history-flattened`), so it is seen without looking.
-                if call_warnings := [*self._replay_warnings, *part.warnings]:
-                    self._details()["warnings"] = [w.model_dump() for w in call_warnings]
-                    door.warn_user("ClaudeAgentModel", call_warnings)
-            case sf.TextDeltaPart():
-                yield from manager.handle_text_delta(vendor_part_id=part.id, content=part.delta)
-            case sf.ReasoningDeltaPart():
+        match item:
+            case door.Delta(block=door.Block(kind="text") as block):
+                yield from manager.handle_text_delta(vendor_part_id=block.id, content=item.delta)
+            case door.Delta(block=door.Block(kind="reasoning") as block):
                 yield from manager.handle_thinking_delta(
-                    vendor_part_id=part.id, content=part.delta, provider_name=_SYSTEM
+                    vendor_part_id=block.id, content=item.delta, provider_name=_SYSTEM
                 )
-            case sf.ReasoningEndPart() if part.redacted or part.signature:
+            case door.End(block=block) if block.kind == "reasoning" and (
+                block.signature or block.redacted
+            ):
                 # Redacted thinking as pydantic-ai's Anthropic model gives it: no text, the data
                 # as its signature.
                 yield from manager.handle_thinking_delta(
-                    vendor_part_id=part.id,
-                    id=_REDACTED_THINKING_ID if part.redacted else None,
-                    signature=part.redacted or part.signature,
+                    vendor_part_id=block.id,
+                    id=_REDACTED_THINKING_ID if block.redacted else None,
+                    signature=block.redacted or block.signature,
                     provider_name=_SYSTEM,
                 )
-            case sf.ToolInputStartPart() if not self._executor:
+            case door.Start(block=door.Block(kind="tool-call") as block):
                 yield from manager.handle_tool_call_delta_events(
-                    vendor_part_id=part.id, tool_name=part.tool_name, tool_call_id=part.id
+                    vendor_part_id=block.id, tool_name=block.name, tool_call_id=block.id
                 )
-            case sf.ToolInputDeltaPart() if not self._executor:
+            case door.Delta(block=door.Block(kind="tool-call") as block):
                 yield from manager.handle_tool_call_delta_events(
-                    vendor_part_id=part.id, args=part.delta
+                    vendor_part_id=block.id, args=item.delta
                 )
-            case sf.ToolCallPart() if part.provider_executed:
-                native = NativeToolCallPart(
-                    tool_name=part.tool_name,
-                    args=part.input,
-                    tool_call_id=part.tool_call_id,
-                    provider_name=_SYSTEM,
-                )
-                yield manager.handle_part(vendor_part_id=part.tool_call_id, part=native)
-            case sf.ToolCallPart():
+            case door.End(block=door.Block(call=sf.ToolCallPart() as call)):
                 # The complete arguments replace the streamed ones (they may come from an envelope).
                 yield manager.handle_tool_call_part(
-                    vendor_part_id=part.tool_call_id,
-                    tool_name=part.tool_name,
-                    args=part.input,
-                    tool_call_id=part.tool_call_id,
+                    vendor_part_id=call.tool_call_id,
+                    tool_name=call.tool_name,
+                    args=call.input,
+                    tool_call_id=call.tool_call_id,
                 )
-            case sf.ToolResultPart():
-                block = part.message_block()  # content blocks when it holds an image
-                result: NativeToolReturnPart[Any] = NativeToolReturnPart(
-                    tool_name=part.tool_name,
-                    content=block.get("content", part.output),
-                    tool_call_id=part.tool_call_id,
+            case sf.StreamStartPart():
+                self._details()["mode"] = item.mode
+                # What was not honoured as asked: in `provider_details["warnings"]` and as a
+                # Python `UserWarning` (e.g. `history-flattened`), so it is seen without looking.
+                if call_warnings := [*self._replay_warnings, *item.warnings]:
+                    self._details()["warnings"] = [w.model_dump() for w in call_warnings]
+                    door.warn_user("ClaudeAgentModel", call_warnings)
+            case sf.ToolCallPart():  # one the provider ran (executor mode)
+                native = NativeToolCallPart(
+                    tool_name=item.tool_name,
+                    args=item.input,
+                    tool_call_id=item.tool_call_id,
                     provider_name=_SYSTEM,
-                    outcome="failed" if part.is_error else "success",
                 )
-                yield manager.handle_part(vendor_part_id=_vendor_id(part), part=result)
-            case sf.DiscardPart():
-                if not self._folded:
-                    sent = SentParts()
-                    for part_id in self._index_of:
-                        sent.add(part_id)
-                    sent.discard(part, "run the agent again, or without streaming (agent.run), "
-                                 "which leaves the cut attempt out")  # fmt: skip
-                for part_id in part.ids:
+                yield manager.handle_part(vendor_part_id=item.tool_call_id, part=native)
+            case sf.ToolResultPart():
+                returned = item.message_block()  # content blocks when it holds an image
+                result: NativeToolReturnPart[Any] = NativeToolReturnPart(
+                    tool_name=item.tool_name,
+                    content=returned.get("content", item.output),
+                    tool_call_id=item.tool_call_id,
+                    provider_name=_SYSTEM,
+                    outcome="failed" if item.is_error else "success",
+                )
+                yield manager.handle_part(vendor_part_id=_vendor_id(item), part=result)
+            case sf.DiscardPart():  # taken out of the response (`get`)
+                for part_id in item.ids:
                     self._discarded.update(self._index_of.pop(part_id, []))
             case sf.FinishPart():
-                self._finish(part)
-                if part.structured_output is not None:
-                    yield from self._object_parts(part.structured_output)
-            case (
-                sf.TextStartPart()
-                | sf.TextEndPart()
-                | sf.ReasoningStartPart()
-                | sf.ReasoningEndPart()
-                | sf.ToolInputStartPart()
-                | sf.ToolInputDeltaPart()
-                | sf.ToolInputEndPart()
-                | sf.ErrorPart()  # the provider raises right after it
-            ):
-                pass
-            case _:
-                assert_never(part)
+                self._finish(item)
+                if item.structured_output is not None:
+                    yield from self._object_parts(item.structured_output)
 
     def _object_parts(self, value: Any) -> Iterator[ModelResponseStreamEvent]:
         """`NativeOutput`'s object as pydantic-ai reads a native output: the text after the
@@ -893,10 +881,12 @@ def _model_error(
     )
 
 
-def _vendor_id(part: sf.StreamPart) -> str:
-    """The key one provider part's pydantic-ai part is managed under."""
-    if isinstance(part, sf.ToolResultPart):
-        return f"{part.tool_call_id}:result"
-    if isinstance(part, sf.ToolCallPart):
-        return part.tool_call_id
-    return str(getattr(part, "id", ""))
+def _vendor_id(item: door.BlockEvent) -> str:
+    """The key the pydantic-ai part of a block or a provider part is managed under."""
+    if isinstance(item, door.Start | door.Delta | door.End):
+        return item.block.id
+    if isinstance(item, sf.ToolResultPart):
+        return f"{item.tool_call_id}:result"
+    if isinstance(item, sf.ToolCallPart):
+        return item.tool_call_id
+    return ""

@@ -288,7 +288,7 @@ STREAMING_DOORS: dict[str, tuple[Callable[[], Any], Callable[[Any, StreamPart], 
     ),
     "langchain": (
         lambda: langchain_door._ChunkMapper(None),
-        lambda mapper, part: mapper.chunk(part),
+        lambda mapper, part: mapper.chunks(part),
     ),
 }
 
