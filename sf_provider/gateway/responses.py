@@ -16,6 +16,7 @@ from collections.abc import AsyncGenerator, AsyncIterator, Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol
 
+import anyio
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
@@ -170,9 +171,9 @@ def response_routes(kept: ResponseStore) -> list[Route]:
     ) -> ModelCall:
         # --drop-params: the sampling settings are left out, each with a warning.
         dropped = [door.dropped(n) for n in door.SAMPLING if drop_params and n in body]
-        call = parse_request(
-            {k: v for k, v in body.items() if not (drop_params and k in door.SAMPLING)}
-        )
+        given = {k: v for k, v in body.items() if not (drop_params and k in door.SAMPLING)}
+        # Off the event loop, as `model_endpoint` parses the others: the tools' schema checks.
+        call = await anyio.to_thread.run_sync(parse_request, given)
         owner = _owner(request)
         previous = await _conversation(kept, owner, call)
         messages, tools, options = provider_call(call, previous)
