@@ -12,9 +12,13 @@ Through the gateway, the real CLI behind it and the scripted Messages API behind
 
 from __future__ import annotations
 
+import os
+import shlex
 import threading
+import time
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from pathlib import Path
 from typing import Any
 
 import anyio
@@ -23,6 +27,7 @@ import pytest
 from conftest import serving
 
 import sf_provider.tools as tools_module
+from sf_provider.capabilities import find_cli
 from sf_provider.gateway import GatewaySettings, create_app
 from sf_provider.gateway._http import MAX_JSON_DEPTH, MAX_JSON_VALUES
 from sf_provider.testing import ScriptedMessagesAPI, reply, text, tool_use
@@ -180,3 +185,60 @@ async def test_a_body_nested_past_the_limit_is_a_named_400_and_text_holding_brac
     assert f"nests deeper than {MAX_JSON_DEPTH} levels" in answer.json()["error"]["message"]
     assert fine.status_code == 200, fine.text
     assert any(brackets in b.get("text", "") for b in api.requests[0].blocks("text"))
+
+
+async def test_healthz_answers_while_the_cli_answers_its_version_check(tmp_path: Path) -> None:
+    # A CLI (the real one behind a wrapper) whose `--version` waits until the test lets it
+    # answer: the capability check runs it, off the event loop.
+    bundled = find_cli().path
+    assert bundled is not None
+    asked, answer = tmp_path / "asked", tmp_path / "answer"
+    os.mkfifo(answer)
+    wrapper = tmp_path / "claude"
+    wrapper.write_text(
+        "#!/bin/sh\n"
+        'if [ "$1" = "--version" ]; then\n'
+        f"  touch {shlex.quote(str(asked))}\n"
+        f"  cat {shlex.quote(str(answer))}\n"
+        "  exit 0\n"
+        "fi\n"
+        f'exec {shlex.quote(bundled)} "$@"\n'
+    )
+    wrapper.chmod(0o755)
+    version = Path(bundled).with_name("claude.version").read_text().split()[0]
+
+    def wait_until_asked() -> None:
+        while not asked.exists():
+            time.sleep(0.05)
+
+    def let_it_answer() -> None:
+        with answer.open("w") as fifo:
+            fifo.write(f"{version} (Claude Code)\n")
+
+    async with ScriptedMessagesAPI([reply(text("versioned"))]) as api:
+        app = create_app(
+            GatewaySettings(provider=api.settings(warm_processes=0, cli_path=str(wrapper)))
+        )
+        async with serving(app) as url, httpx.AsyncClient(base_url=url, timeout=300) as client:
+            answers: dict[str, httpx.Response] = {}
+
+            async def send() -> None:
+                answers["query"] = await client.post(
+                    "/v1/messages",
+                    json={
+                        "model": MODEL,
+                        "max_tokens": 64,
+                        "messages": [{"role": "user", "content": "hi"}],
+                    },
+                )
+
+            async with anyio.create_task_group() as group:
+                group.start_soon(send)
+                await anyio.to_thread.run_sync(wait_until_asked)
+                answers["healthz"] = await client.get("/healthz")
+                answered_while_asking = "query" not in answers
+                await anyio.to_thread.run_sync(let_it_answer)
+    assert answers["healthz"].status_code == 200
+    assert answered_while_asking
+    assert answers["query"].status_code == 200, answers["query"].text
+    assert answers["query"].json()["content"] == [{"type": "text", "text": "versioned"}]
