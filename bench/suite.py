@@ -969,7 +969,7 @@ def gateway_model(request: Any) -> Reply:
     neighbour's `match` tool gets the call that backtracks; its big schema, a text."""
     import re
 
-    names = request.tool_names()
+    names = request.tool_names
     if any(name.endswith("__match") for name in names):
         return reply(tool_use("match", {"s": "a" * 29 + "!"}))
     if any(name.endswith("__big") for name in names):
