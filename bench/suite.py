@@ -12,6 +12,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import datetime
+import itertools
 import json
 import os
 import resource
@@ -20,7 +21,7 @@ import statistics
 import sys
 import tempfile
 import time
-from collections import deque
+from collections import Counter, deque
 from collections.abc import Awaitable, Callable
 from contextlib import aclosing, suppress
 from dataclasses import dataclass, field
@@ -938,11 +939,41 @@ GATEWAY_TOOL = {
 }
 
 
+#: The hostile neighbour (issue 31): a tool whose pattern makes a backtracking engine take
+#: ~37 s on the call the scripted model makes (29 "a"s and a "!"), a schema at the size limits
+#: (checked in ~0.5 s), and one past them (refused).
+HOSTILE_PATTERN_TOOL = {
+    "type": "function",
+    "function": {
+        "name": "match",
+        "description": "Match a text.",
+        "parameters": {
+            "type": "object",
+            "properties": {"s": {"type": "string", "pattern": "^(a+)+$"}},
+        },
+    },
+}
+
+
+def hostile_schema_tool(properties: int) -> dict[str, Any]:
+    """A function tool whose schema lists `properties` patterned string properties."""
+    schema = {"type": "object", "properties": {
+        f"p{i}": {"type": "string", "pattern": "^[a-z]+$"} for i in range(properties)
+    }}  # fmt: skip
+    return {"type": "function", "function": {"name": "big", "parameters": schema}}
+
+
 def gateway_model(request: Any) -> Reply:
     """The scripted model behind the gateway: calls get_weather for the conversation's city,
-    then answers from the result, so every answer names its own conversation."""
+    then answers from the result, so every answer names its own conversation. The hostile
+    neighbour's `match` tool gets the call that backtracks; its big schema, a text."""
     import re
 
+    names = request.tool_names
+    if any(name.endswith("__match") for name in names):
+        return reply(tool_use("match", {"s": "a" * 29 + "!"}))
+    if any(name.endswith("__big") for name in names):
+        return reply(text("checked"))
     found = re.search(r"Weather in (City\d+)\?", json.dumps(request.messages))
     city = found.group(1) if found else "nowhere"
     results = request.tool_result_texts()
@@ -1053,6 +1084,10 @@ async def gateway_bench(report: Report, rounds: int) -> None:
     refused: dict[tuple[str, int], int] = dict.fromkeys(runs, 0)
     current = [runs[-1]]  # the door and level running
     seen: set[int] = set()
+    # The hostile neighbour's requests by kind and status, and the normal latencies without it
+    # (False) and beside it (True).
+    hostile: dict[str, Counter[int]] = {kind: Counter() for kind in HOSTILE_KINDS}
+    quiet_or_hostile: dict[bool, list[float]] = {False: [], True: []}
 
     def log_tail() -> str:
         with suppress(OSError):
@@ -1198,6 +1233,21 @@ async def gateway_bench(report: Report, rounds: int) -> None:
                         latencies[door, n].extend((first_s, second_s))
                         steps[door, n][0].append(first_s)
                         steps[door, n][1].append(second_s)
+            # The hostile neighbour: 4 clients' conversations alone, then beside one client
+            # sending the backtracking-pattern and big-schema requests in a loop, alternated.
+            current[0] = ("chat completions", HOSTILE_LEVEL)
+            for _ in range(rounds):
+                for beside in (False, True):
+                    stop = asyncio.Event()
+                    neighbour = asyncio.create_task(
+                        hostile_client(base_url, stop, hostile) if beside else stop.wait()
+                    )
+                    try:
+                        _, done = await level(clients[:HOSTILE_LEVEL], GATEWAY_PER_ROUND)
+                    finally:
+                        stop.set()
+                        await neighbour
+                    quiet_or_hostile[beside].extend(s for pair in done for s in pair)
             await asyncio.sleep(0.3)
             after = replica_memory(proc.pid, seen, pss=True)
         finally:
@@ -1222,6 +1272,8 @@ async def gateway_bench(report: Report, rounds: int) -> None:
         if api.errors:
             raise BenchError(f"scripted API: {api.errors}")
     total_conversations = next(conversations)
+    # Each hostile request the gateway accepted ran one query (single-turn: one API request).
+    served -= sum(hostile[kind][200] for kind in HOSTILE_KINDS)
     if served != 2 * total_conversations:
         raise BenchError(
             f"gateway: {served} model requests for {total_conversations} two-step conversations"
@@ -1273,11 +1325,60 @@ async def gateway_bench(report: Report, rounds: int) -> None:
             "MiB",
             "shared pages split between the processes sharing them: what the replica adds",
         )
+    quiet, beside = ms(quiet_or_hostile[False]), ms(quiet_or_hostile[True])
+    ratio = percentile(beside, 99) / percentile(quiet, 99)
+    answered = "; ".join(
+        f"{kind}: " + ", ".join(f"{n} x {status}" for status, n in sorted(hostile[kind].items()))
+        for kind in HOSTILE_KINDS
+    )
+    for label, lat in (("alone", quiet), ("beside a hostile neighbour", beside)):
+        report.rows.append(
+            Row(
+                section,
+                f"hostile neighbour: {HOSTILE_LEVEL} clients {label}: latency p50 / p99",
+                statistics.median(lat),
+                percentile(lat, 99),
+                None,
+                "ms",
+                f"{len(lat)} requests; max {max(lat):.0f}"
+                + (f"; the neighbour's requests: {answered}" if label != "alone" else ""),
+            )
+        )
+    report.targets.append(
+        ("hostile neighbour: p99 within 1.5x of p99 alone", ratio <= 1.5, f"{ratio:.2f}x")
+    )
     if any(refused.values()):
         report.notes.append(
             f"gateway: {sum(refused.values())} requests were answered 429 (all {GATEWAY_SLOTS} "
             f"slots busy) and retried at once; their latency counts from the first attempt"
         )
+
+
+#: The hostile neighbour's requests, sent in turn; the normal clients beside it.
+HOSTILE_KINDS = ("backtracking pattern", "schema at the limits", "schema past the limits")
+HOSTILE_LEVEL = 4
+
+
+async def hostile_client(base_url: str, stop: asyncio.Event, answers: dict[str, Any]) -> None:
+    """One client sending `HOSTILE_KINDS` in turn until `stop`, counting the answers."""
+    import httpx
+
+    def body(tool: dict[str, Any]) -> bytes:
+        messages = [{"role": "user", "content": "Use the tool."}]
+        return json.dumps({"model": GATEWAY_MODEL, "messages": messages, "tools": [tool]}).encode()
+
+    bodies = dict(zip(HOSTILE_KINDS, (
+        body(HOSTILE_PATTERN_TOOL), body(hostile_schema_tool(1000)), body(hostile_schema_tool(5000))
+    ), strict=True))  # fmt: skip
+    headers = {"authorization": f"Bearer {GATEWAY_KEY}", "content-type": "application/json"}
+    async with httpx.AsyncClient(base_url=base_url, timeout=300) as http:
+        for kind in itertools.cycle(HOSTILE_KINDS):
+            if stop.is_set():
+                return
+            answer = await http.post("/v1/chat/completions", content=bodies[kind], headers=headers)
+            answers[kind][answer.status_code] += 1
+            if answer.status_code == 429:
+                await asyncio.sleep(0.01)
 
 
 def _cmdline(pid: int) -> str:

@@ -13,7 +13,8 @@ and one Markdown code fence tolerated), with exactly the keys shown:
 Anything else is the text it is: a plain JSON answer (`{"name": "Paris"}`,
 `{"id": 7, "name": "Widget"}`, `{"tool": "hammer"}` without arguments, a call with extra keys),
 JSON inside prose, a list with one item that is not a call, and JSON nested deeper than
-`MAX_DEPTH` (it is never parsed: a hostile reply cannot make the parser recurse out of the stack).
+`MAX_DEPTH`, double-encoded arguments included (it is never parsed: a hostile reply cannot make
+the parser recurse out of the stack).
 
 A call in a documented shape is the model's declared intent to call a tool, so it stays a call
 even when it names a tool the request does not expose: it comes back as an invalid call whose
@@ -154,7 +155,9 @@ def _single_call(raw: Any) -> EnvelopeCall | None:
     if not isinstance(name, str) or not name:
         return None
     if isinstance(arguments, str):
-        # Some models double-encode the arguments.
+        # Some models double-encode the arguments: a string nested past the limit is text too.
+        if _deeper_than(arguments, MAX_DEPTH):
+            return None
         try:
             arguments = json.loads(arguments)
         except ValueError:

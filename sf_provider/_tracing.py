@@ -223,6 +223,10 @@ def flush() -> None:
             force_flush()
 
 
+#: What a span without content capture says instead of an error's message.
+_UNCAPTURED = f"its message is recorded only with content capture: {CAPTURE_CONTENT_ENV}=true"
+
+
 def capture_content() -> bool:
     """Whether the application opted in to message contents on spans (`CAPTURE_CONTENT_ENV`)."""
     return os.environ.get(CAPTURE_CONTENT_ENV, "").strip().lower() in _CAPTURE_ON
@@ -358,7 +362,7 @@ def refused(exc: BaseException, model: object = None) -> None:
             attributes=attributes,
         )
         measure = dict(attributes)
-    _QuerySpan(api, span, capture=False, measure=measure).end(exc)
+    _QuerySpan(api, span, capture_content(), measure=measure).end(exc)
 
 
 #: The query span's name inside a caller's inference span (see `_inside_inference`).
@@ -457,11 +461,17 @@ class _QuerySpan(QueryTrace):
             if not self._finished:
                 span.set_attribute("sf_provider.closed_early", True)
         elif exc is not None:
-            span.set_attribute(ERROR_TYPE, error_type(exc))
-            span.record_exception(exc)
-            status = self._api.trace.StatusCode.ERROR
-            message = clip(str(exc) or type(exc).__name__, 1000)
-            span.set_status(self._api.trace.Status(status, message))
+            kind = error_type(exc)
+            span.set_attribute(ERROR_TYPE, kind)
+            if self._capture:
+                span.record_exception(exc)
+                message = clip(str(exc) or type(exc).__name__, 1000)
+            else:
+                # An error's message can quote the prompt (an API 400 does) or the client's
+                # data: without content capture, its type and a fixed message only.
+                message = f"the query failed with {kind} ({_UNCAPTURED})"
+                span.add_event("exception", {"exception.type": kind, "exception.message": message})
+            span.set_status(self._api.trace.Status(self._api.trace.StatusCode.ERROR, message))
         if self._measure is not None and (self._finished or not _stopped(exc)):
             measure = dict(self._measure)
             if exc is not None and not _stopped(exc):

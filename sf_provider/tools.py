@@ -29,6 +29,7 @@ from pydantic import (
 )
 from referencing.exceptions import InvalidAnchor, NoSuchAnchor, PointerToNowhere, Unresolvable
 
+from ._patterns import pattern_problem, validator_class
 from ._text import clip
 from .errors import (
     DuplicateToolNameError,
@@ -109,6 +110,12 @@ SCHEMA_DEPTH_LIMIT = 100
 #: before any schema check, as the envelope parser refuses deeper replies. Pydantic serializes
 #: about 250 levels, so a call part holding deeper arguments could not be dumped as JSON.
 ARGUMENT_DEPTH_LIMIT = 200
+
+#: How many JSON values (objects, arrays, strings, numbers...) one tool schema may hold, and how
+#: many properties one of its objects may list. Checking a schema costs ~0.1 ms a value, so a
+#: schema at the limit is checked in about a second (off the gateway's event loop).
+SCHEMA_VALUE_LIMIT = 10_000
+SCHEMA_PROPERTY_LIMIT = 1_000
 
 
 class ToolOutput(BaseModel):
@@ -205,6 +212,7 @@ def normalize_input_schema(schema: Mapping[str, Any], *, tool_name: str = "?") -
             f"{{'type': 'object', 'properties': {{'x': {{'type': 'string'}}}}}}, or build the tool "
             f"with FunctionTool.from_function(fn) from a typed function."
         )
+    _check_size(schema, tool_name)
     result = dict(schema)
     if "$schema" in result and not isinstance(result["$schema"], str):
         raise InvalidToolSchemaError(
@@ -225,7 +233,7 @@ def normalize_input_schema(schema: Mapping[str, Any], *, tool_name: str = "?") -
             f"tool {tool_name!r}: input_schema is not a valid JSON Schema ({exc}). Fix the "
             f"schema (see https://json-schema.org)."
         ) from None
-    _check_refs(result, tool_name)
+    _check_subschemas(result, tool_name)
     declared = result.get("type")
     if declared is None:
         result["type"] = "object"
@@ -285,13 +293,43 @@ def _json_problem(value: Any, limit: int, *, values: bool = True) -> tuple[str, 
     return None
 
 
-def _check_refs(schema: dict[str, Any], tool_name: str) -> None:
-    """Resolve every `$ref` (and `$dynamicRef`) of a checked schema within the schema itself.
+def _check_size(schema: Mapping[str, Any], tool_name: str) -> None:
+    """Refuse a schema of more than `SCHEMA_VALUE_LIMIT` values, or an object in it listing
+    more than `SCHEMA_PROPERTY_LIMIT` properties, before anything slower looks at it."""
+    count = 0
+    stack: list[tuple[str, Any]] = [("$", schema)]
+    while stack:
+        path, item = stack.pop()
+        count += 1
+        if count > SCHEMA_VALUE_LIMIT:
+            raise InvalidToolSchemaError(
+                f"tool {tool_name!r}: input_schema holds more than {SCHEMA_VALUE_LIMIT:,} JSON "
+                f"values (the limit keeps checking it and the model's calls cheap). Describe "
+                f"the arguments more briefly, or split the tool"
+            )
+        if isinstance(item, Mapping):
+            properties = item.get("properties")
+            if isinstance(properties, Mapping) and len(properties) > SCHEMA_PROPERTY_LIMIT:
+                raise InvalidToolSchemaError(
+                    f"tool {tool_name!r}: input_schema lists {len(properties):,} properties at "
+                    f"{_short(path)}.properties, more than the limit of "
+                    f"{SCHEMA_PROPERTY_LIMIT:,}. Group them into nested objects, or split the tool"
+                )
+            stack.extend((f"{path}.{k}", v) for k, v in item.items())
+        elif isinstance(item, list | tuple):
+            stack.extend((f"{path}[{i}]", v) for i, v in enumerate(item))
+
+
+def _check_subschemas(schema: dict[str, Any], tool_name: str) -> None:
+    """Check every subschema of a checked schema: each `$ref` (and `$dynamicRef`) resolves
+    within the schema itself, and each regular expression can be matched in linear time.
 
     What arguments are validated against must be what the model sees: a reference to nothing
     would fail only later, when a call is validated, and a remote one would make the validator
-    fetch a URL. Only the schema's subschemas are looked at (a `{"$ref": ...}` inside `enum`
-    or `default` is data), with the base URI each `$id` sets.
+    fetch a URL. Patterns are matched with RE2 (`_patterns`, ADR 0010), which has no
+    lookarounds or backreferences: such a pattern is refused here, never matched by another
+    engine. Only the schema's subschemas are looked at (a `{"$ref": ...}` inside `enum` or
+    `default` is data), with the base URI each `$id` sets.
     """
     paths: dict[int, str] = {}  # id of each object in the schema -> its JSON path
     stack: list[tuple[str, Any]] = [("$", schema)]
@@ -312,9 +350,16 @@ def _check_refs(schema: dict[str, Any], tool_name: str) -> None:
         # No `retrieve`: a reference outside the schema is unresolvable, never fetched.
         registry: referencing.Registry[Any] = referencing.Registry().with_resource(base, root)
         resources = [(registry.crawl().resolver(base), root)]
+        seen: dict[str, str] = {}  # keyword -> where it first is
         while resources:
             resolver, resource = resources.pop()
             contents = resource.contents
+            if isinstance(contents, Mapping):
+                where = paths.get(id(contents), "$")
+                _check_patterns(contents, where, tool_name)
+                for keyword in ("patternProperties", "unevaluatedProperties"):
+                    if keyword in contents:
+                        seen.setdefault(keyword, where)
             for keyword in ("$ref", "$dynamicRef"):
                 ref = contents.get(keyword) if isinstance(contents, Mapping) else None
                 if isinstance(ref, str):
@@ -322,6 +367,15 @@ def _check_refs(schema: dict[str, Any], tool_name: str) -> None:
                     _resolve(resolver.lookup, ref, where, tool_name)
             subresources = resource.subresources()
             resources.extend((resolver.in_subresource(sub), sub) for sub in subresources)
+        if len(seen) == 2:
+            # jsonschema finds the properties `unevaluatedProperties` leaves out by matching
+            # `patternProperties` itself, with the backtracking engine.
+            raise InvalidToolSchemaError(
+                f"tool {tool_name!r}: input_schema has 'unevaluatedProperties' (at "
+                f"{_short(seen['unevaluatedProperties'])}) and 'patternProperties' (at "
+                f"{_short(seen['patternProperties'])}), which together cannot be checked in "
+                f"linear time. Use 'additionalProperties' instead of 'unevaluatedProperties'"
+            )
     except InvalidToolSchemaError:
         raise
     except ValueError as exc:  # urljoin: an '$id' that is no URI
@@ -329,6 +383,24 @@ def _check_refs(schema: dict[str, Any], tool_name: str) -> None:
             f"tool {tool_name!r}: input_schema has an '$id' that is not a valid URI ({exc}). "
             f"Fix or remove it."
         ) from None
+
+
+def _check_patterns(subschema: Mapping[str, Any], where: str, tool_name: str) -> None:
+    """Refuse a pattern of `subschema` that RE2 cannot match."""
+    pattern = subschema.get("pattern")
+    patterns = subschema.get("patternProperties")
+    found = [(f"{where}.pattern", pattern)] if isinstance(pattern, str) else []
+    if isinstance(patterns, Mapping):
+        found += [(f"{where}.patternProperties", p) for p in patterns if isinstance(p, str)]
+    for at, regex in found:
+        problem = pattern_problem(regex)
+        if problem is not None:
+            raise InvalidToolSchemaError(
+                f"tool {tool_name!r}: input_schema has the pattern {clip(regex, 80)!r} (at "
+                f"{_short(at)}), which the linear-time engine (RE2) cannot match: {problem}. "
+                f"Lookarounds ('(?=', '(?!', '(?<=') and backreferences ('\\1') are not "
+                f"supported; rewrite the pattern without them"
+            )
 
 
 def _resolve(lookup: Callable[[str], object], ref: str, where: str, tool_name: str) -> None:
@@ -471,10 +543,13 @@ class FunctionTool(BaseModel):
     @functools.cached_property
     def args_validator(self) -> jsonschema.protocols.Validator:
         """The compiled JSON Schema validator of this tool's arguments (built once)."""
-        cls = jsonschema.validators.validator_for(
-            self.input_schema, default=jsonschema.Draft202012Validator
+        cls = validator_class(
+            jsonschema.validators.validator_for(
+                self.input_schema, default=jsonschema.Draft202012Validator
+            )
         )
-        # A registry of its own, without `retrieve`: jsonschema's default one fetches remote
+        # Patterns matched in linear time (ADR 0010). A registry of its own, without
+        # `retrieve`: jsonschema's default one fetches remote
         # references; every reference was resolved within the schema when the tool was built.
         validator: jsonschema.protocols.Validator = cls(
             self.input_schema, format_checker=cls.FORMAT_CHECKER, registry=referencing.Registry()

@@ -22,6 +22,7 @@ from collections.abc import AsyncGenerator, AsyncIterator, Callable, Mapping, Se
 from dataclasses import dataclass
 from typing import Any, Protocol
 
+import anyio
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
@@ -249,9 +250,9 @@ def response_routes(kept: ResponseStore) -> list[Route]:
     ) -> ModelCall:
         # --drop-params: the sampling settings are left out, each with a warning.
         dropped = [door.dropped(n) for n in door.SAMPLING if drop_params and n in body]
-        call = parse_request(
-            {k: v for k, v in body.items() if not (drop_params and k in door.SAMPLING)}
-        )
+        given = {k: v for k, v in body.items() if not (drop_params and k in door.SAMPLING)}
+        # Off the event loop, as `model_endpoint` parses the others: the tools' schema checks.
+        call = await anyio.to_thread.run_sync(parse_request, given)
         owner = _owner(request)
         previous = await _conversation(kept, owner, call)
         new_id = response_id()

@@ -21,6 +21,7 @@ import pytest
 from conftest import cli_processes, no_cli_left, serving
 
 from sf_provider.gateway import GatewaySettings, create_app
+from sf_provider.gateway._http import MAX_JSON_DEPTH
 from sf_provider.testing import (
     HTTPErrorReply,
     RecordedRequest,
@@ -536,7 +537,8 @@ async def test_bad_requests_are_400s_in_the_api_shape_and_the_gateway_keeps_answ
         assert deep.status_code == 400
         assert deep.json()["error"] == {
             "type": "invalid_request_error",
-            "message": "the request body is JSON nested too deeply to read; flatten it",
+            "message": f"the request body nests deeper than {MAX_JSON_DEPTH} levels, the "
+            f"gateway's limit; flatten it",
         }
         assert api.requests == [], "nothing bad reached the model"
         after = await client.messages.create(

@@ -21,7 +21,7 @@ from openai import AsyncOpenAI
 from sf_provider import CallWarning
 from sf_provider.gateway import GatewaySettings, create_app
 from sf_provider.gateway._http import KEYS_ENV as SF_KEYS
-from sf_provider.gateway._http import WARNINGS_HEADER, warnings_header
+from sf_provider.gateway._http import MAX_JSON_DEPTH, WARNINGS_HEADER, warnings_header
 from sf_provider.settings import ProviderSettings
 from sf_provider.testing import (
     HTTPErrorReply,
@@ -708,7 +708,11 @@ async def test_a_deeply_nested_body_is_a_400_not_a_500() -> None:
         response = await raw_post(base_url, body.replace("null", deep).encode())
         await healthy(base_url)
     error = assert_openai_error(response, 400, "invalid_request_error")
-    assert error["message"] == "the request body is JSON nested too deeply to read; flatten it"
+    assert error["message"] == (
+        f"the request body nests deeper than {MAX_JSON_DEPTH} levels, the gateway's limit; "
+        f"flatten it"
+    )
+    assert error["code"] == "json_too_deep"
     assert api.all_requests == []
 
 

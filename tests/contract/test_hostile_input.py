@@ -101,8 +101,10 @@ async def test_a_tool_call_nested_within_the_limit_is_a_valid_call() -> None:
         nested_object(5000),
         '{"tool": "get_weather", "input": ' + nested_object(5000) + "}",
         "```json\n" + nested_object(5000) + "\n```",
+        # Double-encoded: the arguments a JSON string holding the deep object (issue 31).
+        json.dumps({"tool": "get_weather", "input": nested_object(5000)}),
     ],
-    ids=["nested-object", "envelope-shaped", "fenced"],
+    ids=["nested-object", "envelope-shaped", "fenced", "double-encoded"],
 )
 async def test_json_nested_5000_deep_is_text_in_single_turn(answer: str) -> None:
     result, api = await single_turn_text(answer, chunk_size=64)

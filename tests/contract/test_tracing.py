@@ -217,22 +217,45 @@ async def test_a_warm_process_nests_its_spans_under_the_query_it_serves(
         assert sorted(n for n in children if n in handshake) == sorted(expected)
 
 
+#: An API error that quotes the prompt back, as a 400 about the request can.
+SECRET_PROMPT = "my card is 4111 1111 1111 1111, add 2 and 3"
+
+
+@pytest.mark.parametrize("capture", [False, True], ids=["no-capture", "capture"])
 async def test_a_failed_query_has_error_status_and_the_provider_error_type(
-    spans: InMemorySpanExporter,
+    spans: InMemorySpanExporter, monkeypatch: pytest.MonkeyPatch, capture: bool
 ) -> None:
-    async with ScriptedMessagesAPI([http_error(500)]) as api:
+    if capture:
+        monkeypatch.setenv(CAPTURE_CONTENT_ENV, "true")
+    quoting = http_error(500, f"could not process: {SECRET_PROMPT}")
+    async with ScriptedMessagesAPI([quoting]) as api:
         provider = ClaudeAgentProvider(api.settings(model=MODEL, warm_processes=0))
         with pytest.raises(APIError) as raised:
-            await provider.generate("2+3?", tools=[_adder()])
+            await provider.generate(SECRET_PROMPT, tools=[_adder()])
+    assert SECRET_PROMPT in str(raised.value)
     query = _query_span(spans.get_finished_spans())
     assert query.status.status_code is StatusCode.ERROR
-    assert query.status.description == str(raised.value)
     attributes = dict(query.attributes or {})
     assert attributes["error.type"] == "APIError"
     assert attributes["gen_ai.response.finish_reasons"] == ("error",)
     (event,) = query.events
     assert event.name == "exception"
-    assert dict(event.attributes or {})["exception.type"].endswith("APIError")
+    recorded = dict(event.attributes or {})
+    assert recorded["exception.type"].endswith("APIError")
+    if capture:
+        assert query.status.description == str(raised.value)
+        assert SECRET_PROMPT in recorded["exception.message"]
+    else:
+        # Without content capture, nothing of the error's message: a fixed one with its type.
+        assert query.status.description == (
+            f"the query failed with APIError (its message is recorded only with content "
+            f"capture: {CAPTURE_CONTENT_ENV}=true)"
+        )
+        assert recorded["exception.message"] == query.status.description
+        assert "4111" not in json.dumps(
+            [dict(span.attributes or {}) for span in spans.get_finished_spans()]
+            + [dict(e.attributes or {}) for span in spans.get_finished_spans() for e in span.events]
+        )
 
 
 async def test_a_request_refused_before_its_query_starts_is_a_failed_span(
@@ -249,7 +272,9 @@ async def test_a_request_refused_before_its_query_starts_is_a_failed_span(
     (query,) = spans.get_finished_spans()
     assert (query.name, query.kind) == (f"chat {MODEL}", SpanKind.CLIENT)
     assert query.status.status_code is StatusCode.ERROR
-    assert query.status.description == str(raised.value)
+    assert query.status.description.startswith("the query failed with MissingExecutorError")
+    assert "add" not in query.status.description  # the message names the request's tools
+    assert "add" in str(raised.value)
     assert dict(query.attributes or {}) == {
         "gen_ai.operation.name": "chat",
         "gen_ai.provider.name": "anthropic",

@@ -273,3 +273,14 @@ def test_a_long_reply_starting_with_a_brace_is_held_with_work_linear_in_its_leng
     assert len(checked) == deltas and max(checked) <= 3
     assert parsed == [len(answer)], "parsed once, when the text block ended"
     assert "".join(p.delta for p in parts if p.type == "text-delta") == answer
+
+
+@pytest.mark.parametrize("key", ["input", "arguments", "parameters"])
+def test_double_encoded_arguments_nested_past_the_limit_are_text_not_a_recursion_error(
+    key: str,
+) -> None:
+    deep = '{"a": ' * 5000 + "1" + "}" * 5000
+    assert parse_envelope(json.dumps({"tool": "get_weather", key: deep})) is None
+    within = '{"a": ' * (MAX_DEPTH - 1) + "1" + "}" * (MAX_DEPTH - 1)
+    parsed = parse_envelope(json.dumps({"tool": "get_weather", key: within}))
+    assert parsed is not None and parsed.calls[0].tool_name == "get_weather"

@@ -830,3 +830,90 @@ def test_a_tool_output_block_the_model_cannot_receive_is_refused_naming_it(
     with pytest.raises(ValueError, match=r"content\[1\]: ") as info:
         ToolOutput(content=[{"type": "text", "text": "fine"}, block])
     assert problem in str(info.value)
+
+
+# --------------------------------------------------------------------------- linear-time patterns
+# ADR 0010: `pattern` and `patternProperties` are matched by RE2. With Python's `re`, each case
+# below backtracks for days (29 characters took 37 s; each one more doubles it), so a
+# regression hangs the test until pytest's timeout fails it.
+
+_EVIL = "^(a+)+$"
+_EVIL_TEXT = "a" * 40 + "!"
+
+
+def test_a_backtracking_pattern_is_matched_in_linear_time() -> None:
+    tool = FunctionTool(
+        name="t",
+        input_schema={"type": "object", "properties": {"s": {"type": "string", "pattern": _EVIL}}},
+    )
+    assert tool.argument_errors({"s": _EVIL_TEXT}) == [
+        f"$.s: {_EVIL_TEXT!r} does not match {_EVIL!r}"
+    ]
+    assert tool.argument_errors({"s": "aaa"}) == []
+
+
+def test_pattern_properties_are_matched_in_linear_time_as_jsonschema_words_them() -> None:
+    tool = FunctionTool(
+        name="t",
+        input_schema={
+            "type": "object",
+            "patternProperties": {_EVIL: {"type": "integer"}},
+            "additionalProperties": False,
+        },
+    )
+    assert tool.argument_errors({"aa": 1}) == []
+    assert tool.argument_errors({"aa": "x"}) == ["$.aa: 'x' is not of type 'integer'"]
+    assert tool.argument_errors({_EVIL_TEXT: 1}) == [
+        f"$: {_EVIL_TEXT!r} does not match any of the regexes: {_EVIL!r}"
+    ]
+    plain = FunctionTool(
+        name="t", input_schema={"type": "object", "properties": {}, "additionalProperties": False}
+    )
+    assert plain.argument_errors({"b": 1, "a": 2}) == [
+        "$: Additional properties are not allowed ('a', 'b' were unexpected)"
+    ]
+
+
+@pytest.mark.parametrize(
+    ("schema", "named"),
+    [
+        ({"properties": {"s": {"type": "string", "pattern": "^(?=a)a$"}}}, "(?="),
+        ({"patternProperties": {"^(a)\\1$": {}}}, "\\1"),
+        ({"$defs": {"x": {"type": "string", "pattern": "(?<!a)b"}}}, "(?<"),
+    ],
+    ids=["lookahead", "backreference", "lookbehind-in-defs"],
+)
+def test_a_pattern_the_linear_engine_cannot_match_is_refused_when_the_tool_is_defined(
+    schema: dict[str, Any], named: str
+) -> None:
+    with pytest.raises(InvalidToolSchemaError, match="linear-time engine") as caught:
+        FunctionTool(name="t", input_schema=schema)
+    assert named in str(caught.value)
+
+
+def test_a_property_named_pattern_is_a_property_not_a_regex() -> None:
+    tool = FunctionTool(
+        name="t", input_schema={"type": "object", "properties": {"pattern": {"type": "string"}}}
+    )
+    assert tool.argument_errors({"pattern": "(?=x)"}) == []
+
+
+def test_unevaluated_properties_beside_pattern_properties_is_refused_by_name() -> None:
+    schema = {
+        "type": "object",
+        "allOf": [{"patternProperties": {"^a": {}}}],
+        "unevaluatedProperties": False,
+    }
+    with pytest.raises(InvalidToolSchemaError, match="'additionalProperties' instead"):
+        FunctionTool(name="t", input_schema=schema)
+
+
+def test_a_schema_past_the_size_limits_is_refused_before_it_is_checked() -> None:
+    from sf_provider.tools import SCHEMA_PROPERTY_LIMIT, SCHEMA_VALUE_LIMIT
+
+    many = {f"p{i}": {"type": "string"} for i in range(SCHEMA_PROPERTY_LIMIT + 1)}
+    with pytest.raises(InvalidToolSchemaError, match=r"properties at \$\.properties"):
+        FunctionTool(name="t", input_schema={"type": "object", "properties": many})
+    big = {"type": "object", "properties": {"x": {"enum": list(range(SCHEMA_VALUE_LIMIT))}}}
+    with pytest.raises(InvalidToolSchemaError, match="more than 10,000 JSON values"):
+        FunctionTool(name="t", input_schema=big)
