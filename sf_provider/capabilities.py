@@ -22,7 +22,7 @@ from typing import Any, Literal
 import claude_agent_sdk
 from pydantic import BaseModel, ConfigDict, Field
 
-from .errors import ProviderCompatibilityError, ToolDefinitionError
+from .errors import CredentialsMissingError, ProviderCompatibilityError, ToolDefinitionError
 from .registry import ToolRegistry, group_env_var
 from .settings import ProviderSettings
 from .tools import FunctionTool, normalize_input_schema
@@ -36,6 +36,7 @@ __all__ = [
     "check_capabilities",
     "ensure_capabilities",
     "find_cli",
+    "refusal",
 ]
 
 _AUTH_VARS = (
@@ -471,8 +472,17 @@ def check_capabilities(
 
 
 def ensure_capabilities(*args: Any, **kwargs: Any) -> CapabilityReport:
-    """`check_capabilities`, raising `ProviderCompatibilityError` when anything is missing."""
+    """`check_capabilities`, raising `ProviderCompatibilityError` when anything is missing
+    (`CredentialsMissingError` when the Claude credentials are)."""
     report = check_capabilities(*args, **kwargs)
     if report.problems:
-        raise ProviderCompatibilityError(report.problems, report=report)
+        raise refusal(report)
     return report
+
+
+def refusal(report: CapabilityReport) -> ProviderCompatibilityError:
+    """The error of a report with problems: `CredentialsMissingError` (an authentication
+    error on every door) when no Claude credential is configured, else
+    `ProviderCompatibilityError`. Both list every problem."""
+    kind = ProviderCompatibilityError if report.auth.configured else CredentialsMissingError
+    return kind(report.problems, report=report)

@@ -32,7 +32,7 @@ from ._request import CallOptions
 from ._request import call_options as _checked_options
 from ._tool_choice import NamedToolChoice, ToolChoice, exposed_tools
 from ._tracing import TracedRequest, refused, start_query
-from .capabilities import CapabilityReport, check_capabilities, credentials_path
+from .capabilities import CapabilityReport, check_capabilities, credentials_path, refusal
 from .errors import (
     InvalidMessagesError,
     MissingExecutorError,
@@ -376,7 +376,7 @@ class ClaudeAgentProvider:
             check_schemas=False,  # checked when each FunctionTool was built
         )
         if report.problems:
-            raise ProviderCompatibilityError(report.problems, report=report)
+            raise refusal(report)
         mode: Mode = "executor"
         if options.mode == "single-turn" or missing or forbid_calls:
             mode = "single-turn"
