@@ -32,7 +32,13 @@ from ._request import CallOptions
 from ._request import call_options as _checked_options
 from ._tool_choice import NamedToolChoice, ToolChoice, exposed_tools
 from ._tracing import TracedRequest, refused, start_query
-from .capabilities import CapabilityReport, check_capabilities, credentials_path, refusal
+from .capabilities import (
+    CapabilityReport,
+    check_capabilities,
+    cloud_switches,
+    credentials_path,
+    refusal,
+)
 from .errors import (
     InvalidMessagesError,
     MissingExecutorError,
@@ -353,9 +359,19 @@ class ClaudeAgentProvider:
                 CallWarning(
                     code="environment-ignored",
                     message=f"{', '.join(ignored)} set in the environment would change the "
-                    f"request (model, headers, body, limits), but an isolated query does not pass "
-                    f"it to the CLI; use the call options (model=, max_tokens=, betas=, ...) or "
-                    f"name it in ProviderSettings.env to pass it on",
+                    f"request (model, headers, body, limits, the cloud it goes to), but an "
+                    f"isolated query does not pass it to the CLI; use the call options (model=, "
+                    f"max_tokens=, betas=, ...) or name it in ProviderSettings.env to pass it on",
+                )
+            )
+        cloud = cloud_switches(settings)
+        if cloud and settings.isolate:
+            warnings.append(
+                CallWarning(
+                    code="cloud-credentials",
+                    message=f"{', '.join(cloud)} in ProviderSettings.env: the CLI authenticates "
+                    f"with the cloud's own credential chain, which can run commands its files "
+                    f"name (an AWS credential_process, a gcloud or az helper)",
                 )
             )
         if options.mode == "executor" and missing:
@@ -1014,9 +1030,6 @@ _ENV_ALLOWED = frozenset(
         "ANTHROPIC_FOUNDRY_API_KEY",
         "ANTHROPIC_FOUNDRY_BASE_URL",
         "ANTHROPIC_FOUNDRY_RESOURCE",
-        "CLAUDE_CODE_USE_BEDROCK",
-        "CLAUDE_CODE_USE_VERTEX",
-        "CLAUDE_CODE_USE_FOUNDRY",
         "CLAUDE_CODE_SKIP_BEDROCK_AUTH",
         "CLAUDE_CODE_SKIP_VERTEX_AUTH",
         "CLAUDE_CODE_SKIP_FOUNDRY_AUTH",
@@ -1070,6 +1083,11 @@ _MAX_DESCRIPTION_CHARS = 100_000_000
 #: environment sets them, since a user who set one expects its effect.
 _REQUEST_SHAPING_ENV = frozenset(
     {
+        # Where the request goes: passed on only when settings.env names it (then with a
+        # `cloud-credentials` warning), as the cloud's credential chain can run commands.
+        "CLAUDE_CODE_USE_BEDROCK",
+        "CLAUDE_CODE_USE_VERTEX",
+        "CLAUDE_CODE_USE_FOUNDRY",
         "ANTHROPIC_MODEL",
         "ANTHROPIC_DEFAULT_OPUS_MODEL",
         "ANTHROPIC_DEFAULT_SONNET_MODEL",

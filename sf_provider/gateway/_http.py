@@ -253,6 +253,21 @@ def warnings_header(warnings: Sequence[CallWarning]) -> dict[str, str]:
     return {WARNINGS_HEADER: "[" + ",".join(listed) + "]"}
 
 
+#: Warnings about the server's own environment: they name its variables, which are no
+#: client's business and nothing a client can change. Logged once each for the operator.
+_SERVER_WARNINGS = frozenset({"environment-ignored", "cloud-credentials"})
+_logged: set[str] = set()
+
+
+def _for_clients(warnings: Sequence[CallWarning]) -> list[CallWarning]:
+    """`warnings` without the server's own (`_SERVER_WARNINGS`), which are logged instead."""
+    for warning in warnings:
+        if warning.code in _SERVER_WARNINGS and warning.message not in _logged:
+            _logged.add(warning.message)
+            logger.warning("%s: %s", warning.code, warning.message)
+    return [w for w in warnings if w.code not in _SERVER_WARNINGS]
+
+
 async def _json_body(request: Request) -> dict[str, Any]:
     """The request's JSON object (the guard has already bounded its size)."""
     raw = await request.body()
@@ -632,7 +647,8 @@ class QueryResponse(Response):
         (`sf-provider-warnings`), and the process that served it (`sf-provider-process`:
         fresh, warm or continued)."""
         starts = [part for part in parts if isinstance(part, StreamStartPart)]
-        headers = warnings_header([*self.call.dropped, *(w for p in starts for w in p.warnings)])
+        query = [w for p in starts for w in p.warnings]
+        headers = warnings_header([*self.call.dropped, *_for_clients(query)])
         if starts and starts[0].process:
             headers[PROCESS_HEADER] = starts[0].process
         return headers

@@ -316,3 +316,20 @@ async def test_with_credentials_readyz_is_ready_and_needs_no_key() -> None:
         ready = await http.get("/readyz", headers={"host": "10.0.0.7:8080"})  # a kubelet probe
     assert ready.status_code == 200
     assert ready.json() == {"status": "ready"}
+
+
+# -- the server's environment
+
+
+async def test_the_warnings_header_names_no_server_variable_and_the_log_does(
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The `environment-ignored` warning told every client the server's variable names."""
+    monkeypatch.setenv("ANTHROPIC_CUSTOM_HEADERS", "x-team: secret-team-name")
+    caplog.set_level(logging.WARNING, logger="sf_provider.gateway")
+    async with ScriptedMessagesAPI([reply(text("Sunny."))]) as api, gateway(api.settings()) as http:
+        answer = await http.post("/v1/chat/completions", json=CHAT)
+    assert answer.status_code == 200
+    assert "ANTHROPIC_CUSTOM_HEADERS" not in json.dumps(dict(answer.headers))
+    logged = [r.getMessage() for r in caplog.records if r.name == "sf_provider.gateway"]
+    assert any("environment-ignored" in m and "ANTHROPIC_CUSTOM_HEADERS" in m for m in logged)
