@@ -16,6 +16,7 @@ import pytest
 from conftest import serving
 
 from sf_provider.gateway import GatewaySettings, create_app
+from sf_provider.gateway._http import KEYS_ENV
 from sf_provider.settings import ProviderSettings
 from sf_provider.testing import (
     RecordedRequest,
@@ -147,6 +148,17 @@ def test_every_origin_without_keys_is_refused_at_start() -> None:
     with pytest.raises(ValueError, match="every web page"):
         GatewaySettings(allowed_origins=["*"])
     assert GatewaySettings(allowed_origins=["*"], api_keys=["k"]).allowed_origins == ["*"]
+
+
+def test_the_command_refuses_every_origin_without_a_key(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from sf_provider.cli import main
+
+    monkeypatch.delenv(KEYS_ENV, raising=False)
+    assert main(["gateway", "--allow-origin", "*"]) == 2
+    err = capsys.readouterr().err
+    assert "every web page" in err and "--api-key" in err
 
 
 @pytest.mark.parametrize(
