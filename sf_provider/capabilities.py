@@ -279,7 +279,13 @@ def check_auth(settings: ProviderSettings, environ: Mapping[str, str] | None = N
         configured=False,
         method="none",
         detail="no ANTHROPIC_API_KEY, ANTHROPIC_AUTH_TOKEN or CLAUDE_CODE_OAUTH_TOKEN, and no "
-        "Claude login: set one of them or run `claude` once and log in",
+        "Claude login: set one of them or run `claude` once and log in"
+        + "".join(
+            f" ({var} is set in the environment, but an isolated query takes a cloud switch "
+            f"from ProviderSettings.env only)"
+            for var in _CLOUD_VARS
+            if env.get(var, "").strip().lower() in {"1", "true"} and var not in settings.env
+        ),
     )
 
 

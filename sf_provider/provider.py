@@ -1015,9 +1015,11 @@ def _isolated_dirs(workdir: Path, env: dict[str, str]) -> dict[str, str]:
 
 
 #: What the CLI may take from the application's environment in isolated mode: how to reach and
-#: authenticate to the API (direct, Bedrock, Vertex, Foundry), proxies and certificates, the
-#: locale, switches that only turn things off, and what the SDK itself sets. Everything else is
-#: blanked (`_blocked_environment`); ProviderSettings.env passes whatever it names.
+#: authenticate to the API (direct, and the Bedrock, Vertex and Foundry credentials, used only
+#: when settings.env turns a cloud on: `capabilities.cloud_switches`), proxies and
+#: certificates, the locale, switches that only turn things off, and what the SDK itself sets.
+#: Everything else is blanked (`_blocked_environment`); ProviderSettings.env passes whatever it
+#: names.
 _ENV_ALLOWED = frozenset(
     {
         "ANTHROPIC_API_KEY",

@@ -333,6 +333,7 @@ def test_check_auth_recognises_a_cloud_provider_switch_the_app_asked_for(
     assert asked.configured and asked.method == "cloud" and var in asked.detail
     assert not_isolated.method == "cloud"
     assert not environment.configured
+    assert f"{var} is set in the environment" in environment.detail
 
 
 def test_a_cloud_switch_with_an_explicit_base_url_is_a_problem_not_a_silent_override(
