@@ -9,7 +9,7 @@ PYTEST_WORKERS ?= 2
 # pip's output goes to a log, shown only when an install fails.
 QUIET = > $(VENV)/install.log 2>&1 || { cat $(VENV)/install.log; exit 1; }
 
-.PHONY: demo test test-fast test-newest-sdk lint format schemas bench clean
+.PHONY: demo test test-fast test-newest-sdk lint format schemas bench docs clean
 
 # The demo needs the package alone (with the SDK and its bundled CLI); tests and lint the extras.
 $(RUNTIME): pyproject.toml
@@ -24,11 +24,21 @@ $(STAMP): $(RUNTIME)
 	@$(BIN)/python -m pip install -q -e '.[dev]' $(QUIET)
 	@touch $(STAMP)
 
+# The Node clients the suite runs (tests/contract/test_gateway_node.py), as package-lock.json pins
+# them; where npm is missing the tests say so (skipped without node).
+NODE_CLIENTS := tests/fixtures/node
+NODE_STAMP := $(NODE_CLIENTS)/node_modules/.installed
+$(NODE_STAMP): $(NODE_CLIENTS)/package-lock.json $(STAMP)
+	@if command -v npm > /dev/null; then \
+		echo "installing the Node test clients (npm ci, first run only)"; \
+		npm ci --prefix $(NODE_CLIENTS) --no-audit --no-fund $(QUIET) && touch $@; \
+	else echo "npm not found: the Node client tests cannot run"; fi
+
 demo: $(RUNTIME)
 	@$(BIN)/sf-provider demo
 
 # pytest exits 5 when it collects no test: reported, not hidden, but not a failure of the suite.
-test: $(STAMP)
+test: $(STAMP) $(NODE_STAMP)
 	@$(BIN)/python -m pytest -n $(PYTEST_WORKERS) --cov=sf_provider --cov-report=term \
 		--cov-fail-under=85 $(PYTEST_ARGS); rc=$$?; \
 	if [ $$rc -eq 5 ]; then echo "pytest collected no tests"; rc=0; fi; exit $$rc
@@ -66,5 +76,10 @@ schemas: $(STAMP)
 bench: $(STAMP)
 	$(BIN)/python bench/suite.py
 
+# The docs site into site/, from docs/ and the public docstrings: a broken link, anchor or
+# reference fails the build.
+docs: $(STAMP)
+	$(BIN)/mkdocs build --strict
+
 clean:
-	rm -rf $(VENV) $(NEWEST) .pytest_cache .mypy_cache .ruff_cache .coverage .benchmarks
+	rm -rf $(VENV) $(NEWEST) site .pytest_cache .mypy_cache .ruff_cache .coverage .benchmarks

@@ -3,7 +3,7 @@
 `parse_request` reads a `POST /v1/messages` body into one provider call (`MessagesCall`);
 `message` renders the `GenerateResult` and `EventMapper` the stream parts of that call as the
 API's message and SSE events. What each parameter does (honoured, ignored, refused with a 400
-naming it): the README's table under "Gateway".
+naming it): the table in docs/gateway.md, "Request parameters".
 """
 
 from __future__ import annotations

@@ -2,8 +2,8 @@
 
 Shared by the gateway's `POST /v1/chat/completions` and the LiteLLM provider. Pure: nothing here
 runs a query; tool calls go back to the client. What each parameter and message field does: the
-README's table under "Gateway". Signed thinking travels as LiteLLM carries it: `thinking_blocks`
-(its text also in `reasoning_content`).
+table in docs/gateway.md, "Request parameters". Signed thinking travels as LiteLLM carries it:
+`thinking_blocks` (its text also in `reasoning_content`).
 """
 
 from __future__ import annotations

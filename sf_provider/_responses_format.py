@@ -13,6 +13,7 @@ redacted block's data) in `encrypted_content`, which a client sends back as it c
 from __future__ import annotations
 
 import json
+import re
 import time
 import uuid
 from collections.abc import Mapping, Sequence
@@ -34,10 +35,15 @@ __all__ = [
     "EventMapper",
     "ResponsesRequest",
     "UnsupportedParameterError",
+    "input_item_list",
     "input_messages",
+    "item_id",
+    "item_response",
+    "numbered_input",
     "output_items",
     "parse_request",
     "provider_call",
+    "reference",
     "response_id",
     "response_object",
 ]
@@ -90,8 +96,9 @@ class ResponsesRequest:
 
     #: The request's `model` (None: the provider's default); echoed in the response.
     model: str | None
-    #: The input items (a string input as one user message), kept as sent: with the output they
-    #: are the conversation a later `previous_response_id` continues.
+    #: The input items (a string input as one user message), as sent: with the output they are
+    #: the conversation a later `previous_response_id` continues (the gateway replaces each
+    #: `item_reference` by the item it names, and numbers them: `numbered_input`).
     items: list[JSON]
     instructions: str | None
     tools: list[FunctionTool]
@@ -426,8 +433,7 @@ def input_messages(
             raise UnsupportedParameterError(
                 f"{path}.type",
                 f"{kind!r} is not an input item this server reads (message, function_call, "
-                f"function_call_output, reasoning): {_HOSTED}, and items are sent whole, not "
-                f"by reference",
+                f"function_call_output, reasoning, item_reference): {_HOSTED}",
             )
         _check_fields(item, _ITEM_FIELDS[kind], path, f"a {kind} item")
         if kind == "function_call_output":
@@ -611,8 +617,101 @@ def response_id() -> str:
     return f"resp_{uuid.uuid4().hex}"
 
 
-def _item_id(prefix: str) -> str:
-    return f"{prefix}_{uuid.uuid4().hex}"
+#: The prefix of each item type's ids, as OpenAI writes them.
+_ID_PREFIXES = {
+    "message": "msg",
+    "function_call": "fc",
+    "function_call_output": "fco",
+    "reasoning": "rs",
+}
+#: An item id given out here: its type's prefix, the hex of the response it belongs to, and its
+#: place there (`in` for an input item).
+_ITEM_ID = re.compile(r"[a-z]+_([0-9a-f]{32})_(?:in)?[0-9]+")
+
+
+def item_id(response: str, kind: str, index: int, *, given: bool = False) -> str:
+    """The id of the item at `index` of response `response`'s output (`given`: of its input).
+    An id names the response it belongs to, so a store finds it by its response's id
+    (`item_response`): stable, and visible only to whoever may read that response."""
+    place = f"in{index}" if given else str(index)
+    return f"{_ID_PREFIXES.get(kind, 'item')}_{response.removeprefix('resp_')}_{place}"
+
+
+def item_response(item: str) -> str | None:
+    """The id of the response the item id `item` belongs to (None: not an id given out here)."""
+    found = _ITEM_ID.fullmatch(item)
+    return f"resp_{found[1]}" if found else None
+
+
+def numbered_input(response: str, items: Sequence[Mapping[str, Any]]) -> list[JSON]:
+    """`items`, the input of response `response`, each with an id: its own if it came with
+    one (an item sent back, a reference resolved), else the one it gets here (`item_id`)."""
+    return [
+        dict(item)
+        if item.get("id")
+        else {**item, "id": item_id(response, str(item.get("type", "message")), i, given=True)}
+        for i, item in enumerate(items)
+    ]
+
+
+def input_item_list(items: Sequence[Mapping[str, Any]], query: Sequence[tuple[str, str]]) -> JSON:
+    """`GET /v1/responses/{id}/input_items`: a page of `items` (a stored response's input, each
+    with its id) as OpenAI lists them, by the query's `order` (`desc` unless `asc`), `limit`
+    (1 to 100, 20 unless given) and `after` (the id of the item the page starts after)."""
+    given: dict[str, str] = {}
+    for name, value in query:
+        if name in ("include", "include[]"):
+            _include([value])
+        elif name in ("order", "limit", "after"):
+            given[name] = value
+        else:
+            raise UnsupportedParameterError(
+                name, "not a query parameter of input_items (order, limit, after, include)"
+            )
+    order = given.get("order", "desc")
+    if order not in ("asc", "desc"):
+        raise UnsupportedParameterError("order", f"{order!r} is not one of asc, desc")
+    limit = given.get("limit", "20")
+    if not limit.isdigit() or not 1 <= int(limit) <= 100:
+        raise UnsupportedParameterError("limit", f"{limit!r} is not an integer from 1 to 100")
+    listed = [_listed(item) for item in (items if order == "asc" else reversed(items))]
+    if "after" in given:
+        ids = [item["id"] for item in listed]
+        if given["after"] not in ids:
+            raise UnsupportedParameterError(
+                "after", f"{given['after']!r} is not an input item of this response"
+            )
+        listed = listed[ids.index(given["after"]) + 1 :]
+    page = listed[: int(limit)]
+    return {
+        "object": "list",
+        "data": page,
+        "first_id": page[0]["id"] if page else None,
+        "last_id": page[-1]["id"] if page else None,
+        "has_more": len(listed) > len(page),
+    }
+
+
+def _listed(item: Mapping[str, Any]) -> JSON:
+    """An input item as the API lists it: a message's text content as a content part."""
+    content = item.get("content")
+    if item.get("type", "message") != "message" or not isinstance(content, str):
+        return {"type": "message", **item} if "role" in item else dict(item)
+    kind = "output_text" if item.get("role") == "assistant" else "input_text"
+    return {"type": "message", **item, "content": [{"type": kind, "text": content}]}
+
+
+def reference(item: Mapping[str, Any], path: str) -> str | None:
+    """The item id an `item_reference` input item names (its `type` may be left out, as in
+    OpenAI's API); None: `item` is no reference."""
+    kind = item.get("type")
+    if kind != "item_reference" and (kind is not None or "role" in item or "id" not in item):
+        return None
+    _check_fields(item, frozenset({"id"}), path, "an item_reference")
+    named = item.get("id")
+    if not isinstance(named, str) or not named:
+        raise InvalidMessagesError(f"{path}: an item_reference needs the 'id' of a stored item")
+    return named
 
 
 def _output_text(text: str) -> JSON:
@@ -656,30 +755,36 @@ def _arguments(arguments: Mapping[str, Any]) -> str:
     return json.dumps(arguments, ensure_ascii=False)
 
 
-def output_items(result: t.GenerateResult, *, structured: bool = False) -> list[JSON]:
+def output_items(
+    result: t.GenerateResult, *, response: str, structured: bool = False
+) -> list[JSON]:
     """The output items of a `GenerateResult`, in the order the model wrote them: reasoning,
-    one message per text block, and the function calls the client must run."""
+    one message per text block, and the function calls the client must run; their ids are
+    those of response `response` (`item_id`)."""
+    items: list[JSON] = []
+
+    def next_id(kind: str) -> str:
+        return item_id(response, kind, len(items))
+
     if structured and result.structured_output is not None:
-        items = [
-            _reasoning_item(_item_id("rs"), r.text, r.signature, r.redacted)
-            for r in result.final_reasoning
-        ]
+        for r in result.final_reasoning:
+            items.append(_reasoning_item(next_id("reasoning"), r.text, r.signature, r.redacted))
         text = json.dumps(result.structured_output, ensure_ascii=False)
-        return [*items, _message_item(_item_id("msg"), text)]
+        return [*items, _message_item(next_id("message"), text)]
     handed_back = {c.tool_call_id for c in result.tool_calls if not c.provider_executed}
-    items = []
     for message in result.response_messages:
         for block in message["content"] if message["role"] == "assistant" else []:
             kind = block["type"]
             if kind == "text":
-                items.append(_message_item(_item_id("msg"), block["text"]))
+                items.append(_message_item(next_id("message"), block["text"]))
             elif kind == "reasoning":
                 signature, redacted = block.get("signature"), block.get("redacted")
-                items.append(_reasoning_item(_item_id("rs"), block["text"], signature, redacted))
+                sealed = _reasoning_item(next_id("reasoning"), block["text"], signature, redacted)
+                items.append(sealed)
             elif kind == "tool-call" and block["tool_call_id"] in handed_back:
                 call_id, name = block["tool_call_id"], block["tool_name"]
                 arguments = _arguments(block["input"])
-                items.append(_call_item(_item_id("fc"), call_id, name, arguments))
+                items.append(_call_item(next_id("function_call"), call_id, name, arguments))
     return items
 
 
@@ -800,11 +905,13 @@ class EventMapper:
                 if part.id not in self._items:
                     if not (part.signature or part.redacted):
                         return []  # said nothing, and holds nothing to send back
-                    events = self._open(part.id, _reasoning_item(_item_id("rs"), "", None, None))
+                    blank = _reasoning_item(self._next_id("reasoning"), "", None, None)
+                    events = self._open(part.id, blank)
                 sealed = {"signature": part.signature, "redacted": part.redacted}
                 return [*events, *self._close(part.id, **sealed)]
             case t.ToolInputStartPart():
-                return self._open(part.id, _call_item(_item_id("fc"), part.id, part.tool_name, ""))
+                blank = _call_item(self._next_id("function_call"), part.id, part.tool_name, "")
+                return self._open(part.id, blank)
             case t.ToolInputDeltaPart():
                 return self._write(part.id, part.delta)
             case t.ToolCallPart():
@@ -860,6 +967,10 @@ class EventMapper:
         at = {} if of is None else {"item_id": of.body["id"], "output_index": of.index}
         return {"type": kind, "sequence_number": self._number - 1, **at, **fields}
 
+    def _next_id(self, kind: str) -> str:
+        """The id of the next item to open (`_open` puts it at the end of the output)."""
+        return item_id(self._frame["id"], kind, len(self.output))
+
     def _open(self, part_id: str, body: JSON) -> list[JSON]:
         body["status"] = "in_progress"
         self._items[part_id] = _Item(body, len(self.output))
@@ -872,7 +983,8 @@ class EventMapper:
     def _call(self, part: t.ToolCallPart) -> list[JSON]:
         call_id, events = part.tool_call_id, []
         if call_id not in self._items:  # not streamed: a recovered call
-            events = self._open(call_id, _call_item(_item_id("fc"), call_id, part.tool_name, ""))
+            blank = _call_item(self._next_id("function_call"), call_id, part.tool_name, "")
+            events = self._open(call_id, blank)
         if not "".join(self._items[call_id].chunks).strip():
             # No fragments came: the arguments whole, so a client reads valid JSON.
             events += self._write(call_id, _arguments(part.input))
@@ -883,10 +995,11 @@ class EventMapper:
         its text part first."""
         events = []
         if opens is not None and part_id not in self._items:
+            new_id = self._next_id(opens)
             blank = (
-                _message_item(_item_id("msg"), None)
+                _message_item(new_id, None)
                 if opens == "message"
-                else _reasoning_item(_item_id("rs"), "", None, None)
+                else _reasoning_item(new_id, "", None, None)
             )
             events = self._open(part_id, blank)
         item = self._items[part_id]

@@ -9,8 +9,8 @@ back as `ChatAnthropic` gives them. This module only converts messages in and re
     while (reply := await agent.ainvoke(messages)).tool_calls:
         messages += [reply, *(get_weather.invoke(call) for call in reply.tool_calls)]
 
-Settings: the README's "Model settings" table; history, what is refused, errors and replies:
-its "Frameworks: pydantic-ai and LangChain".
+Settings: the table in docs/model-settings.md; history, what is refused, errors and replies:
+docs/frameworks/langchain.md.
 """
 
 from __future__ import annotations

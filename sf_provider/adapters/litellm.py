@@ -7,8 +7,8 @@ are read as the gateway's `/v1/chat/completions` reads them (`sf_provider._opena
 errors are LiteLLM's exception types, by the kind of error (`_error_kinds.classify`).
 
 What each parameter does, LiteLLM's parameter lists, cost, model info, warnings, timeouts and
-headers: the README, "Gateway" (the `/v1/chat/completions (and LiteLLM)` column and "Notes on
-LiteLLM").
+headers: docs/frameworks/litellm.md (the docs site's "LiteLLM" page) and the parameter table of
+docs/gateway.md.
 """
 
 from __future__ import annotations

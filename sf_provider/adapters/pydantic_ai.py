@@ -10,8 +10,8 @@ executors; the calls come back as `ToolCallPart`s for the Agent to run, and the 
 replayed natively. Executor mode (``mode="executor", tools=[...]``) runs the given
 `FunctionTool`s inside the CLI. `request` drains the `StreamedResponse` `request_stream` yields.
 
-The README is the reference: "Model settings: what each one does", and "Frameworks: pydantic-ai
-and LangChain" (structured output, usage, history from other providers, errors).
+The reference is in the docs: docs/model-settings.md (the settings table) and
+docs/frameworks/pydantic-ai.md (structured output, usage, history from other providers, errors).
 """
 
 from __future__ import annotations

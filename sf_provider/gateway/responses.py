@@ -2,16 +2,22 @@
 
 `POST /v1/responses` runs one model call (`sf_provider._responses_format` reads the request and
 writes the `response` object, or its SSE events). A response is stored (unless `store: false`)
-with its conversation: the input items up to it and its output. `previous_response_id` continues
-that conversation (`_conversation`); `GET` and `DELETE /v1/responses/{id}` read and remove it. A
-stored response belongs to the API key that created it: to any other it is an unknown id.
+with its conversation: the input items up to it and its output, each item with an id that names
+the response it belongs to (`item_id`). `previous_response_id` continues that conversation
+(`_conversation`) and an `item_reference` input item stands for the stored item it names
+(`_resolved`). `GET` and `DELETE /v1/responses/{id}` read and remove a response, `GET
+/v1/responses/{id}/input_items` lists its input. A response that failed once its stream began is
+kept too (GET reads its error) but cannot be continued. A stored response belongs to the API key
+that created it: to any other it, and every item of it, is an unknown id.
 """
 
 from __future__ import annotations
 
+import contextlib
+import dataclasses
 import time
 from collections import OrderedDict
-from collections.abc import AsyncGenerator, AsyncIterator, Callable, Mapping
+from collections.abc import AsyncGenerator, AsyncIterator, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -23,9 +29,13 @@ from .. import _door as door
 from .._responses_format import (
     EventMapper,
     ResponsesRequest,
+    input_item_list,
+    item_response,
+    numbered_input,
     output_items,
     parse_request,
     provider_call,
+    reference,
     response_id,
     response_object,
 )
@@ -150,15 +160,84 @@ async def _conversation(
 ) -> tuple[Mapping[str, Any], ...]:
     """The conversation `call` continues: none, or the stored one its `previous_response_id`
     names. It is replayed whole: the warm pool continues the process that holds exactly this
-    conversation when one does (ADR 0004), else a fresh process replays it. The seam for
-    continuing on the process that answered by its id (the record naming it), without
-    comparing histories, and for a store other replicas share."""
+    conversation when one does (ADR 0004), else a fresh process replays it. A failed response
+    is no answer to go on from: it is refused, naming the one to continue instead."""
     if call.previous_response_id is None:
         return ()
     record = await store.get(owner, call.previous_response_id)
     if record is None:
         raise _not_found(call.previous_response_id, 400, "previous_response_id")
+    if record.response["status"] == "failed":
+        before = record.response.get("previous_response_id")
+        instead = f"previous_response_id {before!r}" if before else "no previous_response_id"
+        raise GatewayError(
+            invalid_request(
+                f"Response {call.previous_response_id!r} failed "
+                f"({record.response['error']['code']}) and cannot be continued: send its input "
+                f"again with {instead}",
+                "previous_response_id",
+                "previous_response_failed",
+            )
+        )
     return record.conversation
+
+
+async def _resolved(
+    store: ResponseStore, owner: str, items: list[dict[str, Any]]
+) -> list[dict[str, Any]]:
+    """`items` with each `item_reference` replaced by the stored item it names (a 404 naming it
+    when there is none, as OpenAI answers): an item id names its response (`item_response`),
+    whose record holds the item."""
+    records: dict[str, StoredResponse | None] = {}
+    resolved = []
+    for i, item in enumerate(items):
+        named = reference(item, f"input[{i}]")
+        if named is None:
+            resolved.append(item)
+            continue
+        found = None
+        holder = item_response(named)
+        if holder is not None:
+            if holder not in records:
+                records[holder] = await store.get(owner, holder)
+            record = records[holder]
+            stored = record.conversation if record is not None else ()
+            found = next((dict(c) for c in stored if c.get("id") == named), None)
+        if found is None:
+            raise GatewayError(
+                ErrorInfo(
+                    404,
+                    "invalid_request_error",
+                    f"Item with id {named!r} not found: items are kept with their response, "
+                    f"and its response was never stored (store: false), has expired or was "
+                    f"deleted, or belongs to another API key; send the item itself instead",
+                    f"input[{i}]",
+                    "item_not_found",
+                )
+            )
+        resolved.append(found)
+    return resolved
+
+
+def _refuse_repeats(
+    previous: Sequence[Mapping[str, Any]], items: Sequence[Mapping[str, Any]]
+) -> None:
+    """An item given twice (by reference or whole, once more after the conversation
+    `previous_response_id` continues) would reach the model twice: a 400 naming it, as OpenAI
+    answers."""
+    seen = {item["id"] for item in previous if item.get("id")}
+    for i, item in enumerate(items):
+        if item["id"] in seen:
+            raise GatewayError(
+                invalid_request(
+                    f"Duplicate item found with id {item['id']!r}: it is already in the "
+                    f"conversation (the one previous_response_id continues, or earlier in "
+                    f"input); remove it from input",
+                    f"input[{i}]",
+                    "duplicate_item",
+                )
+            )
+        seen.add(item["id"])
 
 
 def response_routes(kept: ResponseStore) -> list[Route]:
@@ -174,20 +253,24 @@ def response_routes(kept: ResponseStore) -> list[Route]:
         )
         owner = _owner(request)
         previous = await _conversation(kept, owner, call)
+        new_id = response_id()
+        items = numbered_input(new_id, await _resolved(kept, owner, call.items))
+        _refuse_repeats(previous, items)
+        call = dataclasses.replace(call, items=items)
         messages, tools, options = provider_call(call, previous)
         frame: dict[str, Any] = {
-            "id": response_id(),
+            "id": new_id,
             "model": call.model or provider.settings.model or "default",
             "created_at": int(time.time()),
         }
 
         async def keep(response: dict[str, Any]) -> None:
             if call.store:
-                conversation = (*previous, *call.items, *response["output"])
+                conversation = (*previous, *items, *response["output"])
                 await kept.put(StoredResponse(response["id"], owner, response, conversation))
 
         async def complete(result: GenerateResult) -> dict[str, Any]:
-            output = output_items(result, structured=call.structured)
+            output = output_items(result, response=new_id, structured=call.structured)
             response = response_object(
                 call, output=output, finish=result.finish_reason, usage=result.usage, **frame
             )
@@ -205,7 +288,12 @@ def response_routes(kept: ResponseStore) -> list[Route]:
             except ProviderError as exc:
                 info = error_info(exc)
                 code = info.code or ("rate_limit_exceeded" if info.status == 429 else info.type)
-                for event in mapper.failed(code, info.message, info.param):
+                failed = mapper.failed(code, info.message, info.param)
+                # Kept as OpenAI keeps a failed response: GET reads it, its error included.
+                # A store that fails now too leaves the client told of the first failure.
+                with contextlib.suppress(GatewayError):
+                    await keep(mapper.response)
+                for event in failed:
                     yield sse(event, event["type"])
                 return
             last = mapper.finish()
@@ -232,7 +320,17 @@ def response_routes(kept: ResponseStore) -> list[Route]:
             raise _not_found(response_id, 404)
         return JSONResponse(record.response)
 
+    async def input_items(request: Request) -> Response:
+        response_id = request.path_params["response_id"]
+        record = await kept.get(_owner(request), response_id)
+        if record is None:
+            raise _not_found(response_id, 404)
+        # The conversation up to the response's own output: the whole input it was given.
+        given = record.conversation[: len(record.conversation) - len(record.response["output"])]
+        return JSONResponse(input_item_list(given, request.query_params.multi_items()))
+
     return [
         Route("/v1/responses", model_endpoint("openai", read), methods=["POST"]),
         Route("/v1/responses/{response_id}", stored, methods=["GET", "DELETE"]),
+        Route("/v1/responses/{response_id}/input_items", input_items, methods=["GET"]),
     ]

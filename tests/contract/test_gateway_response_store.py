@@ -123,6 +123,39 @@ async def test_replicas_with_memory_stores_answer_the_other_replicas_id_as_unkno
     assert len(api.requests) == 1, "nothing ran for the unknown id"
 
 
+@pytest.mark.parametrize("shared", [True, False], ids=["redis", "memory"])
+async def test_an_item_reference_resolves_on_the_other_replica_only_through_redis(
+    shared: bool, request: pytest.FixtureRequest
+) -> None:
+    """The Vercel AI SDK's `openai(model)` sends earlier answers by `item_reference`: a replica
+    finds an item the other stored in the shared Redis; with memory stores it is the 404
+    `item_not_found` that docs/deploy.md names."""
+    store = {"response_store": request.getfixturevalue("redis_server").url} if shared else {}
+    script = [reply(text("Sunny.")), reply(text("Tomorrow too."))]
+    async with (
+        ScriptedMessagesAPI(script) as api,
+        replicas(api.settings(), 2, **store) as (first, second),
+    ):
+        answered = await first.responses.create(model=MODEL, input="Weather?")
+        follow_up: Any = [
+            {"role": "user", "content": "Weather?"},
+            {"type": "item_reference", "id": answered.output[0].id},
+            {"role": "user", "content": "And tomorrow?"},
+        ]
+        if shared:
+            went_on = await second.responses.create(model=MODEL, input=follow_up)
+        else:
+            with pytest.raises(openai.NotFoundError) as missing:
+                await second.responses.create(model=MODEL, input=follow_up)
+    if shared:
+        assert went_on.output_text == "Tomorrow too."
+        assert "Sunny." in json.dumps(api.requests[1].messages)
+    else:
+        assert missing.value.code == "item_not_found"
+        assert missing.value.param == "input[1]"
+        assert len(api.requests) == 1
+
+
 # --------------------------------------------------------------------------- what Redis keeps
 
 

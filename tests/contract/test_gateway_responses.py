@@ -574,7 +574,6 @@ async def test_another_key_cannot_read_continue_or_delete_a_response() -> None:
         ("include", ["file_search_call.results"], "file_search_call.results"),
         ("text", {"verbosity": "low"}, "text.verbosity"),
         ("conversation", "conv_1", "conversation"),
-        ("input", [{"type": "item_reference", "id": "msg_1"}], "item_reference"),
         ("input", [{"type": "input_file"}], "input_file"),
         ("reasoning", {"effort": "extreme"}, "reasoning.effort"),
     ],
@@ -613,15 +612,197 @@ async def test_a_stream_taken_back_after_it_was_sent_ends_in_response_failed() -
     async with ScriptedMessagesAPI(script) as api, gateway(api.settings()) as (_, client):
         stream = await client.responses.create(model=MODEL, input="Count.", stream=True)
         events = [e async for e in stream]
-        with pytest.raises(openai.NotFoundError):
-            await client.responses.retrieve(events[0].response.id)  # type: ignore[union-attr]
-    error, failed = events[-2:]
+        error, failed = events[-2:]
+        # Kept as OpenAI keeps a failed response: it is read back as the stream ended it.
+        read = await client.responses.retrieve(failed.response.id)  # type: ignore[union-attr]
+        # It is no answer to go on from: the input is sent again instead.
+        with pytest.raises(openai.BadRequestError) as continued:
+            await client.responses.create(
+                model=MODEL,
+                input="Go on.",
+                previous_response_id=read.id,
+            )
     assert error.type == "error"
     assert "cannot be taken back" in error.message  # type: ignore[union-attr]
     assert failed.type == "response.failed"
     assert failed.response.status == "failed"  # type: ignore[union-attr]
     assert failed.response.error is not None  # type: ignore[union-attr]
-    assert len(api.requests) == 2
+    assert read.model_dump() == failed.response.model_dump()  # type: ignore[union-attr]
+    assert read.error is not None and read.error.code == failed.response.error.code  # type: ignore[union-attr]
+    assert continued.value.code == "previous_response_failed"
+    assert continued.value.param == "previous_response_id"
+    assert "send its input again with no previous_response_id" in continued.value.message
+    assert len(api.requests) == 2, "nothing ran for the failed response's continuation"
+
+
+# --------------------------------------------------------------------------- item ids
+
+
+async def item_ids(client: AsyncOpenAI, response_id: str) -> list[str]:
+    """The ids of a stored response's input items, oldest first."""
+    listed = await client.responses.input_items.list(response_id, order="asc")
+    return [item.id for item in listed.data]  # type: ignore[union-attr]
+
+
+@pytest.mark.parametrize("stream", [False, True], ids=["whole", "streamed"])
+async def test_an_item_reference_is_replaced_by_the_stored_item_it_names(stream: bool) -> None:
+    """Items are named by id, input and output alike, and an `item_reference` (its `type` may be
+    left out) stands for the item: the model gets the item itself."""
+    script = [reply(text("Sunny.")), reply(text("Tomorrow too."))]
+    async with ScriptedMessagesAPI(script) as api, gateway(api.settings()) as (_, client):
+        if stream:
+            events = await client.responses.create(model=MODEL, input="Weather?", stream=True)
+            first = [e async for e in events][-1].response  # type: ignore[union-attr]
+        else:
+            first = await client.responses.create(model=MODEL, input="Weather?")
+        [question] = await item_ids(client, first.id)
+        [answer] = first.output
+        second = await client.responses.create(
+            model=MODEL,
+            input=[
+                {"type": "item_reference", "id": question},
+                {"id": answer.id},  # type: ignore[list-item]
+                {"role": "user", "content": "And tomorrow?"},
+            ],
+        )
+        kept = (await client.responses.retrieve(first.id)).output[0].id
+    assert second.output_text == "Tomorrow too."
+    assert kept == answer.id, "an item's id is the same when the response is read back"
+    sent = api.requests[1].messages
+    assert [(m["role"], m["content"][0]["text"]) for m in sent if m["role"] != "system"] == [
+        ("user", "Weather?"),
+        ("assistant", "Sunny."),
+        ("user", "And tomorrow?"),
+    ]
+
+
+async def test_an_item_reference_no_store_holds_is_a_404_naming_it() -> None:
+    """Unknown, another key's, or from a `store: false` response: the same 404 OpenAI gives,
+    before anything runs."""
+    async with (
+        ScriptedMessagesAPI([reply(text("Kept.")), reply(text("Not kept."))]) as api,
+        gateway(api.settings(), key="key-a", api_keys=["key-a", "key-b"]) as (url, first),
+        AsyncOpenAI(base_url=f"{url}/v1", api_key="key-b", max_retries=0) as second,
+    ):
+        kept = await first.responses.create(model=MODEL, input="Weather?")
+        unkept = await first.responses.create(model=MODEL, input="Weather?", store=False)
+        refused = {}
+        for name, client, item in [
+            ("unknown", first, "msg_1"),
+            ("unknown here", first, kept.output[0].id.rsplit("_", 1)[0] + "_9"),
+            ("another key's", second, kept.output[0].id),
+            ("not stored", first, unkept.output[0].id),
+        ]:
+            with pytest.raises(openai.NotFoundError) as error:
+                await client.responses.create(
+                    model=MODEL,
+                    input=[
+                        {"role": "user", "content": "Hi."},
+                        {"type": "item_reference", "id": item},
+                    ],
+                )
+            refused[name] = error.value
+    for error in refused.values():
+        assert error.code == "item_not_found"
+        assert error.param == "input[1]"
+        assert "send the item itself" in error.message
+    assert "'msg_1' not found" in refused["unknown"].message
+    assert len(api.requests) == 2, "nothing ran for a reference to no stored item"
+
+
+async def test_an_item_given_twice_is_a_400_naming_it() -> None:
+    """By reference after the conversation `previous_response_id` continues, which holds it
+    already (the mistake OpenAI refuses), or twice in one input: the model would get it twice."""
+    async with (
+        ScriptedMessagesAPI([reply(text("Sunny."))]) as api,
+        gateway(api.settings()) as (_, client),
+    ):
+        first = await client.responses.create(model=MODEL, input="Weather?")
+        again: Any = {"type": "item_reference", "id": first.output[0].id}
+        refused = []
+        for request in [
+            {"input": [again], "previous_response_id": first.id},
+            {"input": [{"role": "user", "content": "Weather?"}, again, again]},
+        ]:
+            with pytest.raises(openai.BadRequestError) as error:
+                await client.responses.create(model=MODEL, **request)
+            refused.append(error.value)
+    assert [e.code for e in refused] == ["duplicate_item"] * 2
+    assert [e.param for e in refused] == ["input[0]", "input[2]"]
+    assert all(first.output[0].id in e.message for e in refused)
+    assert len(api.requests) == 1
+
+
+# --------------------------------------------------------------------------- input items
+
+
+async def test_input_items_lists_the_whole_input_a_response_was_given() -> None:
+    """OpenAI's list shape; `order` (newest first unless asc), `limit`, `after`; the input
+    includes the conversation `previous_response_id` continued."""
+    async with (
+        ScriptedMessagesAPI(weather_model) as api,
+        gateway(api.settings()) as (base_url, client),
+        httpx.AsyncClient(timeout=60, headers={"authorization": "Bearer sk-test"}) as http,
+    ):
+        first = await client.responses.create(model=MODEL, input="Weather?", tools=[WEATHER_TOOL])
+        [call] = first.output
+        second = await client.responses.create(
+            model=MODEL, input=[output(call)], previous_response_id=first.id, tools=[WEATHER_TOOL]
+        )
+        newest = (await http.get(f"{base_url}/v1/responses/{second.id}/input_items")).json()
+        oldest = await client.responses.input_items.list(second.id, order="asc", limit=2)
+        rest = await client.responses.input_items.list(
+            second.id, order="asc", after=oldest.data[-1].id
+        )
+        [asked] = await item_ids(client, first.id)
+    assert second.output_text == f"Paris: {call.call_id}."
+    assert set(newest) == {"object", "data", "first_id", "last_id", "has_more"}
+    assert newest["object"] == "list" and newest["has_more"] is False
+    assert [i["type"] for i in newest["data"]] == [
+        "function_call_output",
+        "function_call",
+        "message",
+    ]
+    assert [newest["first_id"], newest["last_id"]] == [newest["data"][0]["id"], asked]
+    assert newest["data"][1]["id"] == call.id, "an output item keeps its id as input"
+    assert newest["data"][2]["content"] == [{"type": "input_text", "text": "Weather?"}]
+    assert [i.id for i in oldest.data] == [asked, call.id]
+    assert oldest.has_more is True
+    assert [i.id for i in rest.data] == [newest["first_id"]]
+    assert rest.has_more is False
+
+
+@pytest.mark.parametrize(
+    ("query", "named"),
+    [("limit=0", "limit"), ("order=newest", "order"), ("after=msg_1", "after"), ("page=2", "page")],
+)
+async def test_input_items_refuses_a_query_it_cannot_honour_by_name(query: str, named: str) -> None:
+    async with (
+        ScriptedMessagesAPI([reply(text("Sunny."))]) as api,
+        gateway(api.settings()) as (base_url, client),
+        httpx.AsyncClient(timeout=60, headers={"authorization": "Bearer sk-test"}) as http,
+    ):
+        created = await client.responses.create(model=MODEL, input="Weather?")
+        answer = await http.get(f"{base_url}/v1/responses/{created.id}/input_items?{query}")
+    assert answer.status_code == 400, answer.text
+    assert answer.json()["error"]["param"] == named
+
+
+async def test_input_items_of_another_keys_response_is_an_unknown_id() -> None:
+    async with (
+        ScriptedMessagesAPI([reply(text("Sunny."))]) as api,
+        gateway(api.settings(), key="key-a", api_keys=["key-a", "key-b"]) as (url, first),
+        AsyncOpenAI(base_url=f"{url}/v1", api_key="key-b", max_retries=0) as second,
+    ):
+        created = await first.responses.create(model=MODEL, input="Weather?")
+        with pytest.raises(openai.NotFoundError) as theirs:
+            await second.responses.input_items.list(created.id)
+        with pytest.raises(openai.NotFoundError) as unknown:
+            await second.responses.input_items.list("resp_unknown")
+        assert len((await first.responses.input_items.list(created.id)).data) == 1
+    assert theirs.value.message.replace(created.id, "ID") == unknown.value.message.replace(
+        "resp_unknown", "ID"
+    )
 
 
 # --------------------------------------------------------------------------- the Agents SDK

@@ -209,6 +209,12 @@ async def test_a_warm_process_nests_its_spans_under_the_query_it_serves(
         (tool_span,) = by_name(trace, "execute_tool add")
         assert ancestors(tool_span, finished) == ["tools/call add", query.name]
         assert all(ancestors(s, finished)[-1:] == [query.name] for s in trace if s is not query)
+    # The mcp SDK's handshake with the bridge (docs/tracing.md): once per process, so under the
+    # query that started it, and none under a query on the warm process.
+    handshake = ["initialize", "notifications/initialized", "tools/list"]
+    for query, expected in zip(queries, [handshake, []], strict=True):
+        children = [s.name for s in finished if parent_of(s, finished) is query]
+        assert sorted(n for n in children if n in handshake) == sorted(expected)
 
 
 async def test_a_failed_query_has_error_status_and_the_provider_error_type(

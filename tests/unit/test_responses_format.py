@@ -24,10 +24,15 @@ from sf_provider._request import (
 from sf_provider._responses_format import (
     EventMapper,
     UnsupportedParameterError,
+    input_item_list,
     input_messages,
+    item_id,
+    item_response,
+    numbered_input,
     output_items,
     parse_request,
     provider_call,
+    reference,
     response_object,
 )
 from sf_provider._tool_choice import NamedToolChoice
@@ -328,7 +333,7 @@ def test_input_messages_is_the_inverse_of_the_output_items() -> None:
         tool_calls=[{"tool_call_id": "toolu_1", "tool_name": "get_weather",
                      "input": {"city": "Paris"}}],
     )  # fmt: skip
-    items = output_items(result)
+    items = output_items(result, response="resp_" + "0" * 32)
     assert [i["type"] for i in items] == ["reasoning", "reasoning", "message", "function_call"]
     assert items[3]["call_id"] == "toolu_1"
     assert json.loads(items[3]["arguments"]) == {"city": "Paris"}
@@ -499,3 +504,106 @@ def test_a_failure_after_the_stream_began_is_an_error_then_response_failed() -> 
 def test_a_sampling_setting_that_is_no_number_is_refused_by_name(name: str, value: Any) -> None:
     """Sent as written when a number (the API judges the range); anything else names it."""
     assert refused(**{name: value}).param == name
+
+
+# --------------------------------------------------------------------------- item ids
+
+RESPONSE = "resp_" + "ab" * 16
+
+
+def test_an_item_id_names_the_response_it_belongs_to() -> None:
+    ids = [
+        item_id(RESPONSE, "message", 0),
+        item_id(RESPONSE, "function_call", 12),
+        item_id(RESPONSE, "function_call_output", 1, given=True),
+        item_id(RESPONSE, "reasoning", 3),
+    ]
+    assert [i.split("_", 1)[0] for i in ids] == ["msg", "fc", "fco", "rs"]
+    assert len(set(ids)) == len(ids)
+    assert {item_response(i) for i in ids} == {RESPONSE}
+    for foreign in ("msg_1", "msg_" + "ab" * 16, "rs_abc_1", RESPONSE, ""):
+        assert item_response(foreign) is None
+
+
+def test_output_items_and_streamed_items_get_the_ids_of_their_place() -> None:
+    result = GenerateResult(
+        text="Checking.",
+        finish_reason="tool-calls",
+        response_messages=[
+            {
+                "role": "assistant",
+                "content": [
+                    {"type": "text", "text": "Checking."},
+                    {"type": "tool-call", "tool_call_id": "toolu_1", "tool_name": "get_weather",
+                     "input": {}},
+                ],
+            }
+        ],
+        tool_calls=[{"tool_call_id": "toolu_1", "tool_name": "get_weather", "input": {}}],
+    )  # fmt: skip
+    items = output_items(result, response=RESPONSE)
+    assert [i["id"] for i in items] == [
+        item_id(RESPONSE, "message", 0),
+        item_id(RESPONSE, "function_call", 1),
+    ]
+    mapper = EventMapper(parse_request({"input": "hi"}), id=RESPONSE, model="m")
+    for part in [
+        TextStartPart(id="t"),
+        TextDeltaPart(id="t", delta="Checking."),
+        TextEndPart(id="t"),
+        ToolCallPart(tool_call_id="toolu_1", tool_name="get_weather", input={}),
+    ]:
+        mapper.add(part)
+    assert [i["id"] for i in mapper.output] == [i["id"] for i in items]
+
+
+def test_input_items_keep_their_ids_and_the_others_get_one() -> None:
+    items = numbered_input(RESPONSE, [{"role": "user", "content": "hi"}, {**CALL, "id": "fc_x"}])
+    assert [i["id"] for i in items] == [item_id(RESPONSE, "message", 0, given=True), "fc_x"]
+
+
+@pytest.mark.parametrize(
+    ("item", "named"),
+    [
+        ({"type": "item_reference", "id": "msg_1"}, "msg_1"),
+        ({"id": "msg_1"}, "msg_1"),  # the type may be left out
+        ({"role": "user", "content": "hi", "id": "msg_1"}, None),
+        (CALL, None),
+        ({"type": "message", "id": "msg_1", "content": "hi"}, None),
+    ],
+)
+def test_a_reference_is_an_item_reference_or_an_item_of_an_id_alone(
+    item: dict[str, Any], named: str | None
+) -> None:
+    assert reference(item, "input[0]") == named
+
+
+def test_a_reference_without_an_id_or_with_other_fields_is_refused_naming_it() -> None:
+    with pytest.raises(InvalidMessagesError, match=r"input\[2\]: an item_reference needs"):
+        reference({"type": "item_reference"}, "input[2]")
+    with pytest.raises(UnsupportedParameterError, match=r"input\[0\]\.role"):
+        reference({"type": "item_reference", "id": "msg_1", "role": "user"}, "input[0]")
+
+
+def test_input_items_are_listed_in_pages_as_openai_lists_them() -> None:
+    items = [
+        {"id": f"msg_{n}", "type": "message", "role": "user", "content": "hi"} for n in range(5)
+    ]
+    newest = input_item_list(items, [])
+    assert [i["id"] for i in newest["data"]] == ["msg_4", "msg_3", "msg_2", "msg_1", "msg_0"]
+    assert newest["data"][0]["content"] == [{"type": "input_text", "text": "hi"}]
+    page = input_item_list(items, [("order", "asc"), ("limit", "2"), ("after", "msg_0")])
+    assert (page["first_id"], page["last_id"], page["has_more"]) == ("msg_1", "msg_2", True)
+    last = input_item_list(items, [("order", "asc"), ("after", "msg_4")])
+    assert last == {"object": "list", "data": [], "first_id": None, "last_id": None,
+                    "has_more": False}  # fmt: skip
+    assert input_item_list(items, [("include[]", "reasoning.encrypted_content")]) == newest
+    for query, named in [
+        ([("limit", "101")], "limit"),
+        ([("order", "up")], "order"),
+        ([("after", "msg_9")], "after"),
+        ([("include", "message.input_image.image_url")], "include"),
+    ]:
+        with pytest.raises(UnsupportedParameterError) as refused:
+            input_item_list(items, query)
+        assert refused.value.param == named
