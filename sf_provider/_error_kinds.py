@@ -25,6 +25,7 @@ from .errors import (
     APIError,
     AuthenticationError,
     ContextWindowExceededError,
+    CredentialsMissingError,
     InvalidMessagesError,
     OverloadedError,
     ProviderError,
@@ -48,7 +49,7 @@ class ErrorKind(StrEnum):
     INVALID_REQUEST = "invalid_request"
     #: The Messages API refused the request (a 4xx not named otherwise, not 408 or 409).
     REQUEST_REJECTED = "request_rejected"
-    #: The API rejected the provider's Claude credentials (401).
+    #: The API rejected the provider's Claude credentials, or there are none (401).
     AUTHENTICATION = "authentication"
     #: The credentials may not do this (403).
     PERMISSION = "permission"
@@ -112,7 +113,7 @@ _RULES: tuple[
     ((InvalidMessagesError, UnsupportedRequestError, ToolDefinitionError), None,
      ErrorKind.INVALID_REQUEST),
     (AuthenticationError, lambda e: e.status == 403, ErrorKind.PERMISSION),
-    (AuthenticationError, None, ErrorKind.AUTHENTICATION),
+    ((AuthenticationError, CredentialsMissingError), None, ErrorKind.AUTHENTICATION),
     (RateLimitError, None, ErrorKind.RATE_LIMIT),
     (OverloadedError, None, ErrorKind.OVERLOADED),
     (ContextWindowExceededError, None, ErrorKind.CONTEXT_WINDOW),

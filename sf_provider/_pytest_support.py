@@ -12,6 +12,7 @@ fixture. Everything it does for such a test is here:
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import functools
 import gc
@@ -72,6 +73,8 @@ class OfflineTest:
 
     def __init__(self) -> None:
         self.root = Path(tempfile.mkdtemp(prefix="scripted-api-"))
+        # Ctrl-C skips the test's teardown (`finish`): the dir goes when the process exits.
+        atexit.register(self._remove_root)
         self.api = ScriptedMessagesAPI([])
         self._patch = pytest.MonkeyPatch()
         self._before = set(cli_processes())
@@ -85,7 +88,8 @@ class OfflineTest:
             test._set_environment()
         except BaseException:
             test.stop_server()
-            shutil.rmtree(test.root, ignore_errors=True)
+            test._remove_root()
+            atexit.unregister(test._remove_root)
             raise
         return test
 
@@ -153,7 +157,11 @@ class OfflineTest:
                 )
             return problems
         finally:
-            shutil.rmtree(self.root, ignore_errors=True)
+            self._remove_root()
+            atexit.unregister(self._remove_root)
+
+    def _remove_root(self) -> None:
+        shutil.rmtree(self.root, ignore_errors=True)
 
 
 def run_coroutine_test(

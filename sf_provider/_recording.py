@@ -6,7 +6,8 @@ The CLI talks to a local `ScriptedMessagesAPI` whose script is an `UpstreamRecor
 login), to the upstream; the answer, streamed or not, is turned into a `Reply` (or an
 `HTTPErrorReply`), kept in `items`, and served to the CLI by the scripted API. So the CLI sees
 during recording exactly what a replay of `items` serves it later. Nothing of the headers is
-kept. Plain `urllib` in a worker thread: no HTTP client dependency for a tool used this rarely.
+kept, and a credential the upstream echoes back is replaced (`scrub`). Plain `urllib` in a
+worker thread: no HTTP client dependency for a tool used this rarely.
 
 An upstream other than the Anthropic API (a gateway, a proxy, a local scripted API) may need no
 credential. Without one configured, the CLI (which will not start a query without one) is given
@@ -21,7 +22,7 @@ import json
 import urllib.error
 import urllib.parse
 import urllib.request
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 import anyio.to_thread
@@ -40,9 +41,11 @@ from .testing import (
 __all__ = [
     "DEFAULT_UPSTREAM",
     "PLACEHOLDER_KEY",
+    "REDACTED",
     "UpstreamRecorder",
     "assemble_stream",
     "reply_from_message",
+    "scrub",
 ]
 
 #: Where a live recording sends the model turns when nothing else is configured.
@@ -115,6 +118,9 @@ class UpstreamRecorder:
         except UpstreamError as exc:
             self.failures.append(str(exc))
             return fault("drop")
+        # An upstream may echo the credential (in an error message, say): never kept. The CLI
+        # is served the scrubbed item too, so a replay serves it what it saw.
+        item = scrub(item, _credentials(request.headers))
         self.items.append(item)
         return item
 
@@ -146,6 +152,40 @@ class UpstreamRecorder:
             http.client.HTTPException,
         ) as exc:  # unreachable, cut, not JSON
             raise UpstreamError(f"{self.upstream}{request.path}: {exc}") from exc
+
+
+#: What stands in a recording for a credential the upstream echoed.
+REDACTED = "[redacted credential]"
+
+
+def _credentials(headers: Mapping[str, str]) -> list[str]:
+    """The secrets a request carries: its `x-api-key` and its `Authorization` token."""
+    found: list[str] = []
+    for name, value in headers.items():
+        if name.lower() == "x-api-key":
+            found.append(value.strip())
+        elif name.lower() == "authorization":
+            found.append(value.partition(" ")[2].strip() or value.strip())
+    return [secret for secret in found if len(secret) >= 8]  # not a word of the text
+
+
+def scrub(item: ScriptItem, secrets: Sequence[str]) -> ScriptItem:
+    """`item` with every secret in `secrets` replaced by `REDACTED`, wherever it is."""
+
+    def clean(value: Any) -> Any:
+        if isinstance(value, str):
+            for secret in secrets:
+                value = value.replace(secret, REDACTED)
+            return value
+        if isinstance(value, dict):
+            return {k: clean(v) for k, v in value.items()}
+        if isinstance(value, list):
+            return [clean(v) for v in value]
+        return value
+
+    fields = item.model_dump(exclude_unset=True)
+    cleaned = clean(fields)
+    return item if cleaned == fields else type(item).model_validate(cleaned)
 
 
 class _StreamError(Exception):

@@ -263,6 +263,14 @@ class CallOptions(BaseModel):
     temperature: _Sampling | None = Field(default=None, description="Sent as written.")
     top_p: _Sampling | None = Field(default=None, description="Sent as written.")
     top_k: StrictInt | None = Field(default=None, description="Sent as written.")
+    partition: str | None = Field(
+        default=None,
+        min_length=1,
+        description="Whose call this is (a tenant, a user): warm processes are shared, and "
+        "conversations continued, only between calls of the same partition, so one tenant's "
+        "conversation is never continued for another (whose speed would tell them it was "
+        "held). The gateway sets it to a hash of the API key. Never sent to the model.",
+    )
 
     @field_validator("stop_sequences")
     @classmethod

@@ -22,7 +22,7 @@ from typing import Any, Literal
 import claude_agent_sdk
 from pydantic import BaseModel, ConfigDict, Field
 
-from .errors import ProviderCompatibilityError, ToolDefinitionError
+from .errors import CredentialsMissingError, ProviderCompatibilityError, ToolDefinitionError
 from .registry import ToolRegistry, group_env_var
 from .settings import ProviderSettings
 from .tools import FunctionTool, normalize_input_schema
@@ -34,8 +34,10 @@ __all__ = [
     "CapabilityReport",
     "ToolCapability",
     "check_capabilities",
+    "cloud_switches",
     "ensure_capabilities",
     "find_cli",
+    "refusal",
 ]
 
 _AUTH_VARS = (
@@ -239,6 +241,18 @@ def credentials_path(env: Mapping[str, str]) -> Path | None:
     return home / ".claude" / ".credentials.json" if home is not None else None
 
 
+def cloud_switches(
+    settings: ProviderSettings, environ: Mapping[str, str] | None = None
+) -> list[str]:
+    """The cloud-provider switches (`CLAUDE_CODE_USE_BEDROCK`, `_VERTEX`, `_FOUNDRY`) that are
+    on for the CLI: an isolated query takes them from `settings.env` only, since the cloud's
+    credential chain can run commands its own files name (an AWS `credential_process`)."""
+    env: Mapping[str, str] = settings.env
+    if not settings.isolate:
+        env = ChainMap(settings.env, os.environ if environ is None else dict(environ))
+    return [var for var in _CLOUD_VARS if env.get(var, "").strip().lower() in {"1", "true"}]
+
+
 def check_auth(settings: ProviderSettings, environ: Mapping[str, str] | None = None) -> AuthStatus:
     """The authentication the CLI would use with `settings` (environment, then a login)."""
     # A view of os.environ, not a copy: copying it decodes every variable (~50 us per query).
@@ -246,9 +260,8 @@ def check_auth(settings: ProviderSettings, environ: Mapping[str, str] | None = N
     for var, method in _AUTH_VARS:
         if env.get(var):
             return AuthStatus(configured=True, method=method, detail=f"{var} is set")  # type: ignore[arg-type]
-    for var in _CLOUD_VARS:
-        if env.get(var, "").strip().lower() in {"1", "true"}:
-            return AuthStatus(configured=True, method="cloud", detail=f"{var} is set")
+    for var in cloud_switches(settings, environ):
+        return AuthStatus(configured=True, method="cloud", detail=f"{var} is set")
     credentials = credentials_path(env)
     if credentials is not None and credentials.is_file():
         if not os.access(credentials, os.R_OK):  # a secret mounted for another uid
@@ -266,7 +279,13 @@ def check_auth(settings: ProviderSettings, environ: Mapping[str, str] | None = N
         configured=False,
         method="none",
         detail="no ANTHROPIC_API_KEY, ANTHROPIC_AUTH_TOKEN or CLAUDE_CODE_OAUTH_TOKEN, and no "
-        "Claude login: set one of them or run `claude` once and log in",
+        "Claude login: set one of them or run `claude` once and log in"
+        + "".join(
+            f" ({var} is set in the environment, but an isolated query takes a cloud switch "
+            f"from ProviderSettings.env only)"
+            for var in _CLOUD_VARS
+            if env.get(var, "").strip().lower() in {"1", "true"} and var not in settings.env
+        ),
     )
 
 
@@ -373,6 +392,13 @@ def check_capabilities(
     auth = check_auth(settings, environ)
     if not auth.configured:
         problems.append(f"authentication: {auth.detail}")
+    for switch in cloud_switches(settings, environ):
+        if env.get("ANTHROPIC_BASE_URL"):
+            problems.append(
+                f"{switch} sends every request to the cloud provider, and the CLI would ignore "
+                f"ANTHROPIC_BASE_URL ({env['ANTHROPIC_BASE_URL']}): unset one of them (a "
+                f"cloud endpoint goes in ANTHROPIC_BEDROCK_BASE_URL, _VERTEX_ or _FOUNDRY_)"
+            )
     problem = _temp_dir_problem(settings.env.get("TMPDIR"), workdir)
     if problem:
         problems.append(problem)
@@ -471,8 +497,17 @@ def check_capabilities(
 
 
 def ensure_capabilities(*args: Any, **kwargs: Any) -> CapabilityReport:
-    """`check_capabilities`, raising `ProviderCompatibilityError` when anything is missing."""
+    """`check_capabilities`, raising `ProviderCompatibilityError` when anything is missing
+    (`CredentialsMissingError` when the Claude credentials are)."""
     report = check_capabilities(*args, **kwargs)
     if report.problems:
-        raise ProviderCompatibilityError(report.problems, report=report)
+        raise refusal(report)
     return report
+
+
+def refusal(report: CapabilityReport) -> ProviderCompatibilityError:
+    """The error of a report with problems: `CredentialsMissingError` (an authentication
+    error on every door) when no Claude credential is configured, else
+    `ProviderCompatibilityError`. Both list every problem."""
+    kind = ProviderCompatibilityError if report.auth.configured else CredentialsMissingError
+    return kind(report.problems, report=report)

@@ -292,6 +292,30 @@ def main(argv: Sequence[str] | None = None) -> int:
         action="store_true",
         help="serve a non-loopback --host without API keys",
     )
+    gateway.add_argument(
+        "--allow-origin",
+        dest="allow_origins",
+        action="append",
+        metavar="ORIGIN",
+        help="a web page origin whose browser requests are served, with CORS, e.g. "
+        "https://app.example (repeatable; exact scheme://host[:port]; '*': any origin, only "
+        "with API keys); requests with any other Origin header are refused",
+    )
+    gateway.add_argument(
+        "--allow-host",
+        dest="allow_hosts",
+        action="append",
+        metavar="NAME",
+        help="a Host name served without API keys besides localhost and loopback addresses "
+        "(repeatable; a proxy's name for the gateway; '*': any)",
+    )
+    gateway.add_argument(
+        "--body-timeout",
+        type=_seconds,
+        default=30.0,
+        metavar="SECONDS",
+        help="seconds a client has to send a request body, above 0; 408 after (default: 30)",
+    )
     gateway.set_defaults(run=_gateway)
     check = commands.add_parser("check", help="check what a request needs before dispatch")
     check.add_argument("--tools", metavar="MODULE:ATTR", help="the tool registry to check")

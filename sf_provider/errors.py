@@ -93,6 +93,12 @@ class ProviderCompatibilityError(ProviderError):
         super().__init__(f"the provider cannot serve this request:\n{listed}")
 
 
+class CredentialsMissingError(ProviderCompatibilityError):
+    """No Claude credentials are configured for the CLI (no API key, token, cloud switch or
+    readable login): no request can succeed until one is. Every door names it as an
+    authentication error (HTTP 401, not retryable), as it does credentials the API rejected."""
+
+
 class MissingExecutorError(ProviderCompatibilityError):
     """Executor mode was forced but a tool has no executor."""
 

@@ -32,7 +32,13 @@ from ._request import CallOptions
 from ._request import call_options as _checked_options
 from ._tool_choice import NamedToolChoice, ToolChoice, exposed_tools
 from ._tracing import TracedRequest, refused, start_query
-from .capabilities import CapabilityReport, check_capabilities, credentials_path
+from .capabilities import (
+    CapabilityReport,
+    check_capabilities,
+    cloud_switches,
+    credentials_path,
+    refusal,
+)
 from .errors import (
     InvalidMessagesError,
     MissingExecutorError,
@@ -353,9 +359,19 @@ class ClaudeAgentProvider:
                 CallWarning(
                     code="environment-ignored",
                     message=f"{', '.join(ignored)} set in the environment would change the "
-                    f"request (model, headers, body, limits), but an isolated query does not pass "
-                    f"it to the CLI; use the call options (model=, max_tokens=, betas=, ...) or "
-                    f"name it in ProviderSettings.env to pass it on",
+                    f"request (model, headers, body, limits, the cloud it goes to), but an "
+                    f"isolated query does not pass it to the CLI; use the call options (model=, "
+                    f"max_tokens=, betas=, ...) or name it in ProviderSettings.env to pass it on",
+                )
+            )
+        cloud = cloud_switches(settings)
+        if cloud and settings.isolate:
+            warnings.append(
+                CallWarning(
+                    code="cloud-credentials",
+                    message=f"{', '.join(cloud)} in ProviderSettings.env: the CLI authenticates "
+                    f"with the cloud's own credential chain, which can run commands its files "
+                    f"name (an AWS credential_process, a gcloud or az helper)",
                 )
             )
         if options.mode == "executor" and missing:
@@ -376,7 +392,7 @@ class ClaudeAgentProvider:
             check_schemas=False,  # checked when each FunctionTool was built
         )
         if report.problems:
-            raise ProviderCompatibilityError(report.problems, report=report)
+            raise refusal(report)
         mode: Mode = "executor"
         if options.mode == "single-turn" or missing or forbid_calls:
             mode = "single-turn"
@@ -999,9 +1015,11 @@ def _isolated_dirs(workdir: Path, env: dict[str, str]) -> dict[str, str]:
 
 
 #: What the CLI may take from the application's environment in isolated mode: how to reach and
-#: authenticate to the API (direct, Bedrock, Vertex, Foundry), proxies and certificates, the
-#: locale, switches that only turn things off, and what the SDK itself sets. Everything else is
-#: blanked (`_blocked_environment`); ProviderSettings.env passes whatever it names.
+#: authenticate to the API (direct, and the Bedrock, Vertex and Foundry credentials, used only
+#: when settings.env turns a cloud on: `capabilities.cloud_switches`), proxies and
+#: certificates, the locale, switches that only turn things off, and what the SDK itself sets.
+#: Everything else is blanked (`_blocked_environment`); ProviderSettings.env passes whatever it
+#: names.
 _ENV_ALLOWED = frozenset(
     {
         "ANTHROPIC_API_KEY",
@@ -1014,9 +1032,6 @@ _ENV_ALLOWED = frozenset(
         "ANTHROPIC_FOUNDRY_API_KEY",
         "ANTHROPIC_FOUNDRY_BASE_URL",
         "ANTHROPIC_FOUNDRY_RESOURCE",
-        "CLAUDE_CODE_USE_BEDROCK",
-        "CLAUDE_CODE_USE_VERTEX",
-        "CLAUDE_CODE_USE_FOUNDRY",
         "CLAUDE_CODE_SKIP_BEDROCK_AUTH",
         "CLAUDE_CODE_SKIP_VERTEX_AUTH",
         "CLAUDE_CODE_SKIP_FOUNDRY_AUTH",
@@ -1070,6 +1085,11 @@ _MAX_DESCRIPTION_CHARS = 100_000_000
 #: environment sets them, since a user who set one expects its effect.
 _REQUEST_SHAPING_ENV = frozenset(
     {
+        # Where the request goes: passed on only when settings.env names it (then with a
+        # `cloud-credentials` warning), as the cloud's credential chain can run commands.
+        "CLAUDE_CODE_USE_BEDROCK",
+        "CLAUDE_CODE_USE_VERTEX",
+        "CLAUDE_CODE_USE_FOUNDRY",
         "ANTHROPIC_MODEL",
         "ANTHROPIC_DEFAULT_OPUS_MODEL",
         "ANTHROPIC_DEFAULT_SONNET_MODEL",

@@ -72,8 +72,10 @@ def error_info(exc: BaseException) -> ErrorInfo:
     message = facts.message
     if facts.kind in (ErrorKind.AUTHENTICATION, ErrorKind.PERMISSION):
         # The provider's own Claude credentials, not the client's key: the message says so.
-        message = (f"the Claude credentials of sf-provider's CLI were rejected (not your key "
-                   f"for this server): {message}")  # fmt: skip
+        # No status from the API: there were none to send (`CredentialsMissingError`).
+        what = "were rejected" if facts.upstream_status else "are missing"
+        message = (f"the Claude credentials of sf-provider's CLI {what} (not your key for "
+                   f"this server): {message}")  # fmt: skip
     return ErrorInfo(
         facts.status,
         _TYPES[facts.kind],

@@ -6,6 +6,7 @@ render functions (`ModelCall`) and runs its query as a `QueryResponse`.
 
 from __future__ import annotations
 
+import hashlib
 import hmac
 import inspect
 import itertools
@@ -23,11 +24,11 @@ from collections.abc import (
     Sequence,
 )
 from contextlib import aclosing
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any, Literal
 
 import anyio
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 from starlette.datastructures import Headers, MutableHeaders
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
@@ -38,6 +39,7 @@ from .._door import ResultCollector, continue_trace
 from ..errors import ProviderError
 from ..settings import ProviderSettings
 from ..types import CallWarning, ErrorPart, FinishPart, GenerateResult, StreamPart, StreamStartPart
+from . import _browsers as browsers
 from ._errors import ErrorInfo, GatewayError, error_info, invalid_request
 
 if TYPE_CHECKING:
@@ -58,6 +60,7 @@ __all__ = [
     "model_endpoint",
     "presented_key",
     "sse",
+    "tenant_of",
     "warnings_header",
 ]
 
@@ -68,6 +71,8 @@ KEYS_ENV = "SF_PROVIDER_GATEWAY_KEYS"
 
 #: The routes that run a model query: guarded by the concurrency and body-size limits.
 _MODEL_PATHS = frozenset({"/v1/chat/completions", "/v1/messages", "/v1/responses"})
+#: The probes: answered without keys or any other check, for load balancers and orchestrators.
+_PROBES = frozenset({"/healthz", "/readyz"})
 #: Routes whose errors take Anthropic's shape, and OpenAI's; any other route answers in the
 #: shape of its client (`anthropic_client`).
 _ANTHROPIC_PATHS = frozenset({"/v1/messages", "/v1/messages/count_tokens"})
@@ -111,6 +116,25 @@ class GatewaySettings(BaseModel):
     retry_after: int = Field(
         default=1, ge=0, description="Seconds the 429 of a full gateway tells a client to wait."
     )
+    body_timeout: float = Field(
+        default=30.0,
+        gt=0,
+        description="Seconds a client has to send a model request's whole body (408 after): "
+        "a request takes a concurrency slot only once its body is read.",
+    )
+    allowed_origins: list[str] = Field(
+        default_factory=list,
+        description="Web page origins (`https://app.example:8443`, exactly) whose browser "
+        "requests are served, with CORS headers; a request with any other `Origin` is refused "
+        "(403). `*`: every origin, only with api_keys (else any web page could use the "
+        "gateway).",
+    )
+    allowed_hosts: list[str] = Field(
+        default_factory=list,
+        description="Host names served without api_keys besides the loopback ones (a proxy's "
+        "name for the gateway; `*`: any). Without keys, a request naming another host is "
+        "refused (403): that is how DNS rebinding lets a web page reach a loopback server.",
+    )
     models: list[str] = Field(
         default_factory=lambda: ["sonnet", "opus", "haiku"],
         description="Names `GET /v1/models` lists (with the provider's model); a request may "
@@ -146,6 +170,15 @@ class GatewaySettings(BaseModel):
     provider: ProviderSettings = Field(
         default_factory=ProviderSettings, description="The one provider every request runs on."
     )
+
+    @model_validator(mode="after")
+    def _no_open_origin_without_keys(self) -> GatewaySettings:
+        if "*" in self.allowed_origins and not self.api_keys:
+            raise ValueError(
+                "allowed_origins ['*'] without api_keys would let every web page the user "
+                "opens use the gateway: set api_keys, or list the origins"
+            )
+        return self
 
 
 # --------------------------------------------------------------------------- errors
@@ -220,6 +253,21 @@ def warnings_header(warnings: Sequence[CallWarning]) -> dict[str, str]:
         listed.append(entry)
         size += len(entry) + 1
     return {WARNINGS_HEADER: "[" + ",".join(listed) + "]"}
+
+
+#: Warnings about the server's own environment: they name its variables, which are no
+#: client's business and nothing a client can change. Logged once each for the operator.
+_SERVER_WARNINGS = frozenset({"environment-ignored", "cloud-credentials"})
+_logged: set[str] = set()
+
+
+def _for_clients(warnings: Sequence[CallWarning]) -> list[CallWarning]:
+    """`warnings` without the server's own (`_SERVER_WARNINGS`), which are logged instead."""
+    for warning in warnings:
+        if warning.code in _SERVER_WARNINGS and warning.message not in _logged:
+            _logged.add(warning.message)
+            logger.warning("%s: %s", warning.code, warning.message)
+    return [w for w in warnings if w.code not in _SERVER_WARNINGS]
 
 
 #: The most JSON values (counted as objects, arrays and the commas between items) and the
@@ -321,25 +369,41 @@ class _BodyTooLarge(Exception):
 
 
 class GatewayGuard:
-    """ASGI middleware in front of every route but `/healthz`: the API key (when keys are set,
-    compared in constant time), and for the model routes a concurrency slot (429 with
-    `Retry-After` when none is free) and the body-size limit (413). The body is read here, in
-    full, and handed on to the route."""
+    """ASGI middleware in front of every route but the probes (`/healthz`, `/readyz`): first
+    what keeps web pages out (`_browsers`: without keys a loopback `Host`; an allowed `Origin`,
+    whose preflights are answered here), then the API key (when keys are set, compared in
+    constant time; a request's tenant is a hash of it), and for the model routes a JSON
+    `Content-Type` (415), the body read in full within `body_timeout` (408) and the body-size
+    limit (413), and only then a concurrency slot (429 with `Retry-After` when none is free):
+    a slow client holds no slot. The body is handed on to the route."""
 
     def __init__(self, app: ASGIApp, settings: GatewaySettings, slots: Slots) -> None:
         self.app = app
         self.settings = settings
         self.slots = slots
         self._keys = [key.encode() for key in settings.api_keys]
+        self._origins = browsers.normalize_origins(settings.allowed_origins)
+        self._hosts = frozenset(h.strip().lower() for h in settings.allowed_hosts)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http" or scope["path"] == "/healthz":
+        if scope["type"] != "http" or scope["path"] in _PROBES:
             await self.app(scope, receive, send)
             return
         send = _with_request_id(scope, send)
         path: str = scope["path"]
         headers = Headers(scope=scope)
         style = _style(path, headers)
+        refusal = self._refusal(headers)
+        if refusal is not None:
+            await _error_json(style, refusal)(scope, receive, send)
+            return
+        origin = headers.get("origin")
+        if origin is not None:
+            if browsers.is_preflight(scope["method"], headers):
+                response = Response(status_code=204, headers=browsers.cors_headers(origin, headers))
+                await response(scope, receive, send)
+                return
+            send = browsers.with_cors(origin, send)
         if self._keys and not self._authorized(headers):
             info = ErrorInfo(
                 401,
@@ -350,9 +414,41 @@ class GatewayGuard:
             )
             await _error_json(style, info)(scope, receive, send)
             return
+        if self._keys:  # the guard checked it: whose conversations these are
+            scope.setdefault("state", {})["tenant"] = tenant_of(headers)
         if path not in _MODEL_PATHS or scope["method"] != "POST":
             await self.app(scope, receive, send)
             return
+        if not browsers.is_json(headers.get("content-type")):
+            info = browsers.not_json(headers.get("content-type"))
+            await _error_json(style, info)(scope, receive, send)
+            return
+        try:
+            with anyio.fail_after(self.settings.body_timeout):
+                body = await self._read_body(headers, receive)
+        except _BodyTooLarge:
+            info = ErrorInfo(
+                413,
+                "request_too_large",
+                f"the request body is larger than the gateway's limit of "
+                f"{self.settings.max_body_bytes:,} bytes (max_body_bytes)",
+            )
+            await _error_json(style, info)(scope, receive, send)
+            return
+        except TimeoutError:
+            info = ErrorInfo(
+                408,
+                "timeout_error",
+                f"the request body did not arrive within the gateway's "
+                f"{self.settings.body_timeout:g} s (body_timeout); send it at once",
+                code="body_timeout",
+            )
+            response = _error_json(style, info)
+            response.headers["connection"] = "close"  # the rest of the body is not read
+            await response(scope, receive, send)
+            return
+        if body is None:
+            return  # the client left before sending its body
         if not self.slots.take():
             info = ErrorInfo(
                 429,
@@ -365,22 +461,19 @@ class GatewayGuard:
             await _error_json(style, info)(scope, receive, send)
             return
         try:
-            try:
-                body = await self._read_body(headers, receive)
-            except _BodyTooLarge:
-                info = ErrorInfo(
-                    413,
-                    "request_too_large",
-                    f"the request body is larger than the gateway's limit of "
-                    f"{self.settings.max_body_bytes:,} bytes (max_body_bytes)",
-                )
-                await _error_json(style, info)(scope, receive, send)
-                return
-            if body is None:
-                return  # the client left before sending its body
             await self.app(scope, _replay(body, receive), send)
         finally:
             self.slots.give_back()
+
+    def _refusal(self, headers: Headers) -> ErrorInfo | None:
+        """Why a request that may come from a web page is refused (`_browsers`), if it is."""
+        host = headers.get("host")
+        if not self._keys and not browsers.allowed_host(host, self._hosts):
+            return browsers.host_refused(host)
+        origin = headers.get("origin")
+        if origin is not None and not browsers.allowed_origin(origin, self._origins):
+            return browsers.origin_refused(origin)
+        return None
 
     def _authorized(self, headers: Headers) -> bool:
         candidate = presented_key(headers).encode()
@@ -416,6 +509,12 @@ def presented_key(headers: Headers) -> str:
     if scheme.lower() == "bearer" and token.strip():
         return token.strip()
     return headers.get("x-api-key", "")
+
+
+def tenant_of(headers: Headers) -> str:
+    """Whose a request is: a hash of its API key (never the key itself), the same for every
+    request with that key."""
+    return hashlib.sha256(presented_key(headers).encode()).hexdigest()
 
 
 def _with_request_id(scope: Scope, send: Send) -> Send:
@@ -499,6 +598,10 @@ def model_endpoint(style: Style, read: Read) -> Callable[[Request], Awaitable[Re
         call = await anyio.to_thread.run_sync(parse)
         if not isinstance(call, ModelCall):
             call = await call
+        tenant: str | None = getattr(request.state, "tenant", None)
+        if tenant is not None:  # set by the guard when keys are: processes kept per key
+            options = call.request.options.model_copy(update={"partition": tenant})
+            call = replace(call, request=replace(call.request, options=options))
         parts = await anyio.to_thread.run_sync(door.stream, state.provider, call.request)
         return QueryResponse(parts, style, call)
 
@@ -610,7 +713,8 @@ class QueryResponse(Response):
         (`sf-provider-warnings`), and the process that served it (`sf-provider-process`:
         fresh, warm or continued)."""
         starts = [part for part in parts if isinstance(part, StreamStartPart)]
-        headers = warnings_header([*self.call.dropped, *(w for p in starts for w in p.warnings)])
+        query = [w for p in starts for w in p.warnings]
+        headers = warnings_header([*self.call.dropped, *_for_clients(query)])
         if starts and starts[0].process:
             headers[PROCESS_HEADER] = starts[0].process
         return headers

@@ -1,22 +1,27 @@
 """The gateway's ASGI app: one shared provider behind the OpenAI and Anthropic API styles.
 
 Routes: `POST /v1/chat/completions` and `/v1/responses` (with `GET`/`DELETE /v1/responses/{id}`;
-OpenAI), `POST /v1/messages` (Anthropic), `GET /v1/models`
-and `GET /v1/models/{id}` (in the client's shape), `GET /healthz`. `GatewayGuard` checks keys,
-concurrency and body size in front of them; errors come in the style of the route they answer
-(off the model routes, of the client: `anthropic_client`).
+OpenAI), `POST /v1/messages` (Anthropic), `GET /v1/models` and `GET /v1/models/{id}` (in the
+client's shape), `GET /healthz` (liveness) and `GET /readyz` (readiness: 503 naming what is
+missing when no model request could succeed). `GatewayGuard` checks the request's origin, keys,
+concurrency and body in front of them; errors come in the style of the route they answer (off
+the model routes, of the client: `anthropic_client`).
 """
 
 from __future__ import annotations
 
 import argparse
 import ipaddress
+import logging
 import os
 import sys
+import time
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any
 
+import anyio
+import anyio.to_thread
 from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
 from starlette.middleware import Middleware
@@ -25,6 +30,7 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
 from .._door import flush
+from ..capabilities import check_capabilities
 from ..errors import ProviderError
 from ..provider import ClaudeAgentProvider
 from ..settings import ProviderSettings
@@ -42,7 +48,9 @@ from .anthropic import messages_endpoint
 from .openai import chat_completions
 from .responses import response_routes, response_store
 
-__all__ = ["create_app", "run_gateway"]
+__all__ = ["READY_CACHE_SECONDS", "create_app", "readiness_problems", "run_gateway"]
+
+logger = logging.getLogger("sf_provider.gateway")
 
 
 def create_app(
@@ -69,7 +77,11 @@ def create_app(
         app.state.provider = provider or own
         app.state.drop_params = settings.drop_params
         try:
-            yield
+            async with anyio.create_task_group() as group:
+                # In the background: a CLI that hangs on --version must not hold up start-up.
+                group.start_soon(warn_if_not_ready)
+                yield
+                group.cancel_scope.cancel()
         finally:
             if own is not None:
                 await own.aclose()
@@ -77,10 +89,35 @@ def create_app(
             # uvicorn ends the process by SIGTERM itself after a graceful shutdown: no atexit.
             flush()
 
+    async def warn_if_not_ready() -> None:
+        missing = await problems()
+        if missing:
+            logger.warning(
+                "sf-provider gateway: no model request can succeed until this is fixed "
+                "(GET /readyz answers 503 meanwhile): %s",
+                "; ".join(missing),
+            )
+
     async def healthz(_request: Request) -> Response:
         return JSONResponse(
             {"status": "ok", "in_flight": slots.used, "max_concurrency": slots.size}
         )
+
+    checked: list[tuple[float, list[str]]] = []  # the last readiness check: when, what
+
+    async def problems() -> list[str]:
+        now = time.monotonic()
+        if not checked or now - checked[-1][0] > READY_CACHE_SECONDS:
+            own = provider.settings if provider is not None else settings.provider
+            found = await anyio.to_thread.run_sync(readiness_problems, own, abandon_on_cancel=True)
+            checked[:] = [(time.monotonic(), found)]
+        return checked[-1][1]
+
+    async def readyz(_request: Request) -> Response:
+        missing = await problems()
+        if missing:
+            return JSONResponse({"status": "unavailable", "problems": missing}, status_code=503)
+        return JSONResponse({"status": "ready"})
 
     names = list(dict.fromkeys([settings.provider.model, *settings.models]))
     listed = [name for name in names if name]
@@ -124,6 +161,7 @@ def create_app(
         Route("/v1/models", models, methods=["GET"]),
         Route("/v1/models/{model_id:path}", model, methods=["GET"]),
         Route("/healthz", healthz, methods=["GET"]),
+        Route("/readyz", readyz, methods=["GET"]),
     ]
 
     async def handle(request: Request, exc: Exception) -> Response:
@@ -144,6 +182,18 @@ def create_app(
         },
         lifespan=lifespan,
     )
+
+
+#: Seconds a readiness answer is reused: probes come every few seconds, and the check reads
+#: files and the CLI's version.
+READY_CACHE_SECONDS = 5.0
+
+
+def readiness_problems(settings: ProviderSettings) -> list[str]:
+    """Why no model request could succeed on a provider with `settings` (empty: ready): the
+    CLI, the Claude credentials and the host (`check_capabilities` without tools). The
+    credential test is `capabilities.check_auth`, in this one call."""
+    return check_capabilities(settings).problems
 
 
 def _loopback(host: str) -> bool:
@@ -174,11 +224,22 @@ def run_gateway(args: argparse.Namespace) -> int:
         overrides["model"] = args.model
     if args.warm_processes is not None:
         overrides["warm_processes"] = args.warm_processes
+    if "*" in (args.allow_origins or []) and not keys:
+        print(
+            "sf-provider gateway: --allow-origin '*' without an API key would let every web "
+            f"page you open use the gateway: pass --api-key KEY (or set {KEYS_ENV}), or list "
+            "the origins",
+            file=sys.stderr,
+        )
+        return 2
     settings = GatewaySettings(
         host=args.host,
         port=args.port,
         api_keys=keys,
         max_concurrency=args.max_concurrency,
+        body_timeout=args.body_timeout,
+        allowed_origins=args.allow_origins or [],
+        allowed_hosts=args.allow_hosts or [],
         drop_params=args.drop_params,
         response_store=args.response_store,
         response_store_size=args.response_store_size,

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-import hashlib
 import time
 from collections import OrderedDict
 from collections.abc import AsyncGenerator, AsyncIterator, Callable, Mapping, Sequence
@@ -45,7 +44,7 @@ from ..errors import ProviderError
 from ..provider import ClaudeAgentProvider as Provider
 from ..types import GenerateResult, StreamPart
 from ._errors import ErrorInfo, GatewayError, error_info, invalid_request
-from ._http import GatewaySettings, ModelCall, model_endpoint, presented_key, sse
+from ._http import GatewaySettings, ModelCall, model_endpoint, sse, tenant_of
 
 __all__ = [
     "MemoryResponseStore",
@@ -143,7 +142,7 @@ def response_store(settings: GatewaySettings) -> ResponseStore:
 def _owner(request: Request) -> str:
     """Whose a request is: a hash of its API key (the guard has checked the key, if keys are
     set), so a store never holds a key."""
-    return hashlib.sha256(presented_key(request.headers).encode()).hexdigest()
+    return tenant_of(request.headers)
 
 
 def _not_found(response_id: str, status: int, param: str | None = None) -> GatewayError:

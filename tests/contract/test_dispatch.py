@@ -16,6 +16,7 @@ import pytest
 from sf_provider import (
     GUIDANCE_TOOL_NAME,
     ClaudeAgentProvider,
+    CredentialsMissingError,
     FunctionTool,
     GateDecision,
     GateRequest,
@@ -147,9 +148,12 @@ async def test_missing_authentication_is_refused_before_anything_is_spawned(
         env = {k: v for k, v in api.settings().env.items() if k != "ANTHROPIC_API_KEY"}
         settings = ProviderSettings(env=env, cli_path=cli)
         provider = ClaudeAgentProvider(settings, registry=_registry())
-        with pytest.raises(ProviderCompatibilityError, match="authentication") as info:
+        with pytest.raises(CredentialsMissingError, match="authentication") as info:
             provider.stream("go")
 
+    # A compatibility problem, and an authentication error, not retryable, on every door.
+    assert isinstance(info.value, ProviderCompatibilityError)
+    assert info.value.retryable is False
     assert [p for p in info.value.problems if p.startswith("authentication: ")]
     assert info.value.report is not None and not info.value.report.auth.configured
     assert api.all_requests == []

@@ -12,7 +12,6 @@ Through the gateway, the real CLI behind it and the scripted Messages API behind
 
 from __future__ import annotations
 
-import os
 import shlex
 import threading
 import time
@@ -189,16 +188,17 @@ async def test_a_body_nested_past_the_limit_is_a_named_400_and_text_holding_brac
 
 async def test_healthz_answers_while_the_cli_answers_its_version_check(tmp_path: Path) -> None:
     # A CLI (the real one behind a wrapper) whose `--version` waits until the test lets it
-    # answer: the capability check runs it, off the event loop.
+    # answer: the capability check runs it, off the event loop. Every run waits (the gateway's
+    # start-up readiness check asks too), and all of them answer once the file is there.
     bundled = find_cli().path
     assert bundled is not None
     asked, answer = tmp_path / "asked", tmp_path / "answer"
-    os.mkfifo(answer)
     wrapper = tmp_path / "claude"
     wrapper.write_text(
         "#!/bin/sh\n"
         'if [ "$1" = "--version" ]; then\n'
         f"  touch {shlex.quote(str(asked))}\n"
+        f"  while [ ! -e {shlex.quote(str(answer))} ]; do sleep 0.05; done\n"
         f"  cat {shlex.quote(str(answer))}\n"
         "  exit 0\n"
         "fi\n"
@@ -212,8 +212,9 @@ async def test_healthz_answers_while_the_cli_answers_its_version_check(tmp_path:
             time.sleep(0.05)
 
     def let_it_answer() -> None:
-        with answer.open("w") as fifo:
-            fifo.write(f"{version} (Claude Code)\n")
+        written = answer.with_suffix(".part")
+        written.write_text(f"{version} (Claude Code)\n")
+        written.rename(answer)  # whole, at once
 
     async with ScriptedMessagesAPI([reply(text("versioned"))]) as api:
         app = create_app(

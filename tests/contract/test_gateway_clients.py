@@ -6,7 +6,6 @@ Messages API saw.
 
 from __future__ import annotations
 
-import json
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any
@@ -117,7 +116,7 @@ async def test_a_thread_that_is_not_an_object_of_a_known_type_is_a_plain_400() -
         gateway(api) as url,
         httpx.AsyncClient(timeout=60) as http,
     ):
-        answer = await http.post(f"{url}/v1/messages", content=json.dumps(body))
+        answer = await http.post(f"{url}/v1/messages", json=body)
     assert answer.status_code == 400
     error = answer.json()["error"]
     assert "thread.type" in error["message"]

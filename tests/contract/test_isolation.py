@@ -10,7 +10,12 @@ from typing import Any
 
 import pytest
 
-from sf_provider import ClaudeAgentProvider, FunctionTool, UnsupportedRequestError
+from sf_provider import (
+    ClaudeAgentProvider,
+    FunctionTool,
+    ProviderCompatibilityError,
+    UnsupportedRequestError,
+)
 from sf_provider.testing import ScriptedMessagesAPI, reply, text
 
 pytestmark = [pytest.mark.anyio, pytest.mark.cli]
@@ -129,6 +134,24 @@ async def test_request_shaping_variables_pass_only_when_named_in_settings(
                                 "body": None}  # fmt: skip
     assert from_settings == {"model": "claude-haiku-4-5", "header": "yes", "beta": True,
                              "body": True}  # fmt: skip
+
+
+async def test_a_cloud_switch_reaches_the_cli_only_when_the_app_asks_and_never_silently(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """CLAUDE_CODE_USE_BEDROCK in the environment passed on, and silently overrode an explicit
+    ANTHROPIC_BASE_URL; with it, an AWS credential_process ran a command."""
+    monkeypatch.setenv("CLAUDE_CODE_USE_BEDROCK", "1")
+    async with ScriptedMessagesAPI([reply(text("one"))]) as api:
+        result = await ClaudeAgentProvider(api.settings(warm_processes=0)).generate("hi")
+        asked = api.settings(env={"CLAUDE_CODE_USE_BEDROCK": "1"})  # with its base URL
+        with pytest.raises(ProviderCompatibilityError, match="ANTHROPIC_BASE_URL") as both:
+            await ClaudeAgentProvider(asked).generate("hi")
+    assert result.text == "one"  # the scripted API answered: the switch was not passed on
+    [warning] = [w for w in result.warnings if w.code == "environment-ignored"]
+    assert "CLAUDE_CODE_USE_BEDROCK" in warning.message
+    assert "CLAUDE_CODE_USE_BEDROCK" in str(both.value)
+    assert len(api.requests) == 1
 
 
 async def test_a_system_prompt_over_the_argument_limit_goes_by_file() -> None:

@@ -500,6 +500,18 @@ async def test_a_server_error_of_the_api_is_litellms_internal_server_error() -> 
     assert type(caught.value.__cause__).__name__ == "APIError"
 
 
+@pytest.mark.usefixtures("no_login")
+async def test_missing_claude_credentials_are_litellms_authentication_error() -> None:
+    """It was an InternalServerError (500), which a Router retries."""
+    async with ScriptedMessagesAPI([]) as api, registered(api, env={"ANTHROPIC_API_KEY": ""}):
+        with pytest.raises(litellm_errors.AuthenticationError) as caught:
+            await litellm.acompletion(model=MODEL, messages=QUESTION)
+    assert caught.value.status_code == 401
+    assert type(caught.value.__cause__).__name__ == "CredentialsMissingError"
+    assert "ANTHROPIC_API_KEY" in str(caught.value)
+    assert api.all_requests == []
+
+
 async def test_a_lost_connection_is_litellms_api_connection_error() -> None:
     async with ScriptedMessagesAPI([fault("drop")]) as api, registered(api, warm_processes=0):
         with pytest.raises(litellm_errors.APIConnectionError) as caught:

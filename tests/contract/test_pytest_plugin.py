@@ -3,6 +3,8 @@ subprocess, no conftest, no marker, an isolated home) with sf-provider installed
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -352,3 +354,31 @@ def test_a_provider_error_in_an_app_test_shows_the_apps_line_not_the_providers_s
     assert "collector = ResultCollector()" not in short.output
     assert "collector = ResultCollector()" in full.output
     assert len(short.output.splitlines()) < len(full.output.splitlines()) / 3
+
+
+INTERRUPTED = """
+import os
+import signal
+
+
+def test_interrupted(scripted_api) -> None:
+    os.kill(os.getpid(), signal.SIGINT)  # Ctrl-C
+"""
+
+
+def test_an_interrupted_run_leaves_no_dir_behind(tmp_path: Path) -> None:
+    """Ctrl-C skips the test's teardown: it left an empty `scripted-api-*` dir in TMPDIR."""
+    import sf_provider
+
+    project = write_project(tmp_path / "app", {"test_interrupted.py": INTERRUPTED})
+    under_test = str(Path(sf_provider.__file__).parents[1])  # this checkout's sf_provider
+    env = isolated_env(tmp_path / "outside", PYTHONPATH=under_test)
+
+    command = [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-q"]
+    run = subprocess.run(
+        command, cwd=project, env=env, capture_output=True, text=True, timeout=600, check=False
+    )
+
+    assert "KeyboardInterrupt" in run.stdout, run.stdout + run.stderr
+    assert run.returncode == 2, run.stdout + run.stderr
+    assert list((tmp_path / "outside" / "tmp").glob("scripted-api-*")) == []

@@ -12,7 +12,7 @@ import pytest
 
 from sf_provider.cli import main
 from sf_provider.scenarios import load_scenario
-from sf_provider.testing import ScriptedMessagesAPI, reply, text, tool_use
+from sf_provider.testing import RecordedRequest, Reply, ScriptedMessagesAPI, reply, text, tool_use
 
 pytestmark = pytest.mark.cli
 
@@ -286,3 +286,25 @@ def test_record_from_an_upstream_needs_no_credential(
     ] == [set(), set()]
     assert "sf-provider-recording" not in (app / "s" / "p.json").read_text("utf-8")
     assert main(["scenarios", "run", "s/p.json", "--tools", "app_tools:tools"]) == 0
+
+
+def test_a_credential_the_upstream_echoes_is_not_written_into_the_recording(
+    app: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An upstream that quoted the API key back (in an answer or an error) had it written into
+    the scenario file."""
+    secret = "sk-ant-recorded-secret-0123456789"
+    monkeypatch.setenv("ANTHROPIC_API_KEY", secret)
+
+    def echo(request: RecordedRequest) -> Reply:
+        return reply(text(f"You sent {request.headers.get('x-api-key')}."))
+
+    with ScriptedMessagesAPI(echo) as upstream:
+        args = ["--upstream", upstream.base_url, "--tools", "app_tools:tools"]
+        code = main(["scenarios", "record", *args, "--prompt", "Key?", "--out", "s/k.json"])
+
+    assert code == 0, capsys.readouterr().err
+    assert upstream.requests[0].headers.get("x-api-key") == secret  # it was sent, and echoed
+    recorded = (app / "s" / "k.json").read_text("utf-8")
+    assert secret not in recorded
+    assert "You sent [redacted credential]." in recorded

@@ -322,10 +322,28 @@ def test_check_auth_ignores_an_empty_key() -> None:
 @pytest.mark.parametrize(
     "var", ["CLAUDE_CODE_USE_BEDROCK", "CLAUDE_CODE_USE_VERTEX", "CLAUDE_CODE_USE_FOUNDRY"]
 )
-def test_check_auth_recognises_a_cloud_provider_switch(var: str) -> None:
-    status = check_auth(ProviderSettings(), {var: "1"})
+def test_check_auth_recognises_a_cloud_provider_switch_the_app_asked_for(
+    var: str, tmp_path: Path
+) -> None:
+    asked = check_auth(ProviderSettings(env={var: "1"}), {"HOME": str(tmp_path)})
+    not_isolated = check_auth(ProviderSettings(isolate=False), {var: "1"})
+    # An isolated query does not pass the environment's switch on: not the CLI's method.
+    environment = check_auth(ProviderSettings(), {var: "1", "HOME": str(tmp_path)})
 
-    assert status.configured and status.method == "cloud" and var in status.detail
+    assert asked.configured and asked.method == "cloud" and var in asked.detail
+    assert not_isolated.method == "cloud"
+    assert not environment.configured
+    assert f"{var} is set in the environment" in environment.detail
+
+
+def test_a_cloud_switch_with_an_explicit_base_url_is_a_problem_not_a_silent_override(
+    tmp_path: Path,
+) -> None:
+    env = {"CLAUDE_CODE_USE_BEDROCK": "1", "ANTHROPIC_BASE_URL": "https://proxy.example"}
+    report = check_capabilities(ProviderSettings(env=env), environ={"HOME": str(tmp_path)})
+
+    [problem] = [p for p in report.problems if "ANTHROPIC_BASE_URL" in p]
+    assert "CLAUDE_CODE_USE_BEDROCK" in problem and "https://proxy.example" in problem
 
 
 def test_check_auth_ignores_a_cloud_switch_that_is_off(tmp_path: Path) -> None:
