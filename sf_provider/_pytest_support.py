@@ -32,7 +32,7 @@ import pytest
 from ._text import clip
 from .testing import ScriptedMessagesAPI, offline_env
 
-__all__ = ["OfflineTest", "cli_processes", "run_coroutine_test"]
+__all__ = ["OfflineTest", "cli_processes", "run_coroutine_test", "script_problems"]
 
 #: What could take the CLI somewhere else than the scripted API, or hand it real credentials.
 _ROUTES_AWAY = (
@@ -111,7 +111,8 @@ class OfflineTest:
 
     def finish(self) -> list[str]:
         """After every fixture of the test is torn down: stop the CLI processes the test left
-        running and remove the per-query temp dirs it left behind; return what there was.
+        running and remove the per-query temp dirs it left behind; return what there was, and
+        the problems the scripted API met (`script_problems`).
 
         A process whose provider was dropped is being stopped already, on the event loop that
         ran the test; when that loop outlives the test (a module- or session-scoped loop) and
@@ -139,6 +140,8 @@ class OfflineTest:
             ]
             _stop(left)
             problems = []
+            if self.api.errors:
+                problems.append(script_problems(self.api))
             if left:
                 listed = "".join(f"\n  pid {pid}: {clip(args, 160)}" for pid, args in left.items())
                 problems.append(
@@ -154,6 +157,13 @@ class OfflineTest:
             return problems
         finally:
             shutil.rmtree(self.root, ignore_errors=True)
+
+
+def script_problems(api: ScriptedMessagesAPI) -> str:
+    """What the scripted API could not answer in a test (its `errors`), said as a failure: a
+    test that caught the query's error, or whose framework swallowed it, fails for it too."""
+    listed = "".join(f"\n  {problem}" for problem in api.errors)
+    return f"sf-provider: the scripted API could not answer as scripted:{listed}"
 
 
 def run_coroutine_test(

@@ -105,8 +105,9 @@ class Reply(BaseModel):
     `content` holds plain Messages API blocks: `{"type": "text", "text": ...}`,
     `{"type": "tool_use", "name": ..., "input": {...}}` (an `id` is generated when absent),
     `{"type": "thinking", "thinking": ..., "signature": ...}`. Several `tool_use` blocks in one
-    reply are parallel calls. `stop_reason` defaults to `tool_use` when the reply has a tool call
-    and to `end_turn` otherwise.
+    reply are parallel calls. A `tool_use` must name a tool the request offers, unless it says
+    `"offered": false` (`tool_use(..., offered=False)`). `stop_reason` defaults to `tool_use`
+    when the reply has a tool call and to `end_turn` otherwise.
     """
 
     model_config = ConfigDict(extra="forbid")
@@ -239,12 +240,23 @@ def redacted_thinking(data: str = "scripted-redacted-data") -> dict[str, Any]:
 
 
 def tool_use(
-    name: str, input: Mapping[str, Any] | None = None, id: str | None = None
+    name: str,
+    input: Mapping[str, Any] | None = None,
+    id: str | None = None,
+    *,
+    offered: bool = True,
 ) -> dict[str, Any]:
-    """A tool_use content block; `name` may be the application's tool name."""
+    """A tool_use content block; `name` may be the application's tool name.
+
+    A call of a tool the request does not offer is the script's mistake (a typo): the server
+    refuses to send it and names it in `ScriptedMessagesAPI.errors`. `offered=False` scripts
+    such a call on purpose (a model making a name up); the block then carries
+    `"offered": false`, which is not sent."""
     block: dict[str, Any] = {"type": "tool_use", "name": name, "input": dict(input or {})}
     if id is not None:
         block["id"] = id
+    if not offered:
+        block["offered"] = False
     return block
 
 
@@ -434,9 +446,12 @@ class ScriptedMessagesAPI:
     `script` is either a list of `Reply` / `HTTPErrorReply` / `FaultReply` items, answered in order
     one per `POST /v1/messages`, or a function (sync or async) of the `RecordedRequest` returning
     one. Every request is recorded in `.requests` (other paths get a 404 and are recorded too).
-    When a list script runs out, the server answers HTTP 500 and notes it in `.errors`. A request
-    whose messages hold `tool_use` / `tool_result` blocks but that defines no tools is answered
-    HTTP 400, as the Messages API answers it, without spending a scripted item.
+    When the script cannot answer a request (a list that ran out, a function that raised, a
+    reply calling a tool the request does not offer), the server notes it in `.errors` and
+    answers HTTP 410 with the same text, which the CLI ends the query with at once (no retry):
+    the provider raises `APIError` carrying it. A request whose messages hold `tool_use` /
+    `tool_result` blocks but that defines no tools is answered HTTP 400, as the Messages API
+    answers it, without spending a scripted item.
 
     Use it as an async context manager (`async with`: served on the running event loop) or as
     a plain one (`with`: served on an event loop in a thread of its own, for sync code and for
@@ -631,18 +646,22 @@ class ScriptedMessagesAPI:
         try:
             item = await self._next_item(recorded)
         except Exception as exc:  # a script function's mistake: named, not a dropped connection
-            problem = (
-                f"ScriptedMessagesAPI: the script failed on request #{recorded.index}: "
-                f"{type(exc).__name__}: {exc}"
+            return await self._script_problem(
+                writer,
+                f"the script failed on request #{recorded.index}: {type(exc).__name__}: {exc}",
             )
-            self._state.errors.append(problem)
-            await _write_json(writer, 500, _error_body("api_error", problem))
-            return True
         if item is None:
-            problem = f"ScriptedMessagesAPI: no scripted reply left for request #{recorded.index}"
-            self._state.errors.append(problem)
-            await _write_json(writer, 500, _error_body("api_error", problem))
-            return True
+            held = len(self._state.script) if not callable(self._state.script) else 0
+            return await self._script_problem(
+                writer,
+                f"no scripted reply left for request #{recorded.index} (the script held "
+                f"{held} item(s)); script one reply for each model request the query makes",
+            )
+        scripted = item.reply if isinstance(item, FaultReply) else item
+        if isinstance(scripted, Reply):
+            problem = _unoffered_call(scripted, recorded)
+            if problem is not None:
+                return await self._script_problem(writer, problem)
         if isinstance(item, HTTPErrorReply):
             extra = {"retry-after": f"{item.retry_after:g}"} if item.retry_after is not None else {}
             await _write_json(
@@ -657,6 +676,19 @@ class ScriptedMessagesAPI:
             await _write_sse(writer, message, item.chunk_size)
             return False
         await _write_json(writer, 200, message)
+        return True
+
+    async def _script_problem(self, writer: asyncio.StreamWriter, problem: str) -> bool:
+        """Answer a request the script cannot answer: noted in `errors`, and sent as an error
+        the CLI ends the query with at once, its text intact (`_SCRIPT_PROBLEM_STATUS`)."""
+        problem = f"ScriptedMessagesAPI: {problem}"
+        self._state.errors.append(problem)
+        await _write_json(
+            writer,
+            _SCRIPT_PROBLEM_STATUS,
+            _error_body("invalid_request_error", problem),
+            {"x-should-retry": "false"},
+        )
         return True
 
     async def _fault(
@@ -709,6 +741,7 @@ class ScriptedMessagesAPI:
         for block in item.content:
             block = dict(block)
             if block.get("type") == "tool_use":
+                block.pop("offered", None)
                 block.setdefault("id", f"toolu_scripted_{next(self._ids):04d}")
                 block["name"] = _resolve_tool_name(str(block.get("name", "")), offered)
                 block.setdefault("input", {})
@@ -745,6 +778,12 @@ class ScriptedMessagesAPI:
             "usage": usage,
         }
 
+
+#: The status the server answers a request with when the script cannot answer it (it ran out,
+#: its function raised, its reply calls a tool not offered). The CLI ends the query on a 410 at
+#: once, whatever its retry setting, and passes the text on as it is; it retries a 5xx (adding
+#: "a server-side issue, usually temporary, try again") and tries a 400 three times.
+_SCRIPT_PROBLEM_STATUS = 410
 
 _TOOLS_NEEDED = "Requests which include `tool_use` or `tool_result` blocks must define tools."
 #: The Messages API's answer to a forced tool choice with thinking on.
@@ -815,6 +854,32 @@ def _coerce_item(item: Any) -> ScriptItem:
     )
 
 
+def _unoffered_call(item: Reply, request: RecordedRequest) -> str | None:
+    """The script's mistake when `item` calls a tool `request` does not offer, else None (a
+    block that says `"offered": false` is such a call on purpose)."""
+    offered = request.tool_names
+    for block in item.content:
+        if block.get("type") != "tool_use" or block.get("offered") is False:
+            continue
+        name = str(block.get("name", ""))
+        if _resolve_tool_name(name, offered) in offered:
+            continue
+        listed = ", ".join(_app_name(o) for o in offered) or "none"
+        return (
+            f"the scripted reply to request #{request.index} calls {name!r}, a tool the request "
+            f"does not offer (offered: {listed}); fix the name in the script, or script "
+            f"tool_use({name!r}, ..., offered=False) for a call of an unknown tool on purpose"
+        )
+    return None
+
+
+def _app_name(name: str) -> str:
+    """A tool's name as the application wrote it: `add` for the bridge's `mcp__sf__add`."""
+    if name.startswith("mcp__"):
+        return name.split("__", 2)[-1]
+    return name
+
+
 def _resolve_tool_name(name: str, offered: list[str]) -> str:
     """Map an application tool name to the bridge name the model was offered (`mcp__x__name`)."""
     if name in offered:
@@ -856,7 +921,7 @@ async def _read_request(
     return method, path, headers, raw
 
 
-_REASONS = {200: "OK", 404: "Not Found", 500: "Internal Server Error"}
+_REASONS = {200: "OK", 404: "Not Found", 410: "Gone", 500: "Internal Server Error"}
 
 
 def _json_head(status: int, length: int, extra: Mapping[str, str] | None = None) -> bytes:
