@@ -30,23 +30,9 @@ import anyio
 import pytest
 
 from ._text import clip
-from .testing import ScriptedMessagesAPI, offline_env
+from .testing import ROUTES_AWAY, ScriptedMessagesAPI, offline_env
 
 __all__ = ["OfflineTest", "cli_processes", "run_coroutine_test", "script_problems"]
-
-#: What could take the CLI somewhere else than the scripted API, or hand it real credentials.
-_ROUTES_AWAY = (
-    "ANTHROPIC_AUTH_TOKEN",
-    "CLAUDE_CODE_OAUTH_TOKEN",
-    "CLAUDE_CODE_USE_BEDROCK",
-    "CLAUDE_CODE_USE_VERTEX",
-    "CLAUDE_CODE_USE_FOUNDRY",
-    "ANTHROPIC_BEDROCK_BASE_URL",
-    "ANTHROPIC_VERTEX_BASE_URL",
-    "ANTHROPIC_FOUNDRY_BASE_URL",
-    "ANTHROPIC_FOUNDRY_API_KEY",
-    "ANTHROPIC_FOUNDRY_RESOURCE",
-)
 
 #: How long a CLI process the test stopped may take to exit before it counts as left running:
 #: a bound on waiting for an exit already under way, never a speed claim.
@@ -99,7 +85,7 @@ class OfflineTest:
         patch.setattr(tempfile, "tempdir", None)  # re-read TMPDIR: per-query dirs go there
         for name, value in offline_env(self.api.base_url).items():
             patch.setenv(name, value)
-        for name in _ROUTES_AWAY:
+        for name in ROUTES_AWAY:
             patch.delenv(name, raising=False)
 
     def stop_server(self) -> None:

@@ -54,6 +54,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 from .settings import ProviderSettings
 
 __all__ = [
+    "ROUTES_AWAY",
     "FaultKind",
     "FaultReply",
     "HTTPErrorReply",
@@ -63,6 +64,8 @@ __all__ = [
     "ScriptItem",
     "ScriptedMessagesAPI",
     "SentToolResult",
+    "arguments_for",
+    "call_each_tool",
     "fault",
     "http_error",
     "offline_env",
@@ -94,6 +97,22 @@ def offline_env(base_url: str, *, max_retries: int = 0) -> dict[str, str]:
         "DISABLE_ERROR_REPORTING": "1",
         "DISABLE_AUTOUPDATER": "1",
     }
+
+
+#: What could take the CLI somewhere else than the scripted API, or hand it real credentials:
+#: an offline run blanks these (the CLI reads "" as unset).
+ROUTES_AWAY = (
+    "ANTHROPIC_AUTH_TOKEN",
+    "CLAUDE_CODE_OAUTH_TOKEN",
+    "CLAUDE_CODE_USE_BEDROCK",
+    "CLAUDE_CODE_USE_VERTEX",
+    "CLAUDE_CODE_USE_FOUNDRY",
+    "ANTHROPIC_BEDROCK_BASE_URL",
+    "ANTHROPIC_VERTEX_BASE_URL",
+    "ANTHROPIC_FOUNDRY_BASE_URL",
+    "ANTHROPIC_FOUNDRY_API_KEY",
+    "ANTHROPIC_FOUNDRY_RESOURCE",
+)
 
 
 # --------------------------------------------------------------------------- the script
@@ -308,6 +327,176 @@ def fault(
     """
     extra: dict[str, Any] = {} if garbage is None else {"garbage": list(garbage)}
     return FaultReply(kind=kind, reply=reply, events=events, seconds=seconds, **extra)
+
+
+# ------------------------------------------------------------ a scripted model for any request
+
+
+def call_each_tool(request: RecordedRequest) -> Reply:
+    """A scripted model for any conversation (what `sf-provider gateway --offline` serves): it
+    calls each tool the request offers that the conversation has not called yet, with arguments
+    valid for the tool's schema (`arguments_for`), all in one turn; then it answers in text,
+    quoting the results it was sent. Without tools it answers in text at once.
+
+    It keeps the request's `tool_choice`: `none` answers in text, `tool` calls that tool, `any`
+    calls one even when every tool was called already, and `disable_parallel_tool_use` calls
+    one at a time. The CLI's `StructuredOutput` tool (an answer's JSON schema) is called last,
+    in place of the text answer. Use it as a function script::
+
+        async with ScriptedMessagesAPI(call_each_tool) as api:
+            result = await ClaudeAgentProvider(api.settings()).generate("Hi", tools=tools)
+    """
+    tools = {str(t.get("name")): t for t in request.tools}
+    called = {str(b.get("name")) for b in request.tool_uses()}
+    choice = request.body.get("tool_choice") or {}
+    kind = choice.get("type") if isinstance(choice, dict) else None
+    if kind == "none":
+        due: list[str] = []
+    elif kind == "tool":
+        due = [name for name in tools if name == choice.get("name")]
+    else:
+        due = [n for n in tools if n not in called and n != _STRUCTURED_OUTPUT]
+        if not due and _STRUCTURED_OUTPUT in tools and _STRUCTURED_OUTPUT not in called:
+            due = [_STRUCTURED_OUTPUT]
+        if not due and kind == "any" and tools:
+            due = [next(iter(tools))]
+    if isinstance(choice, dict) and choice.get("disable_parallel_tool_use"):
+        due = due[:1]
+    if due:
+        return reply(
+            *(tool_use(name, arguments_for(tools[name].get("input_schema") or {})) for name in due)
+        )
+    return reply(text(_offline_answer(request)))
+
+
+#: The tool the CLI adds for an answer that must match a JSON schema.
+_STRUCTURED_OUTPUT = "StructuredOutput"
+
+
+def _offline_answer(request: RecordedRequest) -> str:
+    """`call_each_tool`'s text: the tool results it was sent, or what the user said last."""
+    sent = {b.get("tool_use_id"): result_text(b) for b in request.tool_results()}
+    # In the order of the calls, whatever order the results came back in; without the note the
+    # CLI appends to a tool's output.
+    results = [
+        f"{_app_name(str(call.get('name')))} returned "
+        f"{_clip(sent[call.get('id')].split('<system-reminder>')[0].strip())!r}"
+        for call in request.tool_uses()
+        if call.get("id") in sent
+    ]
+    if results:
+        return f"Offline model: {'; '.join(results)}."
+    said = ""
+    for message in request.messages:
+        if message.get("role") == "user":
+            content = message.get("content")
+            blocks = [{"type": "text", "text": content}] if isinstance(content, str) else content
+            texts = [b.get("text") for b in blocks or [] if isinstance(b, dict)]
+            said = next((t for t in reversed(texts) if isinstance(t, str) and t.strip()), said)
+    return f"Offline model: you said {_clip(said.strip())!r}."
+
+
+def _clip(value: str, limit: int = 200) -> str:
+    return value if len(value) <= limit else value[: limit - 1] + "…"
+
+
+def arguments_for(schema: Mapping[str, Any]) -> dict[str, Any]:
+    """Arguments valid for a tool's JSON Schema, made up: its required properties, each from
+    its `const`, `default`, `examples` or `enum` when it has one, else a plain value of its
+    type (nested objects and arrays too; `$ref`s within the schema followed).
+
+    Falls back to `{}` when the sample does not validate and `{}` does; a schema it cannot
+    satisfy gets the sample anyway (the tool's own validation then says why)::
+
+        arguments_for({"type": "object", "properties": {"city": {"type": "string"}},
+                       "required": ["city"]})  # {"city": "example"}
+    """
+    import jsonschema
+    import referencing
+
+    try:
+        value = _sample(schema, schema, 0)
+    except Exception:  # an exotic schema: let the tool's own validation speak
+        value = {}
+    arguments: dict[str, Any] = value if isinstance(value, dict) else {}
+    try:
+        cls = jsonschema.validators.validator_for(schema, default=jsonschema.Draft202012Validator)
+        # A registry of its own: no remote reference is ever fetched.
+        validator = cls(schema, format_checker=cls.FORMAT_CHECKER, registry=referencing.Registry())
+        if not validator.is_valid(arguments) and validator.is_valid({}):
+            return {}
+    except Exception:  # a schema jsonschema cannot use: the sample as it is
+        pass
+    return arguments
+
+
+_FORMATS = {
+    "date": "2024-01-01",
+    "date-time": "2024-01-01T00:00:00Z",
+    "time": "00:00:00Z",
+    "email": "user@example.com",
+    "uri": "https://example.com",
+    "uuid": "00000000-0000-0000-0000-000000000000",
+}
+
+
+def _sample(schema: Any, root: Mapping[str, Any], depth: int) -> Any:
+    if depth > 10 or not isinstance(schema, Mapping):
+        return None
+    ref = schema.get("$ref")
+    if isinstance(ref, str) and ref.startswith("#/"):
+        target: Any = root
+        for key in ref[2:].split("/"):
+            target = target.get(key) if isinstance(target, Mapping) else None
+        return _sample(target, root, depth + 1)
+    if "const" in schema:
+        return schema["const"]
+    if "default" in schema:
+        return schema["default"]
+    for key in ("examples", "enum"):
+        listed = schema.get(key)
+        if isinstance(listed, list) and listed:
+            return listed[0]
+    for key in ("anyOf", "oneOf", "allOf"):
+        options = schema.get(key)
+        if isinstance(options, list) and options:
+            return _sample(options[0], root, depth + 1)
+    kind = schema.get("type")
+    if isinstance(kind, list):
+        kind = next((k for k in kind if k != "null"), "null")
+    if kind is None and "properties" in schema:
+        kind = "object"
+    return _sample_of_type(kind, schema, root, depth)
+
+
+def _sample_of_type(
+    kind: Any, schema: Mapping[str, Any], root: Mapping[str, Any], depth: int
+) -> Any:
+    match kind:
+        case "object":
+            properties = schema.get("properties") or {}
+            required: Sequence[str] = schema.get("required") or []
+            return {name: _sample(properties.get(name, {}), root, depth + 1) for name in required}
+        case "string":
+            value = _FORMATS.get(str(schema.get("format")), "example")
+            value = value.ljust(int(schema.get("minLength", 0)), "x")
+            return value[: int(schema.get("maxLength", len(value)))]
+        case "integer" | "number":
+            number: float = 1
+            if "minimum" in schema:
+                number = max(number, schema["minimum"])
+            if "exclusiveMinimum" in schema:
+                number = max(number, schema["exclusiveMinimum"] + 1)
+            if "maximum" in schema:
+                number = min(number, schema["maximum"])
+            return int(number) if kind == "integer" else float(number)
+        case "boolean":
+            return False
+        case "array":
+            item = _sample(schema.get("items", {}), root, depth + 1)
+            return [item] * int(schema.get("minItems", 0))
+        case _:
+            return None
 
 
 class ScriptExhaustedError(AssertionError):
