@@ -335,7 +335,8 @@ def fault(
 def call_each_tool(request: RecordedRequest) -> Reply:
     """A scripted model for any conversation (what `sf-provider gateway --offline` serves): it
     calls each tool the request offers that the conversation has not called yet, with arguments
-    valid for the tool's schema (`arguments_for`), all in one turn; then it answers in text,
+    valid for the tool's schema (`arguments_for`), all in one turn and in name order; then it
+    answers in text,
     quoting the results it was sent. Without tools it answers in text at once.
 
     It keeps the request's `tool_choice`: `none` answers in text, `tool` calls that tool, `any`
@@ -346,7 +347,8 @@ def call_each_tool(request: RecordedRequest) -> Reply:
         async with ScriptedMessagesAPI(call_each_tool) as api:
             result = await ClaudeAgentProvider(api.settings()).generate("Hi", tools=tools)
     """
-    tools = {str(t.get("name")): t for t in request.tools}
+    # In name order, whatever order the request lists them in.
+    tools = {str(t.get("name")): t for t in sorted(request.tools, key=lambda t: str(t.get("name")))}
     called = {str(b.get("name")) for b in request.tool_uses()}
     choice = request.body.get("tool_choice") or {}
     kind = choice.get("type") if isinstance(choice, dict) else None
