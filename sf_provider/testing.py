@@ -27,7 +27,10 @@ Outside pytest, `async with ScriptedMessagesAPI(script) as api:` serves on the r
 loop, and `with ScriptedMessagesAPI(script) as api:` on a thread of its own (for sync code).
 
 Tool names in scripted `tool_use` blocks may be the application's names (`add`): the server
-resolves them against the tools of the request it is answering (`mcp__<bridge>__add`).
+resolves them against the tools of the request it is answering (`mcp__<bridge>__add`). A name
+the request does not offer is the script's mistake: the query fails naming it (see `tool_use`).
+`call_each_tool` is a ready-made function script for any request (`sf-provider gateway
+--offline` serves it).
 
 Besides replies, a script can hold HTTP errors (`http_error(529)`) and network faults
 (`fault("drop")`, `fault("drop_mid_stream")`, `fault("malformed_sse")`, `fault("hang")`); see
