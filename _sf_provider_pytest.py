@@ -38,7 +38,8 @@ def scripted_api(request: pytest.FixtureRequest) -> Iterator[ScriptedMessagesAPI
     `scripted_api.requests`. For the test, the process's environment points the CLI at it too
     (`ANTHROPIC_BASE_URL`, a placeholder key, no retries, no non-essential traffic, HOME,
     CLAUDE_CONFIG_DIR and TMPDIR in a temp dir of the test's own, real credentials removed).
-    A CLI process or per-query temp dir the test leaves behind fails it.
+    A CLI process or per-query temp dir the test leaves behind fails it, and so does a request
+    the script could not answer (`scripted_api.errors`).
     """
     from sf_provider._pytest_support import OfflineTest
 
@@ -75,6 +76,13 @@ def pytest_runtest_makereport(
     report = yield
     if report.when == "call" and _TEST in item.stash:
         item.stash[_PASSED] = report.passed
+        errors = item.stash[_TEST].api.errors
+        # What the script could not answer, beside the failure, unless that says it already
+        # (a framework may have wrapped the query's error into one of its own).
+        if report.failed and any(e not in report.longreprtext for e in errors):
+            from sf_provider._pytest_support import script_problems
+
+            report.sections.append(("scripted API", script_problems(item.stash[_TEST].api)))
     return report
 
 

@@ -23,7 +23,7 @@ import argparse
 import json
 import sys
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -34,7 +34,15 @@ from .cli import load_tools_option
 from .provider import ClaudeAgentProvider
 from .registry import GUIDANCE_TOOL_NAME, ToolRegistry, group_env_var
 from .settings import ProviderSettings
-from .testing import RecordedRequest, Reply, ScriptedMessagesAPI, reply, text, tool_use
+from .testing import (
+    RecordedRequest,
+    Reply,
+    ScriptedMessagesAPI,
+    arguments_for,
+    reply,
+    text,
+    tool_use,
+)
 from .tools import FunctionTool
 from .types import GenerateResult
 
@@ -354,86 +362,6 @@ def probe_tool(registry: ToolRegistry | None) -> FunctionTool | None:
 
 
 def sample_arguments(tool: FunctionTool) -> dict[str, Any]:
-    """Arguments for `tool` built from its schema: required properties with plausible values.
-
-    Uses `const`, `default`, `examples` and `enum` when the schema has them; falls back to `{}`
-    when the sample does not validate and `{}` does.
-    """
-    try:
-        value = _sample(tool.input_schema, tool.input_schema, 0)
-    except Exception:  # an exotic schema: let the tool's own validation speak
-        value = {}
-    arguments: dict[str, Any] = value if isinstance(value, dict) else {}
-    validator = tool.args_validator
-    if not validator.is_valid(arguments) and validator.is_valid({}):
-        return {}
-    return arguments
-
-
-_FORMATS = {
-    "date": "2024-01-01",
-    "date-time": "2024-01-01T00:00:00Z",
-    "time": "00:00:00Z",
-    "email": "user@example.com",
-    "uri": "https://example.com",
-    "uuid": "00000000-0000-0000-0000-000000000000",
-}
-
-
-def _sample(schema: Any, root: Mapping[str, Any], depth: int) -> Any:
-    if depth > 10 or not isinstance(schema, Mapping):
-        return None
-    ref = schema.get("$ref")
-    if isinstance(ref, str) and ref.startswith("#/"):
-        target: Any = root
-        for key in ref[2:].split("/"):
-            target = target.get(key) if isinstance(target, Mapping) else None
-        return _sample(target, root, depth + 1)
-    if "const" in schema:
-        return schema["const"]
-    if "default" in schema:
-        return schema["default"]
-    for key in ("examples", "enum"):
-        listed = schema.get(key)
-        if isinstance(listed, list) and listed:
-            return listed[0]
-    for key in ("anyOf", "oneOf", "allOf"):
-        options = schema.get(key)
-        if isinstance(options, list) and options:
-            return _sample(options[0], root, depth + 1)
-    kind = schema.get("type")
-    if isinstance(kind, list):
-        kind = next((k for k in kind if k != "null"), "null")
-    if kind is None and "properties" in schema:
-        kind = "object"
-    return _sample_of_type(kind, schema, root, depth)
-
-
-def _sample_of_type(
-    kind: Any, schema: Mapping[str, Any], root: Mapping[str, Any], depth: int
-) -> Any:
-    match kind:
-        case "object":
-            properties = schema.get("properties") or {}
-            required: Sequence[str] = schema.get("required") or []
-            return {name: _sample(properties.get(name, {}), root, depth + 1) for name in required}
-        case "string":
-            value = _FORMATS.get(str(schema.get("format")), "example")
-            value = value.ljust(int(schema.get("minLength", 0)), "x")
-            return value[: int(schema.get("maxLength", len(value)))]
-        case "integer" | "number":
-            number: float = 1
-            if "minimum" in schema:
-                number = max(number, schema["minimum"])
-            if "exclusiveMinimum" in schema:
-                number = max(number, schema["exclusiveMinimum"] + 1)
-            if "maximum" in schema:
-                number = min(number, schema["maximum"])
-            return int(number) if kind == "integer" else float(number)
-        case "boolean":
-            return False
-        case "array":
-            item = _sample(schema.get("items", {}), root, depth + 1)
-            return [item] * int(schema.get("minItems", 0))
-        case _:
-            return None
+    """Arguments for `tool` built from its schema: required properties with plausible values
+    (`sf_provider.testing.arguments_for`)."""
+    return arguments_for(tool.input_schema)

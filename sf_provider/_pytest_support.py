@@ -31,23 +31,9 @@ import anyio
 import pytest
 
 from ._text import clip
-from .testing import ScriptedMessagesAPI, offline_env
+from .testing import ROUTES_AWAY, ScriptedMessagesAPI, offline_env
 
-__all__ = ["OfflineTest", "cli_processes", "run_coroutine_test"]
-
-#: What could take the CLI somewhere else than the scripted API, or hand it real credentials.
-_ROUTES_AWAY = (
-    "ANTHROPIC_AUTH_TOKEN",
-    "CLAUDE_CODE_OAUTH_TOKEN",
-    "CLAUDE_CODE_USE_BEDROCK",
-    "CLAUDE_CODE_USE_VERTEX",
-    "CLAUDE_CODE_USE_FOUNDRY",
-    "ANTHROPIC_BEDROCK_BASE_URL",
-    "ANTHROPIC_VERTEX_BASE_URL",
-    "ANTHROPIC_FOUNDRY_BASE_URL",
-    "ANTHROPIC_FOUNDRY_API_KEY",
-    "ANTHROPIC_FOUNDRY_RESOURCE",
-)
+__all__ = ["OfflineTest", "cli_processes", "run_coroutine_test", "script_problems"]
 
 #: How long a CLI process the test stopped may take to exit before it counts as left running:
 #: a bound on waiting for an exit already under way, never a speed claim.
@@ -103,7 +89,7 @@ class OfflineTest:
         patch.setattr(tempfile, "tempdir", None)  # re-read TMPDIR: per-query dirs go there
         for name, value in offline_env(self.api.base_url).items():
             patch.setenv(name, value)
-        for name in _ROUTES_AWAY:
+        for name in ROUTES_AWAY:
             patch.delenv(name, raising=False)
 
     def stop_server(self) -> None:
@@ -115,7 +101,8 @@ class OfflineTest:
 
     def finish(self) -> list[str]:
         """After every fixture of the test is torn down: stop the CLI processes the test left
-        running and remove the per-query temp dirs it left behind; return what there was.
+        running and remove the per-query temp dirs it left behind; return what there was, and
+        the problems the scripted API met (`script_problems`).
 
         A process whose provider was dropped is being stopped already, on the event loop that
         ran the test; when that loop outlives the test (a module- or session-scoped loop) and
@@ -143,6 +130,8 @@ class OfflineTest:
             ]
             _stop(left)
             problems = []
+            if self.api.errors:
+                problems.append(script_problems(self.api))
             if left:
                 listed = "".join(f"\n  pid {pid}: {clip(args, 160)}" for pid, args in left.items())
                 problems.append(
@@ -162,6 +151,13 @@ class OfflineTest:
 
     def _remove_root(self) -> None:
         shutil.rmtree(self.root, ignore_errors=True)
+
+
+def script_problems(api: ScriptedMessagesAPI) -> str:
+    """What the scripted API could not answer in a test (its `errors`), said as a failure: a
+    test that caught the query's error, or whose framework swallowed it, fails for it too."""
+    listed = "".join(f"\n  {problem}" for problem in api.errors)
+    return f"sf-provider: the scripted API could not answer as scripted:{listed}"
 
 
 def run_coroutine_test(

@@ -316,6 +316,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         metavar="SECONDS",
         help="seconds a client has to send a request body, above 0; 408 after (default: 30)",
     )
+    gateway.add_argument(
+        "--offline",
+        action="store_true",
+        help="no credential, no network: the real Claude Code CLI answers from a built-in "
+        "scripted model on 127.0.0.1, which calls each offered tool once with arguments made "
+        "from its schema, then answers in text quoting the results (to try a client against "
+        "the gateway)",
+    )
     gateway.set_defaults(run=_gateway)
     check = commands.add_parser("check", help="check what a request needs before dispatch")
     check.add_argument("--tools", metavar="MODULE:ATTR", help="the tool registry to check")

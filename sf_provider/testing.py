@@ -27,7 +27,10 @@ Outside pytest, `async with ScriptedMessagesAPI(script) as api:` serves on the r
 loop, and `with ScriptedMessagesAPI(script) as api:` on a thread of its own (for sync code).
 
 Tool names in scripted `tool_use` blocks may be the application's names (`add`): the server
-resolves them against the tools of the request it is answering (`mcp__<bridge>__add`).
+resolves them against the tools of the request it is answering (`mcp__<bridge>__add`). A name
+the request does not offer is the script's mistake: the query fails naming it (see `tool_use`).
+`call_each_tool` is a ready-made function script for any request (`sf-provider gateway
+--offline` serves it).
 
 Besides replies, a script can hold HTTP errors (`http_error(529)`) and network faults
 (`fault("drop")`, `fault("drop_mid_stream")`, `fault("malformed_sse")`, `fault("hang")`); see
@@ -54,6 +57,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 from .settings import ProviderSettings
 
 __all__ = [
+    "ROUTES_AWAY",
     "FaultKind",
     "FaultReply",
     "HTTPErrorReply",
@@ -63,6 +67,8 @@ __all__ = [
     "ScriptItem",
     "ScriptedMessagesAPI",
     "SentToolResult",
+    "arguments_for",
+    "call_each_tool",
     "fault",
     "http_error",
     "offline_env",
@@ -96,6 +102,22 @@ def offline_env(base_url: str, *, max_retries: int = 0) -> dict[str, str]:
     }
 
 
+#: What could take the CLI somewhere else than the scripted API, or hand it real credentials:
+#: an offline run blanks these (the CLI reads "" as unset).
+ROUTES_AWAY = (
+    "ANTHROPIC_AUTH_TOKEN",
+    "CLAUDE_CODE_OAUTH_TOKEN",
+    "CLAUDE_CODE_USE_BEDROCK",
+    "CLAUDE_CODE_USE_VERTEX",
+    "CLAUDE_CODE_USE_FOUNDRY",
+    "ANTHROPIC_BEDROCK_BASE_URL",
+    "ANTHROPIC_VERTEX_BASE_URL",
+    "ANTHROPIC_FOUNDRY_BASE_URL",
+    "ANTHROPIC_FOUNDRY_API_KEY",
+    "ANTHROPIC_FOUNDRY_RESOURCE",
+)
+
+
 # --------------------------------------------------------------------------- the script
 
 
@@ -105,8 +127,9 @@ class Reply(BaseModel):
     `content` holds plain Messages API blocks: `{"type": "text", "text": ...}`,
     `{"type": "tool_use", "name": ..., "input": {...}}` (an `id` is generated when absent),
     `{"type": "thinking", "thinking": ..., "signature": ...}`. Several `tool_use` blocks in one
-    reply are parallel calls. `stop_reason` defaults to `tool_use` when the reply has a tool call
-    and to `end_turn` otherwise.
+    reply are parallel calls. A `tool_use` must name a tool the request offers, unless it says
+    `"offered": false` (`tool_use(..., offered=False)`). `stop_reason` defaults to `tool_use`
+    when the reply has a tool call and to `end_turn` otherwise.
     """
 
     model_config = ConfigDict(extra="forbid")
@@ -239,12 +262,23 @@ def redacted_thinking(data: str = "scripted-redacted-data") -> dict[str, Any]:
 
 
 def tool_use(
-    name: str, input: Mapping[str, Any] | None = None, id: str | None = None
+    name: str,
+    input: Mapping[str, Any] | None = None,
+    id: str | None = None,
+    *,
+    offered: bool = True,
 ) -> dict[str, Any]:
-    """A tool_use content block; `name` may be the application's tool name."""
+    """A tool_use content block; `name` may be the application's tool name.
+
+    A call of a tool the request does not offer is the script's mistake (a typo): the server
+    refuses to send it and names it in `ScriptedMessagesAPI.errors`. `offered=False` scripts
+    such a call on purpose (a model making a name up); the block then carries
+    `"offered": false`, which is not sent."""
     block: dict[str, Any] = {"type": "tool_use", "name": name, "input": dict(input or {})}
     if id is not None:
         block["id"] = id
+    if not offered:
+        block["offered"] = False
     return block
 
 
@@ -296,6 +330,178 @@ def fault(
     """
     extra: dict[str, Any] = {} if garbage is None else {"garbage": list(garbage)}
     return FaultReply(kind=kind, reply=reply, events=events, seconds=seconds, **extra)
+
+
+# ------------------------------------------------------------ a scripted model for any request
+
+
+def call_each_tool(request: RecordedRequest) -> Reply:
+    """A scripted model for any conversation (what `sf-provider gateway --offline` serves): it
+    calls each tool the request offers that the conversation has not called yet, with arguments
+    valid for the tool's schema (`arguments_for`), all in one turn and in name order; then it
+    answers in text,
+    quoting the results it was sent. Without tools it answers in text at once.
+
+    It keeps the request's `tool_choice`: `none` answers in text, `tool` calls that tool, `any`
+    calls one even when every tool was called already, and `disable_parallel_tool_use` calls
+    one at a time. The CLI's `StructuredOutput` tool (an answer's JSON schema) is called last,
+    in place of the text answer. Use it as a function script::
+
+        async with ScriptedMessagesAPI(call_each_tool) as api:
+            result = await ClaudeAgentProvider(api.settings()).generate("Hi", tools=tools)
+    """
+    # In name order, whatever order the request lists them in.
+    tools = {str(t.get("name")): t for t in sorted(request.tools, key=lambda t: str(t.get("name")))}
+    called = {str(b.get("name")) for b in request.tool_uses()}
+    choice = request.body.get("tool_choice") or {}
+    kind = choice.get("type") if isinstance(choice, dict) else None
+    if kind == "none":
+        due: list[str] = []
+    elif kind == "tool":
+        due = [name for name in tools if name == choice.get("name")]
+    else:
+        due = [n for n in tools if n not in called and n != _STRUCTURED_OUTPUT]
+        if not due and _STRUCTURED_OUTPUT in tools and _STRUCTURED_OUTPUT not in called:
+            due = [_STRUCTURED_OUTPUT]
+        if not due and kind == "any" and tools:
+            due = [next(iter(tools))]
+    if isinstance(choice, dict) and choice.get("disable_parallel_tool_use"):
+        due = due[:1]
+    if due:
+        return reply(
+            *(tool_use(name, arguments_for(tools[name].get("input_schema") or {})) for name in due)
+        )
+    return reply(text(_offline_answer(request)))
+
+
+#: The tool the CLI adds for an answer that must match a JSON schema.
+_STRUCTURED_OUTPUT = "StructuredOutput"
+
+
+def _offline_answer(request: RecordedRequest) -> str:
+    """`call_each_tool`'s text: the tool results it was sent, or what the user said last."""
+    sent = {b.get("tool_use_id"): result_text(b) for b in request.tool_results()}
+    # In the order of the calls, whatever order the results came back in; without the note the
+    # CLI appends to a tool's output.
+    results = [
+        f"{_app_name(str(call.get('name')))} returned "
+        f"{_clip(sent[call.get('id')].split('<system-reminder>')[0].strip())!r}"
+        for call in request.tool_uses()
+        if call.get("id") in sent
+    ]
+    if results:
+        return f"Offline model: {'; '.join(results)}."
+    said = ""
+    for message in request.messages:
+        if message.get("role") == "user":
+            content = message.get("content")
+            blocks = [{"type": "text", "text": content}] if isinstance(content, str) else content
+            texts = [b.get("text") for b in blocks or [] if isinstance(b, dict)]
+            said = next((t for t in reversed(texts) if isinstance(t, str) and t.strip()), said)
+    return f"Offline model: you said {_clip(said.strip())!r}."
+
+
+def _clip(value: str, limit: int = 200) -> str:
+    return value if len(value) <= limit else value[: limit - 1] + "…"
+
+
+def arguments_for(schema: Mapping[str, Any]) -> dict[str, Any]:
+    """Arguments valid for a tool's JSON Schema, made up: its required properties, each from
+    its `const`, `default`, `examples` or `enum` when it has one, else a plain value of its
+    type (nested objects and arrays too; `$ref`s within the schema followed).
+
+    Falls back to `{}` when the sample does not validate and `{}` does; a schema it cannot
+    satisfy gets the sample anyway (the tool's own validation then says why)::
+
+        arguments_for({"type": "object", "properties": {"city": {"type": "string"}},
+                       "required": ["city"]})  # {"city": "example"}
+    """
+    import jsonschema
+    import referencing
+
+    try:
+        value = _sample(schema, schema, 0)
+    except Exception:  # an exotic schema: let the tool's own validation speak
+        value = {}
+    arguments: dict[str, Any] = value if isinstance(value, dict) else {}
+    try:
+        cls = jsonschema.validators.validator_for(schema, default=jsonschema.Draft202012Validator)
+        # A registry of its own: no remote reference is ever fetched.
+        validator = cls(schema, format_checker=cls.FORMAT_CHECKER, registry=referencing.Registry())
+        if not validator.is_valid(arguments) and validator.is_valid({}):
+            return {}
+    except Exception:  # a schema jsonschema cannot use: the sample as it is
+        pass
+    return arguments
+
+
+_FORMATS = {
+    "date": "2024-01-01",
+    "date-time": "2024-01-01T00:00:00Z",
+    "time": "00:00:00Z",
+    "email": "user@example.com",
+    "uri": "https://example.com",
+    "uuid": "00000000-0000-0000-0000-000000000000",
+}
+
+
+def _sample(schema: Any, root: Mapping[str, Any], depth: int) -> Any:
+    if depth > 10 or not isinstance(schema, Mapping):
+        return None
+    ref = schema.get("$ref")
+    if isinstance(ref, str) and ref.startswith("#/"):
+        target: Any = root
+        for key in ref[2:].split("/"):
+            target = target.get(key) if isinstance(target, Mapping) else None
+        return _sample(target, root, depth + 1)
+    if "const" in schema:
+        return schema["const"]
+    if "default" in schema:
+        return schema["default"]
+    for key in ("examples", "enum"):
+        listed = schema.get(key)
+        if isinstance(listed, list) and listed:
+            return listed[0]
+    for key in ("anyOf", "oneOf", "allOf"):
+        options = schema.get(key)
+        if isinstance(options, list) and options:
+            return _sample(options[0], root, depth + 1)
+    kind = schema.get("type")
+    if isinstance(kind, list):
+        kind = next((k for k in kind if k != "null"), "null")
+    if kind is None and "properties" in schema:
+        kind = "object"
+    return _sample_of_type(kind, schema, root, depth)
+
+
+def _sample_of_type(
+    kind: Any, schema: Mapping[str, Any], root: Mapping[str, Any], depth: int
+) -> Any:
+    match kind:
+        case "object":
+            properties = schema.get("properties") or {}
+            required: Sequence[str] = schema.get("required") or []
+            return {name: _sample(properties.get(name, {}), root, depth + 1) for name in required}
+        case "string":
+            value = _FORMATS.get(str(schema.get("format")), "example")
+            value = value.ljust(int(schema.get("minLength", 0)), "x")
+            return value[: int(schema.get("maxLength", len(value)))]
+        case "integer" | "number":
+            number: float = 1
+            if "minimum" in schema:
+                number = max(number, schema["minimum"])
+            if "exclusiveMinimum" in schema:
+                number = max(number, schema["exclusiveMinimum"] + 1)
+            if "maximum" in schema:
+                number = min(number, schema["maximum"])
+            return int(number) if kind == "integer" else float(number)
+        case "boolean":
+            return False
+        case "array":
+            item = _sample(schema.get("items", {}), root, depth + 1)
+            return [item] * int(schema.get("minItems", 0))
+        case _:
+            return None
 
 
 class ScriptExhaustedError(AssertionError):
@@ -434,9 +640,12 @@ class ScriptedMessagesAPI:
     `script` is either a list of `Reply` / `HTTPErrorReply` / `FaultReply` items, answered in order
     one per `POST /v1/messages`, or a function (sync or async) of the `RecordedRequest` returning
     one. Every request is recorded in `.requests` (other paths get a 404 and are recorded too).
-    When a list script runs out, the server answers HTTP 500 and notes it in `.errors`. A request
-    whose messages hold `tool_use` / `tool_result` blocks but that defines no tools is answered
-    HTTP 400, as the Messages API answers it, without spending a scripted item.
+    When the script cannot answer a request (a list that ran out, a function that raised, a
+    reply calling a tool the request does not offer), the server notes it in `.errors` and
+    answers HTTP 410 with the same text, which the CLI ends the query with at once (no retry):
+    the provider raises `APIError` carrying it. A request whose messages hold `tool_use` /
+    `tool_result` blocks but that defines no tools is answered HTTP 400, as the Messages API
+    answers it, without spending a scripted item.
 
     Use it as an async context manager (`async with`: served on the running event loop) or as
     a plain one (`with`: served on an event loop in a thread of its own, for sync code and for
@@ -631,18 +840,22 @@ class ScriptedMessagesAPI:
         try:
             item = await self._next_item(recorded)
         except Exception as exc:  # a script function's mistake: named, not a dropped connection
-            problem = (
-                f"ScriptedMessagesAPI: the script failed on request #{recorded.index}: "
-                f"{type(exc).__name__}: {exc}"
+            return await self._script_problem(
+                writer,
+                f"the script failed on request #{recorded.index}: {type(exc).__name__}: {exc}",
             )
-            self._state.errors.append(problem)
-            await _write_json(writer, 500, _error_body("api_error", problem))
-            return True
         if item is None:
-            problem = f"ScriptedMessagesAPI: no scripted reply left for request #{recorded.index}"
-            self._state.errors.append(problem)
-            await _write_json(writer, 500, _error_body("api_error", problem))
-            return True
+            held = len(self._state.script) if not callable(self._state.script) else 0
+            return await self._script_problem(
+                writer,
+                f"no scripted reply left for request #{recorded.index} (the script held "
+                f"{held} item(s)); script one reply for each model request the query makes",
+            )
+        scripted = item.reply if isinstance(item, FaultReply) else item
+        if isinstance(scripted, Reply):
+            problem = _unoffered_call(scripted, recorded)
+            if problem is not None:
+                return await self._script_problem(writer, problem)
         if isinstance(item, HTTPErrorReply):
             extra = {"retry-after": f"{item.retry_after:g}"} if item.retry_after is not None else {}
             await _write_json(
@@ -657,6 +870,19 @@ class ScriptedMessagesAPI:
             await _write_sse(writer, message, item.chunk_size)
             return False
         await _write_json(writer, 200, message)
+        return True
+
+    async def _script_problem(self, writer: asyncio.StreamWriter, problem: str) -> bool:
+        """Answer a request the script cannot answer: noted in `errors`, and sent as an error
+        the CLI ends the query with at once, its text intact (`_SCRIPT_PROBLEM_STATUS`)."""
+        problem = f"ScriptedMessagesAPI: {problem}"
+        self._state.errors.append(problem)
+        await _write_json(
+            writer,
+            _SCRIPT_PROBLEM_STATUS,
+            _error_body("invalid_request_error", problem),
+            {"x-should-retry": "false"},
+        )
         return True
 
     async def _fault(
@@ -709,6 +935,7 @@ class ScriptedMessagesAPI:
         for block in item.content:
             block = dict(block)
             if block.get("type") == "tool_use":
+                block.pop("offered", None)
                 block.setdefault("id", f"toolu_scripted_{next(self._ids):04d}")
                 block["name"] = _resolve_tool_name(str(block.get("name", "")), offered)
                 block.setdefault("input", {})
@@ -745,6 +972,12 @@ class ScriptedMessagesAPI:
             "usage": usage,
         }
 
+
+#: The status the server answers a request with when the script cannot answer it (it ran out,
+#: its function raised, its reply calls a tool not offered). The CLI ends the query on a 410 at
+#: once, whatever its retry setting, and passes the text on as it is; it retries a 5xx (adding
+#: "a server-side issue, usually temporary, try again") and tries a 400 three times.
+_SCRIPT_PROBLEM_STATUS = 410
 
 _TOOLS_NEEDED = "Requests which include `tool_use` or `tool_result` blocks must define tools."
 #: The Messages API's answer to a forced tool choice with thinking on.
@@ -815,6 +1048,32 @@ def _coerce_item(item: Any) -> ScriptItem:
     )
 
 
+def _unoffered_call(item: Reply, request: RecordedRequest) -> str | None:
+    """The script's mistake when `item` calls a tool `request` does not offer, else None (a
+    block that says `"offered": false` is such a call on purpose)."""
+    offered = request.tool_names
+    for block in item.content:
+        if block.get("type") != "tool_use" or block.get("offered") is False:
+            continue
+        name = str(block.get("name", ""))
+        if _resolve_tool_name(name, offered) in offered:
+            continue
+        listed = ", ".join(_app_name(o) for o in offered) or "none"
+        return (
+            f"the scripted reply to request #{request.index} calls {name!r}, a tool the request "
+            f"does not offer (offered: {listed}); fix the name in the script, or script "
+            f"tool_use({name!r}, ..., offered=False) for a call of an unknown tool on purpose"
+        )
+    return None
+
+
+def _app_name(name: str) -> str:
+    """A tool's name as the application wrote it: `add` for the bridge's `mcp__sf__add`."""
+    if name.startswith("mcp__"):
+        return name.split("__", 2)[-1]
+    return name
+
+
 def _resolve_tool_name(name: str, offered: list[str]) -> str:
     """Map an application tool name to the bridge name the model was offered (`mcp__x__name`)."""
     if name in offered:
@@ -856,7 +1115,7 @@ async def _read_request(
     return method, path, headers, raw
 
 
-_REASONS = {200: "OK", 404: "Not Found", 500: "Internal Server Error"}
+_REASONS = {200: "OK", 404: "Not Found", 410: "Gone", 500: "Internal Server Error"}
 
 
 def _json_head(status: int, length: int, extra: Mapping[str, str] | None = None) -> bytes:

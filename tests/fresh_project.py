@@ -11,6 +11,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
+import sf_provider
+
 
 @dataclass
 class PytestRun:
@@ -31,12 +33,19 @@ def write_project(root: Path, files: Mapping[str, str]) -> Path:
     return root
 
 
+#: The checkout whose `sf_provider` this suite imports: a fresh project imports the same one
+#: (from a git worktree, the venv's editable install points at another checkout).
+SOURCE = str(Path(sf_provider.__file__).resolve().parents[1])
+
+
 def isolated_env(root: Path, **extra: str) -> dict[str, str]:
-    """A minimal environment: PATH, a home and temp dir of its own, no credentials."""
+    """A minimal environment: PATH, a home and temp dir of its own, no credentials, and the
+    `sf_provider` under test first on the path."""
     for name in ("home", "tmp"):
         (root / name).mkdir(parents=True, exist_ok=True)
     return {
         "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
+        "PYTHONPATH": SOURCE,
         "HOME": str(root / "home"),
         "TMPDIR": str(root / "tmp"),
         "LANG": "C.UTF-8",

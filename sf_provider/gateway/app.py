@@ -14,10 +14,13 @@ import argparse
 import ipaddress
 import logging
 import os
+import signal
 import sys
+import tempfile
 import time
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from pathlib import Path
 from typing import Any
 
 import anyio
@@ -34,6 +37,7 @@ from ..capabilities import check_capabilities
 from ..errors import ProviderError
 from ..provider import ClaudeAgentProvider
 from ..settings import ProviderSettings
+from ..testing import ROUTES_AWAY, ScriptedMessagesAPI, call_each_tool
 from ._errors import ErrorInfo, GatewayError
 from ._http import (
     KEYS_ENV,
@@ -105,13 +109,17 @@ def create_app(
 
     checked: list[tuple[float, list[str]]] = []  # the last readiness check: when, what
 
+    checking = anyio.Lock()  # one check at a time: probes that come together share it
+
     async def problems() -> list[str]:
-        now = time.monotonic()
-        if not checked or now - checked[-1][0] > READY_CACHE_SECONDS:
-            own = provider.settings if provider is not None else settings.provider
-            found = await anyio.to_thread.run_sync(readiness_problems, own, abandon_on_cancel=True)
-            checked[:] = [(time.monotonic(), found)]
-        return checked[-1][1]
+        async with checking:
+            if not checked or time.monotonic() - checked[-1][0] > READY_CACHE_SECONDS:
+                own = provider.settings if provider is not None else settings.provider
+                found = await anyio.to_thread.run_sync(
+                    readiness_problems, own, abandon_on_cancel=True
+                )
+                checked[:] = [(time.monotonic(), found)]
+            return checked[-1][1]
 
     async def readyz(_request: Request) -> Response:
         missing = await problems()
@@ -206,9 +214,8 @@ def _loopback(host: str) -> bool:
 
 
 def run_gateway(args: argparse.Namespace) -> int:
-    """`sf-provider gateway`: serve `create_app` with uvicorn until interrupted."""
-    import uvicorn
-
+    """`sf-provider gateway`: serve `create_app` with uvicorn until interrupted; with
+    `--offline`, against the built-in scripted model (`sf_provider.testing.call_each_tool`)."""
     keys = keys_from(args.api_keys, os.environ)
     if not keys and not _loopback(args.host) and not args.allow_no_auth:
         print(
@@ -232,6 +239,40 @@ def run_gateway(args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
         return 2
+    if not getattr(args, "offline", False):
+        return _serve(args, keys, ProviderSettings.model_validate(overrides))
+    # uvicorn ends its process by the signal that stopped it, once shut down: as an exception
+    # here, so that the scripted model stops and the temp dirs go too.
+    signal.signal(signal.SIGTERM, _exit_on_signal)
+    with (
+        ScriptedMessagesAPI(call_each_tool) as api,
+        tempfile.TemporaryDirectory(prefix="sf-gateway-offline-") as root,
+    ):
+        # The environment the suite runs the CLI in: a home, config and temp dir of its own,
+        # removed at shutdown; no credential or cloud switch of this machine's.
+        env = {name: "" for name in ROUTES_AWAY}
+        for name, var in (("home", "HOME"), ("config", "CLAUDE_CONFIG_DIR"), ("tmp", "TMPDIR")):
+            (Path(root) / name).mkdir()
+            env[var] = str(Path(root) / name)
+        print(
+            f"sf-provider gateway: offline: no credential, no network. The model that answers "
+            f"is sf-provider's built-in scripted model (sf_provider.testing.call_each_tool, "
+            f"served on {api.base_url}): it calls each offered tool once with arguments made "
+            f"from its schema, then answers in text quoting the results",
+            file=sys.stderr,
+            flush=True,
+        )
+        return _serve(args, keys, api.settings(env=env, **overrides))
+
+
+def _exit_on_signal(signum: int, _frame: object) -> None:
+    raise SystemExit(128 + signum)
+
+
+def _serve(args: argparse.Namespace, keys: list[str], provider: ProviderSettings) -> int:
+    """Serve the gateway with uvicorn until interrupted."""
+    import uvicorn
+
     settings = GatewaySettings(
         host=args.host,
         port=args.port,
@@ -244,7 +285,7 @@ def run_gateway(args: argparse.Namespace) -> int:
         response_store=args.response_store,
         response_store_size=args.response_store_size,
         response_store_ttl=args.response_store_ttl,
-        provider=ProviderSettings(**overrides),  # type: ignore[arg-type]
+        provider=provider,
     )
     try:
         app = create_app(settings)

@@ -111,7 +111,7 @@ async def test_a_pydantic_ai_agent_retries_an_unknown_tool_name_end_to_end(
     warm_processes: int,
 ) -> None:
     script = [
-        reply(tool_use("get_temperature", {"city": "Paris"})),  # no such tool
+        reply(tool_use("get_temperature", {"city": "Paris"}, offered=False)),  # no such tool
         reply(tool_use("get_celsius", {"city": "Paris"})),
         reply(text("Paris: 20 °C.")),
     ]

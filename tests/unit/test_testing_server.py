@@ -206,11 +206,35 @@ async def test_tool_name_resolves_against_the_requests_tools() -> None:
     assert message["stop_reason"] == "tool_use"
 
 
-async def test_tool_name_not_offered_is_kept() -> None:
-    async with ScriptedMessagesAPI([reply(tool_use("multiply"))]) as api:
+async def test_a_call_of_a_tool_not_offered_is_a_mistake_naming_the_offered_ones() -> None:
+    async with ScriptedMessagesAPI([reply(tool_use("ad", {"a": 2}))]) as api:
+        response = await post(api, body(stream=True))
+
+    problem = (
+        "ScriptedMessagesAPI: the scripted reply to request #0 calls 'ad', a tool the request "
+        "does not offer (offered: add, echo); fix the name in the script, or script "
+        "tool_use('ad', ..., offered=False) for a call of an unknown tool on purpose"
+    )
+    assert api.errors == [problem]
+    # Answered as an error the CLI ends the query with, at once and with this text.
+    assert (response.status_code, response.headers["x-should-retry"]) == (410, "false")
+    assert response.json()["error"]["message"] == problem
+
+
+async def test_a_call_in_a_request_without_tools_says_none_is_offered() -> None:
+    async with ScriptedMessagesAPI([reply(tool_use("add"))]) as api:
+        await post(api, body(tools=[]))
+
+    assert "(offered: none)" in api.errors[0]
+
+
+async def test_a_call_scripted_as_not_offered_is_sent_as_written() -> None:
+    async with ScriptedMessagesAPI([reply(tool_use("multiply", offered=False))]) as api:
         message = (await post(api, body())).json()
 
-    assert message["content"][0]["name"] == "multiply"
+    [block] = message["content"]
+    assert (block["name"], "offered" in block) == ("multiply", False)
+    assert api.errors == []
 
 
 async def test_script_items_may_be_mappings() -> None:
@@ -246,14 +270,18 @@ async def test_http_error_without_retry_after_has_no_header() -> None:
     assert response.json()["error"]["type"] == "overloaded_error"
 
 
-async def test_exhausted_script_answers_500_and_records_an_error() -> None:
+async def test_exhausted_script_answers_410_and_records_an_error() -> None:
     async with ScriptedMessagesAPI([reply(text("only one"))]) as api:
         await post(api, body())
         response = await post(api, body())
 
-    assert response.status_code == 500
-    assert response.json()["error"]["type"] == "api_error"
-    assert api.errors == ["ScriptedMessagesAPI: no scripted reply left for request #1"]
+    problem = (
+        "ScriptedMessagesAPI: no scripted reply left for request #1 (the script held 1 "
+        "item(s)); script one reply for each model request the query makes"
+    )
+    assert api.errors == [problem]
+    assert (response.status_code, response.headers["x-should-retry"]) == (410, "false")
+    assert response.json()["error"]["message"] == problem
 
 
 async def test_a_good_run_has_no_errors_and_nothing_remaining() -> None:
@@ -812,13 +840,13 @@ def test_a_reply_block_the_server_could_not_send_is_refused_when_scripted(
         reply(block)
 
 
-async def test_a_script_function_that_fails_is_a_500_naming_its_error() -> None:
+async def test_a_script_function_that_fails_is_a_410_naming_its_error() -> None:
     def script(request: RecordedRequest) -> Reply:
         raise RuntimeError("no answer for this question")
 
     async with ScriptedMessagesAPI(script) as api:
         response = await post(api, body())
     expected = "the script failed on request #0: RuntimeError: no answer for this question"
-    assert response.status_code == 500
+    assert response.status_code == 410
     assert expected in response.json()["error"]["message"]
     assert api.errors == [f"ScriptedMessagesAPI: {expected}"]
