@@ -16,8 +16,8 @@ parts and the result back into its wire shape with the helpers below:
   taken back had already been sent);
 - `SAMPLING` (the sampling settings, sent as written) and `dropped` (the `parameter-dropped`
   warning of `drop_params`);
-- readers of what the wire formats share: `arguments` (a call's JSON arguments) and
-  `reasoning` (a Messages API thinking block);
+- what the wire formats share: `arguments` (a call's JSON arguments), `reasoning` (a
+  Messages API thinking block, read) and `thinking_block` (written);
 - `thinking_option` (a door's thinking/effort fields -> `CallOptions`), `warn_user`, the sync
   bridges `run_sync` / `iterate_in_thread`, and the gateway's trace hooks.
 
@@ -56,7 +56,7 @@ from ._thinking import thinking_option
 from ._tool_choice import NamedToolChoice, ToolChoice, offered_tools
 from ._tracing import continue_trace, flush, refused
 from ._warnings import warn_user
-from ._wire import SAMPLING, arguments, dropped, reasoning
+from ._wire import SAMPLING, arguments, dropped, reasoning, thinking_block
 
 if TYPE_CHECKING:
     from .provider import ClaudeAgentProvider, QueryStream
@@ -105,6 +105,7 @@ __all__ = [
     "response_model",
     "run_sync",
     "stream",
+    "thinking_block",
     "thinking_option",
     "warn_user",
 ]

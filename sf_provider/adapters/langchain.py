@@ -1038,14 +1038,10 @@ class _ChunkMapper:
                 return AIMessageChunk(
                     content=[thinking], additional_kwargs={"reasoning_content": item.delta}
                 )
-            case door.End(block=block) if block.redacted:  # whole, as ChatAnthropic streams it
-                redacted = {"type": "redacted_thinking", "data": block.redacted,
-                            "index": block.index}  # fmt: skip
-                return AIMessageChunk(content=[redacted])
-            case door.End(block=block) if block.signature:
-                thinking = {"type": "thinking", "thinking": "", "signature": block.signature,
-                            "index": block.index}  # fmt: skip
-                return AIMessageChunk(content=[thinking])
+            case door.End(block=block) if block.redacted or block.signature:
+                # Its signature, or the redacted block whole, as ChatAnthropic streams them.
+                replay = door.thinking_block("", block.signature, block.redacted)
+                return AIMessageChunk(content=[{**replay, "index": block.index}])
             case door.End(block=door.Block(call=sf.ToolCallPart() as call) as block):
                 if call.invalid:
                     self.invalid[call.tool_call_id] = call.invalid_reason or ""
