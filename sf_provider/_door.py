@@ -16,6 +16,8 @@ parts and the result back into its wire shape with the helpers below:
   taken back had already been sent);
 - `SAMPLING` (the sampling settings, sent as written) and `dropped` (the `parameter-dropped`
   warning of `drop_params`);
+- what the wire formats share: `arguments` (a call's JSON arguments), `reasoning` (a
+  Messages API thinking block, read) and `thinking_block` (written);
 - `thinking_option` (a door's thinking/effort fields -> `CallOptions`), `warn_user`, the sync
   bridges `run_sync` / `iterate_in_thread`, and the gateway's trace hooks.
 
@@ -54,7 +56,7 @@ from ._thinking import thinking_option
 from ._tool_choice import NamedToolChoice, ToolChoice, offered_tools
 from ._tracing import continue_trace, flush, refused
 from ._warnings import warn_user
-from ._wire import SAMPLING, dropped
+from ._wire import SAMPLING, arguments, dropped, reasoning, thinking_block
 
 if TYPE_CHECKING:
     from .provider import ClaudeAgentProvider, QueryStream
@@ -90,6 +92,7 @@ __all__ = [
     "ToolResult",
     "UserMessage",
     "UserPart",
+    "arguments",
     "classify",
     "continue_trace",
     "dropped",
@@ -97,10 +100,12 @@ __all__ = [
     "iterate_in_thread",
     "media_parts",
     "offered_tools",
+    "reasoning",
     "request",
     "response_model",
     "run_sync",
     "stream",
+    "thinking_block",
     "thinking_option",
     "warn_user",
 ]

@@ -734,19 +734,18 @@ def _assistant_content(
         elif kind == "refusal":  # what the model said (ChatOpenAI); the API has no such block
             if str(block.get("refusal", "")).strip():
                 blocks.append(door.Text(str(block["refusal"])))
-        elif kind == "thinking":  # Anthropic style, signed
-            blocks.append(_reasoning(block.get("thinking"), block.get("signature"), where))
+        elif kind in ("thinking", "reasoning"):  # Anthropic style, signed; LangChain v1's
+            thought, extras = block.get(kind), block.get("extras") or {}
+            if thought is not None and not isinstance(thought, str):
+                raise InvalidMessagesError(f"{where}: a thinking block's text must be a string")
+            signature = block.get("signature") or extras.get("signature")
+            signed = signature if isinstance(signature, str) and signature else None
+            blocks.append(door.Reasoning(thought or "", signature=signed))
         elif kind == "redacted_thinking" or (
             kind == "non_standard" and (block.get("value") or {}).get("type") == "redacted_thinking"
         ):  # Anthropic style (v1 output wraps it as non_standard): the data goes back as is
-            data = (block if kind == "redacted_thinking" else block["value"]).get("data")
-            if not isinstance(data, str) or not data:
-                raise InvalidMessagesError(f"{where}: a redacted_thinking block needs its 'data'")
-            blocks.append(door.Reasoning("", redacted=data))
-        elif kind == "reasoning":  # LangChain v1 standard block
-            extras = block.get("extras") or {}
-            signature = block.get("signature") or extras.get("signature")
-            blocks.append(_reasoning(block.get("reasoning"), signature, where))
+            redacted = block if kind == "redacted_thinking" else block["value"]
+            blocks.append(door.reasoning(redacted, where))
         elif kind in ("tool_use", "tool_call", "invalid_tool_call"):
             # `tool_calls` and `invalid_tool_calls` carry the calls; one only in the content (an
             # Anthropic-style message built by hand, v1 content) is taken from there.
@@ -794,13 +793,6 @@ def _assistant_content(
     return tuple(blocks)
 
 
-def _reasoning(text: Any, signature: Any, where: str) -> door.Reasoning:
-    if text is not None and not isinstance(text, str):
-        raise InvalidMessagesError(f"{where}: a thinking block's text must be a string")
-    signed = signature if isinstance(signature, str) and signature else None
-    return door.Reasoning(text or "", signature=signed)
-
-
 def _invalid_call(
     call: Mapping[str, Any], where: str, answered: set[str], lost: list[sf.CallWarning]
 ) -> door.ToolCall:
@@ -819,15 +811,9 @@ def _invalid_call(
             f"it with ToolMessage(<what was wrong>, tool_call_id={call_id!r}, status='error'), "
             f"or remove it from invalid_tool_calls"
         )
-    arguments: Any = args
-    if isinstance(args, str):
-        try:
-            arguments = json.loads(args) if args.strip() else {}
-        except json.JSONDecodeError:
-            arguments = None
-    elif args is None:
-        arguments = {}
-    if not isinstance(arguments, Mapping):
+    try:
+        arguments = door.arguments(args, where)
+    except InvalidMessagesError:
         lost.append(
             sf.CallWarning(
                 code="tool-call-arguments-dropped",
@@ -837,7 +823,7 @@ def _invalid_call(
             )
         )
         arguments = {}
-    return door.ToolCall(str(call_id), str(name), dict(arguments))
+    return door.ToolCall(str(call_id), str(name), arguments)
 
 
 #: Tool message blocks the provider's tool results cannot carry (they hold text or JSON).
@@ -1052,14 +1038,10 @@ class _ChunkMapper:
                 return AIMessageChunk(
                     content=[thinking], additional_kwargs={"reasoning_content": item.delta}
                 )
-            case door.End(block=block) if block.redacted:  # whole, as ChatAnthropic streams it
-                redacted = {"type": "redacted_thinking", "data": block.redacted,
-                            "index": block.index}  # fmt: skip
-                return AIMessageChunk(content=[redacted])
-            case door.End(block=block) if block.signature:
-                thinking = {"type": "thinking", "thinking": "", "signature": block.signature,
-                            "index": block.index}  # fmt: skip
-                return AIMessageChunk(content=[thinking])
+            case door.End(block=block) if block.redacted or block.signature:
+                # Its signature, or the redacted block whole, as ChatAnthropic streams them.
+                replay = door.thinking_block("", block.signature, block.redacted)
+                return AIMessageChunk(content=[{**replay, "index": block.index}])
             case door.End(block=door.Block(call=sf.ToolCallPart() as call) as block):
                 if call.invalid:
                     self.invalid[call.tool_call_id] = call.invalid_reason or ""

@@ -481,21 +481,17 @@ async def _request_messages(message: ModelRequest) -> list[door.Message]:
             items = part.content_items(mode="str", wrap_if_error=False)
             content = tuple([await _content_part(item, where) for item in items])
             results.append(door.ToolResult(part.tool_call_id, content, is_error))
-        elif isinstance(part, RetryPromptPart):
-            if part.tool_name is not None:
-                results.append(door.ToolResult(part.tool_call_id, part.model_response(), True))
-            else:
-                others.append(door.UserMessage((door.Text(part.model_response()),)))
-        elif isinstance(part, RetryFeedbackPart):
+        elif isinstance(part, RetryPromptPart) and part.tool_name is not None:
+            results.append(door.ToolResult(part.tool_call_id, part.model_response(), True))
+        elif isinstance(part, RetryPromptPart | RetryFeedbackPart):
             others.append(door.UserMessage((door.Text(part.model_response()),)))
         elif isinstance(part, SystemPromptPart):
             others.append(door.SystemMessage(part.content))
-        elif isinstance(part, UserPromptPart) and isinstance(part.content, str):
-            others.append(door.UserMessage((door.Text(part.content),)))
         elif isinstance(part, UserPromptPart):
             # CachePoints are left out, as by pydantic-ai's models without cache points (the
             # CLI places its own cache breakpoints).
-            prompt = [item for item in part.content if not isinstance(item, CachePoint)]
+            given = [part.content] if isinstance(part.content, str) else part.content
+            prompt = [item for item in given if not isinstance(item, CachePoint)]
             user = tuple([await _content_part(item, "a user prompt holds") for item in prompt])
             others.append(door.UserMessage(user))
         elif isinstance(part, CompactionPart):  # the application's summary, as pydantic-ai sends it
@@ -860,25 +856,20 @@ def _model_error(
     if category is None:
         return None
     status = facts.upstream_status
+    details: dict[str, Any] = dict(
+        provider_error_type=facts.error_type, retry_after=facts.retry_after, in_stream=in_stream
+    )
     if status is not None and not issubclass(category, ModelConnectionError):
         return ModelHTTPError.for_category(
             category,  # type: ignore[arg-type]
             status_code=status,
             model_name=model_name,
             body=facts.message,
-            provider_error_type=facts.error_type,
-            retry_after=facts.retry_after,
-            in_stream=in_stream,
+            **details,
         )
     # No status from the API (the CLI refused the request itself, or no answer came): the
     # category alone, as pydantic-ai's models raise an error that came without one.
-    return category(
-        model_name,
-        facts.message,
-        provider_error_type=facts.error_type,
-        retry_after=facts.retry_after,
-        in_stream=in_stream,
-    )
+    return category(model_name, facts.message, **details)
 
 
 def _vendor_id(item: door.BlockEvent) -> str:

@@ -858,6 +858,18 @@ async def test_an_invalid_tool_calls_unparsable_arguments_are_sent_as_none_with_
     assert warning_codes(answer) == ["tool-call-arguments-dropped"]
 
 
+def test_invalid_tool_call_arguments_nested_too_deeply_are_sent_as_none_with_a_warning() -> None:
+    deep = "[" * 100_000 + "]" * 100_000  # too deep for the JSON reader, not only unparsable
+    history: list[BaseMessage] = [
+        HumanMessage("Weather in Paris?"),
+        AIMessage("", invalid_tool_calls=[invalid_call(deep)]),
+        ToolMessage("Error: not valid JSON, try again", tool_call_id="toolu_bad", status="error"),
+    ]
+    converted, lost = _provider_messages(history)
+    assert converted[1] == req.AssistantMessage((req.ToolCall("toolu_bad", "Weather", {}),))
+    assert [w.code for w in lost] == ["tool-call-arguments-dropped"]
+
+
 @pytest.mark.anyio
 async def test_an_invalid_tool_call_no_tool_message_answers_is_refused_before_any_request() -> None:
     history: list[BaseMessage] = [
