@@ -113,11 +113,18 @@ class CapabilityReport(_Model):
 
 
 def find_cli(
-    cli_path: str | None = None, *, cwd: str | None = None, search_path: str | None = None
+    cli_path: str | None = None,
+    *,
+    cwd: str | None = None,
+    search_path: str | None = None,
+    ask_version: bool = True,
 ) -> CLIStatus:
     """Find the CLI where the SDK looks for it, in its order: `cli_path`, the bundled binary,
     `claude` on PATH, then `~/.npm-global/bin/claude`, `/usr/local/bin/claude` and the other
     places the SDK knows (`_CLI_LOCATIONS`).
+
+    `ask_version=False` runs nothing: a version not known yet (`version_known`) is left None,
+    and a `cli_path` is not yet checked to answer `--version` as the CLI does.
 
     `cli_path` is found the way the SDK starts it: a bare name (`"claude"`) on `search_path`
     (the PATH the CLI gets; None: this process's), a relative path from `cwd` (the CLI's
@@ -129,13 +136,13 @@ def find_cli(
         print(status.path, status.version)  # .../claude_agent_sdk/_bundled/claude 2.1.330
     """
     if cli_path is not None:
-        return _given_cli(cli_path, cwd, search_path)
+        return _given_cli(cli_path, cwd, search_path, ask_version)
     bundled = _bundled_cli()
     if bundled.is_file():
-        return _found(bundled)
+        return _found(bundled, ask_version)
     on_path = shutil.which("claude")
     if on_path:
-        return CLIStatus(found=True, path=on_path, version=_cli_version(on_path))
+        return CLIStatus(found=True, path=on_path, version=_version(on_path, ask_version))
     # The SDK resolves these against the home directory of this process, as here (none known:
     # only the absolute ones).
     home = _home()
@@ -146,7 +153,7 @@ def find_cli(
     ]
     for path in locations:
         if path.is_file():
-            return _found(path)
+            return _found(path, ask_version)
     return CLIStatus(
         found=False,
         problem=f"the Claude Code CLI was not found (looked at the bundled {bundled}, `claude` "
@@ -155,7 +162,9 @@ def find_cli(
     )
 
 
-def _given_cli(cli_path: str, cwd: str | None, search_path: str | None) -> CLIStatus:
+def _given_cli(
+    cli_path: str, cwd: str | None, search_path: str | None, ask_version: bool
+) -> CLIStatus:
     """`ProviderSettings.cli_path` where the SDK's exec finds it (see `find_cli`)."""
     where: str | None = cli_path
     hint = ""
@@ -174,6 +183,8 @@ def _given_cli(cli_path: str, cwd: str | None, search_path: str | None) -> CLISt
             path=where or cli_path,
             problem=f"ProviderSettings.cli_path {cli_path!r} is not an executable file{hint}",
         )
+    if not (ask_version or version_known(where)):
+        return CLIStatus(found=True, path=where)
     version = _cli_version(where)
     if version is None:
         return CLIStatus(
@@ -185,7 +196,7 @@ def _given_cli(cli_path: str, cwd: str | None, search_path: str | None) -> CLISt
     return CLIStatus(found=True, path=where, version=version)
 
 
-def _found(path: Path) -> CLIStatus:
+def _found(path: Path, ask_version: bool) -> CLIStatus:
     """The CLI the SDK would run; it picks any file there, so one it cannot run is a problem."""
     if not os.access(path, os.X_OK):
         return CLIStatus(
@@ -194,7 +205,7 @@ def _found(path: Path) -> CLIStatus:
             problem=f"the Claude Code CLI at {path} is not executable (the SDK would run it): "
             f"make it executable, remove it, or set ProviderSettings.cli_path",
         )
-    return CLIStatus(found=True, path=str(path), version=_cli_version(str(path)))
+    return CLIStatus(found=True, path=str(path), version=_version(str(path), ask_version))
 
 
 @functools.cache
@@ -206,8 +217,28 @@ def _bundled_cli() -> Path:
 _VERSION = re.compile(r"^\d+\.\d+\.\d+")
 
 
-@functools.cache
+#: The versions `claude --version` answered, by path (None: it did not answer as the CLI does).
+_asked: dict[str, str | None] = {}
+
+
+def version_known(path: str | None) -> bool:
+    """Whether the version of the CLI at `path` is known without running it: a
+    `claude.version` stamp beside it (the bundled CLI has one), or `--version` asked already.
+    Otherwise the next capability check runs `claude --version` (up to 30 s)."""
+    return path is None or path in _asked or Path(path).with_name("claude.version").is_file()
+
+
+def _version(path: str, ask: bool) -> str | None:
+    return _cli_version(path) if ask or version_known(path) else None
+
+
 def _cli_version(path: str) -> str | None:
+    if path not in _asked:
+        _asked[path] = _ask_version(path)
+    return _asked[path]
+
+
+def _ask_version(path: str) -> str | None:
     stamp = Path(path).with_name("claude.version")
     if stamp.is_file():
         return stamp.read_text(encoding="utf-8").strip().split(" ")[0] or None
@@ -373,12 +404,14 @@ def check_capabilities(
     mode: Literal["auto", "executor", "single-turn"] = "auto",
     environ: Mapping[str, str] | None = None,
     check_schemas: bool = True,
+    ask_version: bool = True,
 ) -> CapabilityReport:
     """Report whether a request with this scope can run, and every reason it cannot.
 
     `tools` are the request's own tools (as passed to `generate`); otherwise the registry's
     tools in the scope named by `tool_names` / `groups`. `require` names tools the request
     needs; each must be exposed (and have an executor when `mode="executor"`).
+    `ask_version=False`: as `find_cli`'s, so that the check runs no process.
     """
     settings = settings or ProviderSettings()
     problems: list[str] = []
@@ -386,7 +419,9 @@ def check_capabilities(
     workdir, problem = _cli_workdir(settings)
     if problem:
         problems.append(problem)
-    cli = find_cli(settings.cli_path, cwd=workdir, search_path=env.get("PATH"))
+    cli = find_cli(
+        settings.cli_path, cwd=workdir, search_path=env.get("PATH"), ask_version=ask_version
+    )
     if cli.problem:
         problems.append(cli.problem)
     auth = check_auth(settings, environ)

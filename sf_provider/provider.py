@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any, Literal, get_args
 
 import anyio
+import anyio.to_thread
 import claude_agent_sdk as sdk
 from claude_agent_sdk.types import SystemPromptFile
 
@@ -38,6 +39,7 @@ from .capabilities import (
     cloud_switches,
     credentials_path,
     refusal,
+    version_known,
 )
 from .errors import (
     InvalidMessagesError,
@@ -106,6 +108,8 @@ class _Plan:
     key: Hashable
     #: What the CLI merges into every Messages API request body (`CLAUDE_CODE_EXTRA_BODY`).
     body: dict[str, Any]
+    #: The capability check again, asking the CLI's version (None: nothing left to ask).
+    recheck: Callable[[], CapabilityReport] | None = None
 
     @property
     def cli_max_turns(self) -> int:
@@ -381,7 +385,11 @@ class ClaudeAgentProvider:
                     f"has no executor; give it one or use mode='single-turn'"
                 ]
             )
-        report = check_capabilities(
+        # `stream` may be called on an event loop: the check runs no process here. A CLI whose
+        # version is not known yet (a `cli_path` without a version stamp) is asked in `_run`,
+        # off the loop, before the query's process starts.
+        check = functools.partial(
+            check_capabilities,
             self.settings,
             self.registry,
             tools=None if scope_error else checked,
@@ -391,8 +399,10 @@ class ClaudeAgentProvider:
             mode=options.mode,
             check_schemas=False,  # checked when each FunctionTool was built
         )
+        report = check(ask_version=False)
         if report.problems:
             raise refusal(report)
+        recheck = None if version_known(report.cli.path) else check
         mode: Mode = "executor"
         if options.mode == "single-turn" or missing or forbid_calls:
             mode = "single-turn"
@@ -448,6 +458,7 @@ class ClaudeAgentProvider:
             rules=rules,
             key=self._setup_key(mode, conversation.system, options, checked),
             body=body,
+            recheck=recheck,
         )
 
     def _sdk_options(
@@ -564,6 +575,10 @@ class ClaudeAgentProvider:
         query = start_query(_traced(plan))
         try:
             with query.current():
+                if plan.recheck is not None:  # `claude --version`, off the event loop
+                    report = await anyio.to_thread.run_sync(plan.recheck, abandon_on_cancel=True)
+                    if report.problems:
+                        raise refusal(report)
                 if plan.thinking == "least":
                     plan = await self._least_thinking(plan)
                 pool, session, process = await self._session(plan)

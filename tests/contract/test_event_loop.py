@@ -26,11 +26,14 @@ import pytest
 from conftest import serving
 
 import sf_provider.tools as tools_module
+from sf_provider import ClaudeAgentProvider
 from sf_provider.capabilities import find_cli
+from sf_provider.errors import ProviderCompatibilityError
 from sf_provider.gateway import GatewaySettings, create_app
 from sf_provider.gateway._http import MAX_JSON_DEPTH, MAX_JSON_VALUES
 from sf_provider.testing import ScriptedMessagesAPI, reply, text, tool_use
 from sf_provider.tools import SCHEMA_PROPERTY_LIMIT
+from sf_provider.types import TextDeltaPart
 
 pytestmark = [pytest.mark.anyio, pytest.mark.cli]
 
@@ -186,39 +189,48 @@ async def test_a_body_nested_past_the_limit_is_a_named_400_and_text_holding_brac
     assert any(brackets in b.get("text", "") for b in api.requests[0].blocks("text"))
 
 
+class HeldCLI:
+    """The real CLI behind a wrapper (no version stamp beside it) whose `--version` waits
+    until the test lets it answer. Every run waits, and all of them answer once `answer` is
+    there (the gateway's start-up readiness check asks too)."""
+
+    def __init__(self, where: Path, says: str | None = None) -> None:
+        bundled = find_cli().path
+        assert bundled is not None
+        self.asked, self.answer = where / "asked", where / "answer"
+        self.path = where / "claude"
+        self.path.write_text(
+            "#!/bin/sh\n"
+            'if [ "$1" = "--version" ]; then\n'
+            f"  touch {shlex.quote(str(self.asked))}\n"
+            f"  while [ ! -e {shlex.quote(str(self.answer))} ]; do sleep 0.05; done\n"
+            f"  cat {shlex.quote(str(self.answer))}\n"
+            "  exit 0\n"
+            "fi\n"
+            f'exec {shlex.quote(bundled)} "$@"\n'
+        )
+        self.path.chmod(0o755)
+        version = Path(bundled).with_name("claude.version").read_text().split()[0]
+        self.says = says if says is not None else f"{version} (Claude Code)"
+
+    async def wait_until_asked(self) -> None:
+        def wait() -> None:
+            while not self.asked.exists():
+                time.sleep(0.05)
+
+        await anyio.to_thread.run_sync(wait)
+
+    def let_it_answer(self) -> None:
+        written = self.answer.with_suffix(".part")
+        written.write_text(f"{self.says}\n")
+        written.rename(self.answer)  # whole, at once
+
+
 async def test_healthz_answers_while_the_cli_answers_its_version_check(tmp_path: Path) -> None:
-    # A CLI (the real one behind a wrapper) whose `--version` waits until the test lets it
-    # answer: the capability check runs it, off the event loop. Every run waits (the gateway's
-    # start-up readiness check asks too), and all of them answer once the file is there.
-    bundled = find_cli().path
-    assert bundled is not None
-    asked, answer = tmp_path / "asked", tmp_path / "answer"
-    wrapper = tmp_path / "claude"
-    wrapper.write_text(
-        "#!/bin/sh\n"
-        'if [ "$1" = "--version" ]; then\n'
-        f"  touch {shlex.quote(str(asked))}\n"
-        f"  while [ ! -e {shlex.quote(str(answer))} ]; do sleep 0.05; done\n"
-        f"  cat {shlex.quote(str(answer))}\n"
-        "  exit 0\n"
-        "fi\n"
-        f'exec {shlex.quote(bundled)} "$@"\n'
-    )
-    wrapper.chmod(0o755)
-    version = Path(bundled).with_name("claude.version").read_text().split()[0]
-
-    def wait_until_asked() -> None:
-        while not asked.exists():
-            time.sleep(0.05)
-
-    def let_it_answer() -> None:
-        written = answer.with_suffix(".part")
-        written.write_text(f"{version} (Claude Code)\n")
-        written.rename(answer)  # whole, at once
-
+    cli = HeldCLI(tmp_path)
     async with ScriptedMessagesAPI([reply(text("versioned"))]) as api:
         app = create_app(
-            GatewaySettings(provider=api.settings(warm_processes=0, cli_path=str(wrapper)))
+            GatewaySettings(provider=api.settings(warm_processes=0, cli_path=str(cli.path)))
         )
         async with serving(app) as url, httpx.AsyncClient(base_url=url, timeout=300) as client:
             answers: dict[str, httpx.Response] = {}
@@ -235,11 +247,53 @@ async def test_healthz_answers_while_the_cli_answers_its_version_check(tmp_path:
 
             async with anyio.create_task_group() as group:
                 group.start_soon(send)
-                await anyio.to_thread.run_sync(wait_until_asked)
+                await cli.wait_until_asked()
                 answers["healthz"] = await client.get("/healthz")
                 answered_while_asking = "query" not in answers
-                await anyio.to_thread.run_sync(let_it_answer)
+                cli.let_it_answer()
     assert answers["healthz"].status_code == 200
     assert answered_while_asking
     assert answers["query"].status_code == 200, answers["query"].text
     assert answers["query"].json()["content"] == [{"type": "text", "text": "versioned"}]
+
+
+async def test_provider_stream_asks_the_cli_version_off_the_event_loop(tmp_path: Path) -> None:
+    # Called on an event loop, `stream` runs no process: the version of a CLI not known yet is
+    # asked once the query runs, in a worker thread, while this loop goes on.
+    cli = HeldCLI(tmp_path)
+    async with ScriptedMessagesAPI([reply(text("versioned"))]) as api:
+        provider = ClaudeAgentProvider(api.settings(warm_processes=0, cli_path=str(cli.path)))
+        try:
+            parts = provider.stream("hi")
+            assert not cli.asked.exists()  # nothing ran yet
+            answered: list[str] = []
+
+            async def run() -> None:
+                async with parts:
+                    async for part in parts:
+                        if isinstance(part, TextDeltaPart):
+                            answered.append(part.delta)
+
+            async with anyio.create_task_group() as group:
+                group.start_soon(run)
+                await cli.wait_until_asked()  # this loop runs while the CLI is being asked
+                assert answered == [] and api.all_requests == []
+                cli.let_it_answer()
+        finally:
+            await provider.aclose()
+    assert "".join(answered) == "versioned"
+
+
+async def test_a_cli_path_that_is_not_the_cli_is_refused_before_any_request(
+    tmp_path: Path,
+) -> None:
+    cli = HeldCLI(tmp_path, says="not a version")
+    cli.let_it_answer()
+    async with ScriptedMessagesAPI([reply(text("unreached"))]) as api:
+        provider = ClaudeAgentProvider(api.settings(warm_processes=0, cli_path=str(cli.path)))
+        try:
+            with pytest.raises(ProviderCompatibilityError, match="did not answer --version"):
+                await provider.generate("hi")
+        finally:
+            await provider.aclose()
+        assert api.all_requests == []
