@@ -17,6 +17,7 @@ from __future__ import annotations
 import ast
 import asyncio
 import contextlib
+import gc
 import inspect
 import os
 import signal
@@ -113,6 +114,18 @@ def _run_page(page: list[Block], api: ScriptedMessagesAPI) -> None:
                     gateway = stack.enter_context(_gateway_in_thread(api))
                 code = code.replace(DOCS_GATEWAY, gateway)
             _run_python(block, code, namespace, runner)
+        runner.run(_collect(namespace))
+
+
+async def _collect(namespace: dict[str, Any]) -> None:
+    """Drop the page's objects on its own event loop: an async client the page left open (the
+    openai and anthropic ones close themselves when collected, by a task on the running loop)
+    would otherwise close itself later on another test's loop, where its transport fails."""
+    namespace.clear()
+    gc.collect()
+    closing = asyncio.all_tasks() - {asyncio.current_task()}
+    if closing:
+        await asyncio.wait(closing, timeout=30)
 
 
 def _run_python(block: Block, code: str, namespace: dict[str, Any], runner: asyncio.Runner) -> None:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import warnings
+from collections.abc import Callable
 from decimal import Decimal
 from typing import Any
 
@@ -277,13 +278,17 @@ async def test_pydantic_ai_cost_limit_holds_with_the_clis_cost() -> None:
     assert len(api.requests) == 2, "the limit was checked on the answer, not before the call"
 
 
-def adder(calls: list[tuple[int, int]]) -> FunctionTool:
+def adding(calls: list[tuple[int, int]]) -> Callable[[int, int], int]:
     def add(a: int, b: int) -> int:
         """Add two numbers."""
         calls.append((a, b))
         return a + b
 
-    return FunctionTool.from_function(add)
+    return add
+
+
+def adder(calls: list[tuple[int, int]]) -> FunctionTool:
+    return FunctionTool.from_function(adding(calls))
 
 
 @pytest.mark.parametrize("mode", ["single-turn", "executor"])
@@ -293,16 +298,16 @@ async def test_pydantic_ai_parallel_tool_calls_false_reaches_the_request(mode: s
     calls: list[tuple[int, int]] = []
     script = [reply(tool_use("add", {"a": 1, "b": 2})), reply(text("3"))]
     async with ScriptedMessagesAPI(script) as api:
-        tools = [adder(calls)]
         if mode == "executor":
+            tools = [adder(calls)]
             agent = Agent(ClaudeAgentModel(api.settings(), mode="executor", tools=tools))
-        else:
-            agent = Agent(ClaudeAgentModel(api.settings()), tools=[tools[0].executor])
+        else:  # the Agent runs the tool
+            agent = Agent(ClaudeAgentModel(api.settings()), tools=[adding(calls)])
         with warnings.catch_warnings():
             warnings.simplefilter("error", UnsupportedSettingWarning)
             result = await agent.run("add", model_settings={"parallel_tool_calls": False})
     assert result.output == "3"
-    assert calls == ([(1, 2)] if mode == "executor" else [])  # single-turn: the Agent ran it
+    assert calls == [(1, 2)]
     one_call = {"type": "auto", "disable_parallel_tool_use": True}
     assert [r.body["tool_choice"] for r in api.requests] == [one_call, one_call]
 
