@@ -247,10 +247,8 @@ class ClaudeAgentModel(Model):
         *,
         folded: bool = False,
     ) -> AsyncGenerator[ClaudeStreamedResponse, None]:
+        # A native (built-in) tool is pydantic-ai's `UserError` here: the model supports none.
         model_settings, params = self.prepare_request(model_settings, params)
-        if params.native_tools:
-            names = ", ".join(type(t).__name__ for t in params.native_tools)
-            raise UserError(f"ClaudeAgentModel does not support native (built-in) tools: {names}")
         tools, options = self._tools_and_options(model_settings, params, limits)
         if params.output_mode == "native" and params.output_object is not None:
             # `NativeOutput`: the CLI's StructuredOutput tool, validated against the schema.

@@ -221,6 +221,20 @@ async def test_tool_choice_in_executor_mode_is_a_user_error() -> None:
     assert api.requests == []
 
 
+async def test_a_native_tool_is_a_user_error_before_the_cli_starts() -> None:
+    # The model supports no native (built-in) tool: pydantic-ai's own check refuses it.
+    from pydantic_ai.native_tools import WebSearchTool
+
+    async with ScriptedMessagesAPI([reply(text("ok"))]) as api:
+        with pytest.raises(UserError, match=r"Native tool\(s\) \['WebSearchTool'\] not supported"):
+            await model_request(
+                model_for(api),
+                [ModelRequest.user_text_prompt("hi")],
+                model_request_parameters=ModelRequestParameters(native_tools=[WebSearchTool()]),
+            )
+    assert api.requests == []
+
+
 # -- deferred loading
 
 
