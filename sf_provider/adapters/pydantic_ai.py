@@ -622,6 +622,10 @@ class ClaudeStreamedResponse(StreamedResponse):
 
     _model_name: str
     _parts: AsyncIterator[sf.StreamPart]
+    #: `claude-agent-sdk`; no URL: the CLI talks to the API.
+    provider_name: str = field(default=_SYSTEM, init=False)
+    provider_url: None = field(default=None, init=False)
+    provider_details: dict[str, Any] = field(default_factory=dict, init=False)
     _timestamp: datetime = field(default_factory=lambda: datetime.now(UTC))
     _index_of: dict[str, list[int]] = field(default_factory=dict)
     _discarded: set[int] = field(default_factory=set)
@@ -704,30 +708,27 @@ class ClaudeStreamedResponse(StreamedResponse):
                     tool_call_id=call.tool_call_id,
                 )
             case sf.StreamStartPart():
-                self._details()["mode"] = item.mode
+                self.provider_details["mode"] = item.mode
                 # What was not honoured as asked: in `provider_details["warnings"]` and as a
                 # Python `UserWarning` (e.g. `history-flattened`), so it is seen without looking.
                 if call_warnings := [*self._replay_warnings, *item.warnings]:
-                    self._details()["warnings"] = [w.model_dump() for w in call_warnings]
+                    self.provider_details["warnings"] = [w.model_dump() for w in call_warnings]
                     door.warn_user("ClaudeAgentModel", call_warnings)
             case sf.ToolCallPart():  # one the provider ran (executor mode)
                 native = NativeToolCallPart(
-                    tool_name=item.tool_name,
-                    args=item.input,
-                    tool_call_id=item.tool_call_id,
-                    provider_name=_SYSTEM,
+                    item.tool_name, item.input, item.tool_call_id, provider_name=_SYSTEM
                 )
                 yield manager.handle_part(vendor_part_id=item.tool_call_id, part=native)
             case sf.ToolResultPart():
                 returned = item.message_block()  # content blocks when it holds an image
                 result: NativeToolReturnPart[Any] = NativeToolReturnPart(
-                    tool_name=item.tool_name,
-                    content=returned.get("content", item.output),
-                    tool_call_id=item.tool_call_id,
+                    item.tool_name,
+                    returned.get("content", item.output),
+                    item.tool_call_id,
                     provider_name=_SYSTEM,
                     outcome="failed" if item.is_error else "success",
                 )
-                yield manager.handle_part(vendor_part_id=_vendor_id(item), part=result)
+                yield manager.handle_part(vendor_part_id=None, part=result)
             case sf.DiscardPart():  # taken out of the response (`get`)
                 for part_id in item.ids:
                     self._discarded.update(self._index_of.pop(part_id, []))
@@ -741,28 +742,15 @@ class ClaudeStreamedResponse(StreamedResponse):
         response's last native tool call. The CLI's StructuredOutput call is that call (with its
         result), so the model's words before it stay in the response as commentary, the way
         pydantic-ai treats text before a provider's built-in tool."""
-        manager, call_id = self._parts_manager, f"{_STRUCTURED_OUTPUT_ID}{uuid4().hex[:16]}"
-        call = NativeToolCallPart(
-            tool_name=door.STRUCTURED_OUTPUT_TOOL,
-            args=value if isinstance(value, dict) else {"value": value},
-            tool_call_id=call_id,
-            provider_name=_SYSTEM,
-        )
-        yield manager.handle_part(vendor_part_id=call_id, part=call)
-        done: NativeToolReturnPart[Any] = NativeToolReturnPart(
-            tool_name=door.STRUCTURED_OUTPUT_TOOL,
-            content="Structured output provided successfully",
-            tool_call_id=call_id,
-            provider_name=_SYSTEM,
-        )
-        yield manager.handle_part(vendor_part_id=f"{call_id}:result", part=done)
-        text = TextPart(content=json.dumps(value, ensure_ascii=False))
-        yield manager.handle_part(vendor_part_id=f"{call_id}:text", part=text)
-
-    def _details(self) -> dict[str, Any]:
-        if self.provider_details is None:
-            self.provider_details = {}
-        return self.provider_details
+        name, call_id = door.STRUCTURED_OUTPUT_TOOL, f"{_STRUCTURED_OUTPUT_ID}{uuid4().hex[:16]}"
+        args = value if isinstance(value, dict) else {"value": value}
+        done = "Structured output provided successfully"
+        for part in (
+            NativeToolCallPart(name, args, call_id, provider_name=_SYSTEM),
+            NativeToolReturnPart(name, done, call_id, provider_name=_SYSTEM),
+            TextPart(json.dumps(value, ensure_ascii=False)),
+        ):
+            yield self._parts_manager.handle_part(vendor_part_id=None, part=part)
 
     def _finish(self, part: sf.FinishPart) -> None:
         usage = part.usage
@@ -785,7 +773,7 @@ class ClaudeStreamedResponse(StreamedResponse):
         if isinstance(response_id, str):  # the last API message's id (`msg_...`)
             self.provider_response_id = response_id
         facts = part.model_dump(include=set(_FINISH_FACTS))
-        self._details().update(part.provider_details, **facts)
+        self.provider_details.update(part.provider_details, **facts)
 
     def get(self) -> ModelResponse:
         """The response so far, without the parts of API streams that were cut and redone."""
@@ -803,16 +791,6 @@ class ClaudeStreamedResponse(StreamedResponse):
     def model_name(self) -> str:
         """The model name of the request."""
         return self._model_name
-
-    @property
-    def provider_name(self) -> str:
-        """`claude-agent-sdk`."""
-        return _SYSTEM
-
-    @property
-    def provider_url(self) -> None:
-        """None: the CLI talks to the API."""
-        return None
 
     @property
     def timestamp(self) -> datetime:
@@ -871,11 +849,7 @@ def _model_error(
 
 
 def _vendor_id(item: door.BlockEvent) -> str:
-    """The key the pydantic-ai part of a block or a provider part is managed under."""
+    """The id a discard names the part of a block, or of a call the provider ran, by."""
     if isinstance(item, door.Start | door.Delta | door.End):
         return item.block.id
-    if isinstance(item, sf.ToolResultPart):
-        return f"{item.tool_call_id}:result"
-    if isinstance(item, sf.ToolCallPart):
-        return item.tool_call_id
-    return ""
+    return item.tool_call_id if isinstance(item, sf.ToolCallPart) else ""
