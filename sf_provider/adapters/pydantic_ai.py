@@ -63,7 +63,6 @@ from pydantic_ai.messages import (
     ModelMessage,
     ModelRequest,
     ModelResponse,
-    ModelResponsePart,
     ModelResponseStreamEvent,
     NativeToolCallPart,
     NativeToolReturnPart,
@@ -469,16 +468,15 @@ async def _request_messages(message: ModelRequest) -> list[door.Message]:
     others: list[door.Message] = []
     for part in message.parts:
         if isinstance(part, ToolReturnPart):
-            is_error = part.outcome in ERROR_OUTCOMES
-            if not part.files:
+            output: str | tuple[door.Text | door.Image, ...]
+            if part.files:  # images inside the result, as pydantic-ai's Anthropic model sends them
+                where = f"tool {part.tool_name!r} returned"
+                items = part.content_items(mode="str", wrap_if_error=False)
+                output = tuple([await _content_part(item, where) for item in items])
+            else:
                 output = part.model_response_str(wrap_if_error=False)
-                results.append(door.ToolResult(part.tool_call_id, output, is_error))
-                continue
-            # Images inside the result, as pydantic-ai's Anthropic model sends them.
-            where = f"tool {part.tool_name!r} returned"
-            items = part.content_items(mode="str", wrap_if_error=False)
-            content = tuple([await _content_part(item, where) for item in items])
-            results.append(door.ToolResult(part.tool_call_id, content, is_error))
+            is_error = part.outcome in ERROR_OUTCOMES
+            results.append(door.ToolResult(part.tool_call_id, output, is_error))
         elif isinstance(part, RetryPromptPart) and part.tool_name is not None:
             results.append(door.ToolResult(part.tool_call_id, part.model_response(), True))
         elif isinstance(part, RetryPromptPart | RetryFeedbackPart):
@@ -778,13 +776,8 @@ class ClaudeStreamedResponse(StreamedResponse):
     def get(self) -> ModelResponse:
         """The response so far, without the parts of API streams that were cut and redone."""
         response = super().get()
-        if not self._discarded:
-            return response
         # Indices are the parts manager's; every part here has a name, so none is filtered out.
-        parts: list[ModelResponsePart] = [
-            p for i, p in enumerate(response.parts) if i not in self._discarded
-        ]
-        response.parts = parts
+        response.parts = [p for i, p in enumerate(response.parts) if i not in self._discarded]
         return response
 
     @property
