@@ -444,15 +444,9 @@ async def _to_provider_messages(
     instructions: str | None = None,
     flattened: list[sf.CallWarning] | None = None,
 ) -> list[door.Message]:
-    """pydantic-ai history -> the provider's typed messages (`sf_provider._request`).
-
-    System prompts and instructions -> system; user prompts -> text and images; `TextPart`,
-    `ThinkingPart` (signed when Claude's) and `ToolCallPart` -> assistant parts with the same
-    ids; `ToolReturnPart` -> tool results (`is_error` for failed and retried outcomes); a retry
-    with a tool name -> an error tool result, without one -> user text. Async because an
-    `ImageUrl(force_download=...)` is downloaded here. What is replayed as text or left out
-    adds its warning to `flattened`.
-    """
+    """pydantic-ai history -> the provider's typed messages (`sf_provider._request`), part by
+    part. Async because an `ImageUrl(force_download=...)` is downloaded here. What is replayed as
+    text or left out adds its warning to `flattened`."""
     out: list[door.Message] = [door.SystemMessage(instructions)] if instructions else []
     for message in messages:
         if isinstance(message, ModelRequest):
