@@ -635,7 +635,10 @@ def _content_blocks(content: str | list[str | dict[str, Any]]) -> list[dict[str,
 
 
 def _user_content(
-    content: str | list[str | dict[str, Any]], where: str, lost: list[sf.CallWarning]
+    content: str | list[str | dict[str, Any]],
+    where: str,
+    lost: list[sf.CallWarning],
+    what: str = "a user block",
 ) -> tuple[door.Text | door.Image, ...]:
     blocks: list[door.Text | door.Image] = []
     for block in _content_blocks(content):
@@ -643,11 +646,11 @@ def _user_content(
         if kind == "text":
             blocks.append(door.Text(str(block.get("text", ""))))
             _note_citations(block, where, lost)
-        elif kind in ("image", "image_url"):
+        elif kind in _IMAGES:
             blocks.append(_image(block, where))
         else:
             raise InvalidMessagesError(
-                f"{where}: a user block must be text or an image (image_url, or an image with "
+                f"{where}: {what} must be text or an image (image_url, or an image with "
                 f"base64 + mime_type or url), not {kind!r}"
             )
     return tuple(blocks)
@@ -657,10 +660,11 @@ def _image(block: Mapping[str, Any], where: str) -> door.Image:
     """An image block: OpenAI's `image_url` (read as the gateway's OpenAI format reads it: its
     `detail` is checked with every image's, other fields refused), LangChain v1's (base64 +
     mime_type, or a url) or Anthropic's (a base64 or url `source`)."""
+    found = block.get("source")
+    source: Mapping[str, Any] = found if isinstance(found, Mapping) else {}
     if block.get("type") == "image_url":
         image = block.get("image_url")  # {"url": ..., "detail": ...} or a plain url
-        if isinstance(image, str):
-            return door.Image(url=image)
+        image = {"url": image} if isinstance(image, str) else image
         if not isinstance(image, Mapping) or not isinstance(image.get("url"), str):
             raise InvalidMessagesError(f"{where}: an image_url block needs {{'url': ...}}")
         unknown = [k for k, v in image.items() if k not in ("url", "detail") and v is not None]
@@ -669,33 +673,28 @@ def _image(block: Mapping[str, Any], where: str) -> door.Image:
                 f"{where}: image_url field(s) {', '.join(map(repr, unknown))} cannot be sent: "
                 f"an image goes to the model by its url only; send 'url' (and 'detail') only"
             )
-        return door.Image(url=str(image["url"]), detail=_string(image.get("detail"), where))
-    found = block.get("source")
-    source: Mapping[str, Any] = found if isinstance(found, Mapping) else {}
-    if block.get("file_id") or source.get("type") == "file":
+        fields = {"url": image["url"], "detail": image.get("detail")}
+    elif block.get("file_id") or source.get("type") == "file":
         raise InvalidMessagesError(
             f"{where}: images by file id (the Files API) are not supported: the CLI "
             f"cannot fetch uploaded files; send the image as base64 or a URL"
         )
-    if isinstance(block.get("base64"), str):
-        return door.Image(data=block["base64"], media_type=_string(block.get("mime_type"), where))
-    if isinstance(block.get("url"), str):
-        return door.Image(url=block["url"])
-    if source.get("type") == "base64":
-        data, media = source.get("data"), source.get("media_type")
-        return door.Image(data=_string(data, where), media_type=_string(media, where))
-    if source:
-        return door.Image(url=_string(source.get("url"), where))
-    raise InvalidMessagesError(
-        f"{where}: an image block needs base64 + mime_type, a url, or an Anthropic source "
-        f"(base64 or url)"
-    )
-
-
-def _string(value: Any, where: str) -> str | None:
-    if value is not None and not isinstance(value, str):
+    elif isinstance(block.get("base64"), str):
+        fields = {"data": block["base64"], "media_type": block.get("mime_type")}
+    elif isinstance(block.get("url"), str):
+        fields = {"url": block["url"]}
+    elif source.get("type") == "base64":
+        fields = {"data": source.get("data"), "media_type": source.get("media_type")}
+    elif source:
+        fields = {"url": source.get("url")}
+    else:
+        raise InvalidMessagesError(
+            f"{where}: an image block needs base64 + mime_type, a url, or an Anthropic source "
+            f"(base64 or url)"
+        )
+    if any(value is not None and not isinstance(value, str) for value in fields.values()):
         raise InvalidMessagesError(f"{where}: an image's data, media type and url are strings")
-    return value
+    return door.Image(**fields)
 
 
 def _note_citations(block: Mapping[str, Any], where: str, lost: list[sf.CallWarning]) -> None:
@@ -726,14 +725,11 @@ def _assistant_content(
     seen = {call.get("id") for call in [*calls, *invalid]}
     for block in _content_blocks(message.content):
         kind = block.get("type")
-        if kind == "text":
-            text = str(block.get("text", ""))
+        if kind in ("text", "refusal"):  # a refusal (ChatOpenAI's) is what the model said
+            text = str(block.get(kind, ""))
             if text.strip():  # the API refuses blank text blocks (ChatAnthropic leaves them out)
                 blocks.append(door.Text(text))
             _note_citations(block, where, lost)
-        elif kind == "refusal":  # what the model said (ChatOpenAI); the API has no such block
-            if str(block.get("refusal", "")).strip():
-                blocks.append(door.Text(str(block["refusal"])))
         elif kind in ("thinking", "reasoning"):  # Anthropic style, signed; LangChain v1's
             thought, extras = block.get(kind), block.get("extras") or {}
             if thought is not None and not isinstance(thought, str):
@@ -775,17 +771,13 @@ def _assistant_content(
     ):
         blocks.append(door.Text(refusal))
     for call in calls:
-        if not call.get("id"):
+        call_id, name, arguments = call.get("id"), call.get("name"), call.get("args")
+        if not (call_id and name and isinstance(name, str) and isinstance(arguments, Mapping)):
             raise InvalidMessagesError(
-                f"{where}: tool call {call['name']!r} has no id; the tool message answering it "
-                f"needs the same id"
+                f"{where}: tool call {name or call_id!r} needs an id (the ToolMessage answering "
+                f"it has the same), a 'name' and 'args' (an object)"
             )
-        name, arguments = call.get("name"), call.get("args")
-        if not isinstance(name, str) or not name or not isinstance(arguments, Mapping):
-            raise InvalidMessagesError(
-                f"{where}: tool call {call['id']!r} needs a 'name' and 'args' (an object)"
-            )
-        blocks.append(door.ToolCall(call["id"], name, dict(arguments)))
+        blocks.append(door.ToolCall(str(call_id), name, dict(arguments)))
     known = {call.get("id") for call in calls}
     for call in invalid:
         if call.get("id") not in known:  # a call in `tool_calls` too is sent from there
@@ -826,10 +818,6 @@ def _invalid_call(
     return door.ToolCall(str(call_id), str(name), arguments)
 
 
-#: Tool message blocks the provider's tool results cannot carry (they hold text or JSON).
-_MEDIA = {"image", "image_url", "file", "audio", "video", "document", "input_audio"}
-
-
 def _results(message: ToolMessage) -> list[tuple[str, Any, bool]]:
     """A tool message's results (call id, content, is_error): its own, or its Anthropic
     `tool_result` blocks' (sent as such, as ChatAnthropic sends them)."""
@@ -867,40 +855,27 @@ def _tool_result(
     blocks = _content_blocks(content)
     kinds = {str(b["type"]) for b in blocks if isinstance(b, Mapping) and b.get("type")}
     output: str | tuple[door.Text | door.Image, ...]
-    if kinds & _IMAGES:
-        others = sorted({str(b.get("type")) for b in blocks} - _IMAGES - {"text"})
-        if others:
-            raise InvalidMessagesError(
-                f"{where}: a tool result with images holds text and images only, not "
-                f"{', '.join(others)} blocks"
-            )
-        output = _user_content(content, where, lost)
-    elif media := sorted(kinds & _MEDIA):
-        raise InvalidMessagesError(
-            f"{where}: a tool result with {', '.join(media)} blocks cannot be sent: the "
-            f"provider's tool results carry text, JSON and images only (and it sends no "
-            f"documents, audio or video in any message). Return text from the tool"
-        )
+    if kinds & _IMAGES:  # each block its own part, text or an image (another is refused)
+        output = _user_content(content, where, lost, "a block of a tool result with images")
     elif all(isinstance(b, Mapping) and b.get("type") in _TEXTS for b in blocks):
-        for block in blocks:
-            _note_citations(block, where, lost)
-        texts = [_text_block(block, where) for block in blocks]
+        texts = [_text_block(block, where, lost) for block in blocks]
         output = "".join(texts) if len(texts) <= 1 else tuple(map(door.Text, texts))
     elif unknown := sorted(kinds - _TEXTS):
         raise InvalidMessagesError(
             f"{where}: a tool result with {', '.join(unknown)} blocks cannot be sent: the "
-            f"provider's tool results carry text, JSON and images only, and sending these "
-            f"content blocks as JSON would show the model markup instead. Return text (or a "
-            f"JSON string) from the tool"
+            f"provider's tool results carry text, JSON and images only (it sends no documents, "
+            f"audio or video in any message, and content blocks sent as JSON would show the "
+            f"model markup). Return text (or a JSON string) from the tool"
         )
     else:
         output = json.dumps(blocks, ensure_ascii=False)  # plain data, not content blocks
     return door.ToolResult(call_id, output, is_error)
 
 
-def _text_block(block: Mapping[str, Any], where: str) -> str:
+def _text_block(block: Mapping[str, Any], where: str, lost: list[sf.CallWarning]) -> str:
     """A text block's text; a v1 `text-plain` block's, which must hold just its text (the
     provider sends no documents: ChatAnthropic sends a `text-plain` block as one)."""
+    _note_citations(block, where, lost)
     if block.get("type") == "text-plain":
         other = [key for key in ("base64", "url", "file_id", "title", "context") if block.get(key)]
         if other or not isinstance(block.get("text"), str):
