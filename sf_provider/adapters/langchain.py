@@ -267,15 +267,16 @@ class ChatClaudeAgent(BaseChatModel):
                 f"'function_calling' (a tool call, the default) or 'json_schema' (the CLI's "
                 f"structured output)"
             )
-        if method == "function_calling" and not include_raw and not strict:
-            return super().with_structured_output(schema, **kwargs)
         if kwargs:
             raise UnsupportedRequestError(
                 f"with_structured_output got unsupported arguments {sorted(kwargs)}"
             )
+        traced = {"kwargs": {"method": method, "strict": strict}, "schema": schema}
         parser: Runnable[Any, Any]
         if method == "function_calling":
-            llm = self.bind_tools([schema], tool_choice="any", strict=strict)
+            llm = self.bind_tools(
+                [schema], tool_choice="any", strict=strict, ls_structured_output_format=traced
+            )
             if isinstance(schema, type) and issubclass(schema, (BaseModel, BaseModelV1)):
                 parser = PydanticToolsParser(tools=[schema], first_tool_only=True)
             else:
@@ -283,14 +284,10 @@ class ChatClaudeAgent(BaseChatModel):
                 parser = JsonOutputKeyToolsParser(key_name=name, first_tool_only=True)
             parser = RunnableLambda(_answered) | parser
         else:
-            llm = self.bind(output_schema=convert_to_json_schema(schema))
+            llm = self.bind(
+                output_schema=convert_to_json_schema(schema), ls_structured_output_format=traced
+            )
             parser = RunnableLambda(partial(_structured_output, schema))
-        llm = llm.bind(
-            ls_structured_output_format={
-                "kwargs": {"method": method, "strict": strict},
-                "schema": schema,
-            }
-        )
         if not include_raw:
             return llm | parser
         # The reply also when it is not what was asked (text instead of the call or object):
@@ -414,7 +411,6 @@ def _bound_tools(tools: Sequence[ToolLike], options: dict[str, Any]) -> list[Fun
 def _tool_choice(choice: str | dict[str, Any] | bool | None) -> door.ToolChoice:
     """LangChain's `tool_choice` (ChatAnthropic's and ChatOpenAI's forms) -> the provider's
     (what it means for the tools: `_tool_choice.offered_tools`)."""
-    name: Any
     match choice:  # (a mapping pattern ignores other keys: `disable_parallel_tool_use`, ...)
         case None | "auto" | False | {"type": "auto"}:
             return "auto"
@@ -422,18 +418,16 @@ def _tool_choice(choice: str | dict[str, Any] | bool | None) -> door.ToolChoice:
             return "none"
         case "any" | "required" | True | {"type": "any"}:
             return "required"
-        case str():
-            name = choice
-        case {"type": "tool", "name": str(name)}:
-            pass
-        case {"type": "function", "function": {"name": str(name)}}:
-            pass
-        case _:
-            raise UnsupportedRequestError(
-                f"tool_choice {choice!r} is not understood: use 'auto', 'none', 'any', "
-                f"'required' or a tool name"
-            )
-    return door.NamedToolChoice(name=name)
+        case (
+            (str() as name)
+            | {"type": "tool", "name": str(name)}
+            | {"type": "function", "function": {"name": str(name)}}
+        ):
+            return door.NamedToolChoice(name=name)
+    raise UnsupportedRequestError(
+        f"tool_choice {choice!r} is not understood: use 'auto', 'none', 'any', 'required' or a "
+        f"tool name"
+    )
 
 
 #: Keyword arguments other chat models take that the provider cannot honour, and why.
