@@ -53,13 +53,13 @@ from langchain_core.utils.function_calling import convert_to_json_schema, conver
 from pydantic import (
     AliasChoices,
     BaseModel,
+    BeforeValidator,
     ConfigDict,
     Field,
     FiniteFloat,
     SecretStr,
     Strict,
     StrictInt,
-    field_validator,
     model_validator,
 )
 from pydantic.v1 import BaseModel as BaseModelV1
@@ -103,17 +103,20 @@ _ANSWER_SETTINGS = (
 _Sampling = Annotated[FiniteFloat, Strict()]
 
 
+def _thinking(value: Any) -> Any:
+    """ChatAnthropic's `thinking` dicts as the provider's `Thinking`; other values as given."""
+    return door.thinking_option(value) if isinstance(value, Mapping) else value
+
+
 class ChatClaudeAgent(BaseChatModel):
     """Claude through the Claude Code CLI as a LangChain chat model; LangChain runs the tools.
 
     Give it a `provider` (a `ClaudeAgentProvider`), or `settings` (a `ProviderSettings`) and/or
-    `api_key` (the CLI's `ANTHROPIC_API_KEY`) to build one. `model`, `max_tokens`, `timeout`,
-    `max_retries`, `thinking` (also ChatAnthropic's dicts), `effort`, `temperature`, `top_p`,
-    `top_k` and `stop` apply to every call, over the provider's settings; any other
-    constructor argument is refused. Keyword arguments of `invoke`/`stream`/`bind` are the
-    provider's call options, checked before anything starts. What each does, what is refused,
-    and how replies and errors look: the README's "Model settings" table and its "Frameworks:
-    pydantic-ai and LangChain".
+    `api_key` (the CLI's `ANTHROPIC_API_KEY`) to build one. Its other fields apply to every call,
+    over the provider's settings; any other constructor argument is refused. Keyword arguments
+    of `invoke`/`stream`/`bind` are the provider's call options, checked before anything starts.
+    What each does, what is refused, and how replies and errors look: docs/model-settings.md
+    and docs/frameworks/langchain.md.
     """
 
     # Errors name the field, not the input: `api_key` is a credential.
@@ -129,7 +132,9 @@ class ChatClaudeAgent(BaseChatModel):
     max_tokens: int | None = Field(default=None, ge=1, description="Output token limit per call.")
     timeout: float | None = Field(default=None, gt=0, description="Seconds a call may take.")
     max_retries: int | None = Field(default=None, ge=0, description="HTTP retries of the CLI.")
-    thinking: Thinking | None = Field(default=None, description="Extended thinking (`Thinking`).")
+    thinking: Annotated[Thinking | None, BeforeValidator(_thinking)] = Field(
+        default=None, description="Extended thinking (`Thinking`; ChatAnthropic's dicts too)."
+    )
     effort: Effort | None = Field(default=None, description="Effort level (`Effort`).")
     temperature: _Sampling | None = Field(default=None, description="Sent as written.")
     top_p: _Sampling | None = Field(default=None, description="Sent as written.")
@@ -149,11 +154,6 @@ class ChatClaudeAgent(BaseChatModel):
         default=False,
         description="LangChain's flag: `invoke` streams, so callbacks get each token.",
     )
-
-    @field_validator("thinking", mode="before")
-    @classmethod
-    def _thinking_dict(cls, value: Any) -> Any:
-        return _thinking(value)
 
     @model_validator(mode="after")
     def _provider_from_settings(self) -> ChatClaudeAgent:
@@ -224,7 +224,7 @@ class ChatClaudeAgent(BaseChatModel):
 
         `tools`: anything `convert_to_openai_tool` takes; `tool_choice`: ChatAnthropic's and
         ChatOpenAI's forms; `strict=True` makes every tool `FunctionTool.strict`;
-        `parallel_tool_calls` is the provider's call option (see the README's settings table).
+        `parallel_tool_calls` is the provider's call option (docs/model-settings.md).
         """
         # Checked here too, so that a bad tool or choice fails now, not at the first call.
         options = _options({"tool_choice": tool_choice, "parallel_tool_calls": parallel_tool_calls,
@@ -252,7 +252,7 @@ class ChatClaudeAgent(BaseChatModel):
         `method="function_calling"` (the default) by a tool call, `"json_schema"` by the
         provider's `output_schema` (the CLI's `StructuredOutput` tool; `"json_mode"` too, with
         a warning, as ChatAnthropic reads it); `include_raw=True` hands back a text answer with
-        a `parsing_error` (see the README, "Frameworks")."""
+        a `parsing_error` (docs/frameworks/langchain.md)."""
         if method == "json_mode":
             warnings.warn(
                 "ChatClaudeAgent: with_structured_output(method='json_mode') uses 'json_schema', "
@@ -479,11 +479,6 @@ def _with_key(settings: ProviderSettings, api_key: SecretStr) -> ProviderSetting
             "keep one"
         )
     return settings.model_copy(update={"env": {**env, "ANTHROPIC_API_KEY": key}})
-
-
-def _thinking(value: Any) -> Any:
-    """ChatAnthropic's `thinking` dicts as the provider's `Thinking`; other values as given."""
-    return door.thinking_option(value) if isinstance(value, Mapping) else value
 
 
 #: A private binding of `with_structured_output(include_raw=True)`: the call returns the reply
@@ -903,13 +898,15 @@ def _response_metadata(
     invalid: dict[str, str],
     requested_model: str | None,
 ) -> dict[str, Any]:
+    stop_sequence = finish.provider_details.get(door.STOP_SEQUENCE_DETAIL)
     metadata: dict[str, Any] = {
-        # As ChatAnthropic's: `.content_blocks` reads the content as Anthropic's, and
-        # `get_usage_metadata_callback` counts usage per model name.
+        # As ChatAnthropic's (also `stop_sequence` when it ended at one of `stop`):
+        # `.content_blocks` reads the content as Anthropic's, and `get_usage_metadata_callback`
+        # counts usage per model name.
         "model_provider": "anthropic",
         "finish_reason": finish.finish_reason,
-        "stop_reason": finish.raw_stop_reason,
-        "stop_sequence": finish.provider_details.get(door.STOP_SEQUENCE_DETAIL),
+        "stop_reason": finish.raw_stop_reason if stop_sequence is None else "stop_sequence",
+        "stop_sequence": stop_sequence,
         "cost_usd": finish.cost_usd,
         "session_id": finish.session_id,
         "num_turns": finish.num_turns,
@@ -917,8 +914,6 @@ def _response_metadata(
         # Which CLI process served the query: fresh, warm, or continued (its conversation).
         "process": finish.provider_details.get("process"),
     }
-    if metadata["stop_sequence"] is not None:  # ended at one of `stop`, as ChatAnthropic says
-        metadata["stop_reason"] = "stop_sequence"
     model = door.response_model(finish.provider_details) or requested_model
     if model:
         metadata["model_name"] = model
@@ -1083,8 +1078,7 @@ def _as_langchain_error(exc: ProviderError) -> None:
 
 
 def _mixed(base: type[ProviderError], kind: type[Exception]) -> type[ProviderError]:
-    mixed = _MIXED.get((base, kind))
-    if mixed is None:
+    if (base, kind) not in _MIXED:
 
         def reduce(self: ProviderError) -> tuple[Any, ...]:
             # Pickled as the provider's error, made LangChain's again when loaded: the class
@@ -1093,8 +1087,8 @@ def _mixed(base: type[ProviderError], kind: type[Exception]) -> type[ProviderErr
 
         namespace = {"__module__": base.__module__, "__qualname__": base.__qualname__,
                      "__doc__": base.__doc__, "__reduce__": reduce}  # fmt: skip
-        mixed = _MIXED[(base, kind)] = type(base.__name__, (base, kind), namespace)
-    return mixed
+        _MIXED[base, kind] = type(base.__name__, (base, kind), namespace)
+    return _MIXED[base, kind]
 
 
 def _unpickled_error(
