@@ -53,13 +53,13 @@ from langchain_core.utils.function_calling import convert_to_json_schema, conver
 from pydantic import (
     AliasChoices,
     BaseModel,
+    BeforeValidator,
     ConfigDict,
     Field,
     FiniteFloat,
     SecretStr,
     Strict,
     StrictInt,
-    field_validator,
     model_validator,
 )
 from pydantic.v1 import BaseModel as BaseModelV1
@@ -103,17 +103,20 @@ _ANSWER_SETTINGS = (
 _Sampling = Annotated[FiniteFloat, Strict()]
 
 
+def _thinking(value: Any) -> Any:
+    """ChatAnthropic's `thinking` dicts as the provider's `Thinking`; other values as given."""
+    return door.thinking_option(value) if isinstance(value, Mapping) else value
+
+
 class ChatClaudeAgent(BaseChatModel):
     """Claude through the Claude Code CLI as a LangChain chat model; LangChain runs the tools.
 
     Give it a `provider` (a `ClaudeAgentProvider`), or `settings` (a `ProviderSettings`) and/or
-    `api_key` (the CLI's `ANTHROPIC_API_KEY`) to build one. `model`, `max_tokens`, `timeout`,
-    `max_retries`, `thinking` (also ChatAnthropic's dicts), `effort`, `temperature`, `top_p`,
-    `top_k` and `stop` apply to every call, over the provider's settings; any other
-    constructor argument is refused. Keyword arguments of `invoke`/`stream`/`bind` are the
-    provider's call options, checked before anything starts. What each does, what is refused,
-    and how replies and errors look: the README's "Model settings" table and its "Frameworks:
-    pydantic-ai and LangChain".
+    `api_key` (the CLI's `ANTHROPIC_API_KEY`) to build one. Its other fields apply to every call,
+    over the provider's settings; any other constructor argument is refused. Keyword arguments
+    of `invoke`/`stream`/`bind` are the provider's call options, checked before anything starts.
+    What each does, what is refused, and how replies and errors look: docs/model-settings.md
+    and docs/frameworks/langchain.md.
     """
 
     # Errors name the field, not the input: `api_key` is a credential.
@@ -129,7 +132,9 @@ class ChatClaudeAgent(BaseChatModel):
     max_tokens: int | None = Field(default=None, ge=1, description="Output token limit per call.")
     timeout: float | None = Field(default=None, gt=0, description="Seconds a call may take.")
     max_retries: int | None = Field(default=None, ge=0, description="HTTP retries of the CLI.")
-    thinking: Thinking | None = Field(default=None, description="Extended thinking (`Thinking`).")
+    thinking: Annotated[Thinking | None, BeforeValidator(_thinking)] = Field(
+        default=None, description="Extended thinking (`Thinking`; ChatAnthropic's dicts too)."
+    )
     effort: Effort | None = Field(default=None, description="Effort level (`Effort`).")
     temperature: _Sampling | None = Field(default=None, description="Sent as written.")
     top_p: _Sampling | None = Field(default=None, description="Sent as written.")
@@ -149,11 +154,6 @@ class ChatClaudeAgent(BaseChatModel):
         default=False,
         description="LangChain's flag: `invoke` streams, so callbacks get each token.",
     )
-
-    @field_validator("thinking", mode="before")
-    @classmethod
-    def _thinking_dict(cls, value: Any) -> Any:
-        return _thinking(value)
 
     @model_validator(mode="after")
     def _provider_from_settings(self) -> ChatClaudeAgent:
@@ -224,7 +224,7 @@ class ChatClaudeAgent(BaseChatModel):
 
         `tools`: anything `convert_to_openai_tool` takes; `tool_choice`: ChatAnthropic's and
         ChatOpenAI's forms; `strict=True` makes every tool `FunctionTool.strict`;
-        `parallel_tool_calls` is the provider's call option (see the README's settings table).
+        `parallel_tool_calls` is the provider's call option (docs/model-settings.md).
         """
         # Checked here too, so that a bad tool or choice fails now, not at the first call.
         options = _options({"tool_choice": tool_choice, "parallel_tool_calls": parallel_tool_calls,
@@ -252,7 +252,7 @@ class ChatClaudeAgent(BaseChatModel):
         `method="function_calling"` (the default) by a tool call, `"json_schema"` by the
         provider's `output_schema` (the CLI's `StructuredOutput` tool; `"json_mode"` too, with
         a warning, as ChatAnthropic reads it); `include_raw=True` hands back a text answer with
-        a `parsing_error` (see the README, "Frameworks")."""
+        a `parsing_error` (docs/frameworks/langchain.md)."""
         if method == "json_mode":
             warnings.warn(
                 "ChatClaudeAgent: with_structured_output(method='json_mode') uses 'json_schema', "
@@ -267,15 +267,16 @@ class ChatClaudeAgent(BaseChatModel):
                 f"'function_calling' (a tool call, the default) or 'json_schema' (the CLI's "
                 f"structured output)"
             )
-        if method == "function_calling" and not include_raw and not strict:
-            return super().with_structured_output(schema, **kwargs)
         if kwargs:
             raise UnsupportedRequestError(
                 f"with_structured_output got unsupported arguments {sorted(kwargs)}"
             )
+        traced = {"kwargs": {"method": method, "strict": strict}, "schema": schema}
         parser: Runnable[Any, Any]
         if method == "function_calling":
-            llm = self.bind_tools([schema], tool_choice="any", strict=strict)
+            llm = self.bind_tools(
+                [schema], tool_choice="any", strict=strict, ls_structured_output_format=traced
+            )
             if isinstance(schema, type) and issubclass(schema, (BaseModel, BaseModelV1)):
                 parser = PydanticToolsParser(tools=[schema], first_tool_only=True)
             else:
@@ -283,14 +284,10 @@ class ChatClaudeAgent(BaseChatModel):
                 parser = JsonOutputKeyToolsParser(key_name=name, first_tool_only=True)
             parser = RunnableLambda(_answered) | parser
         else:
-            llm = self.bind(output_schema=convert_to_json_schema(schema))
+            llm = self.bind(
+                output_schema=convert_to_json_schema(schema), ls_structured_output_format=traced
+            )
             parser = RunnableLambda(partial(_structured_output, schema))
-        llm = llm.bind(
-            ls_structured_output_format={
-                "kwargs": {"method": method, "strict": strict},
-                "schema": schema,
-            }
-        )
         if not include_raw:
             return llm | parser
         # The reply also when it is not what was asked (text instead of the call or object):
@@ -414,7 +411,6 @@ def _bound_tools(tools: Sequence[ToolLike], options: dict[str, Any]) -> list[Fun
 def _tool_choice(choice: str | dict[str, Any] | bool | None) -> door.ToolChoice:
     """LangChain's `tool_choice` (ChatAnthropic's and ChatOpenAI's forms) -> the provider's
     (what it means for the tools: `_tool_choice.offered_tools`)."""
-    name: Any
     match choice:  # (a mapping pattern ignores other keys: `disable_parallel_tool_use`, ...)
         case None | "auto" | False | {"type": "auto"}:
             return "auto"
@@ -422,18 +418,16 @@ def _tool_choice(choice: str | dict[str, Any] | bool | None) -> door.ToolChoice:
             return "none"
         case "any" | "required" | True | {"type": "any"}:
             return "required"
-        case str():
-            name = choice
-        case {"type": "tool", "name": str(name)}:
-            pass
-        case {"type": "function", "function": {"name": str(name)}}:
-            pass
-        case _:
-            raise UnsupportedRequestError(
-                f"tool_choice {choice!r} is not understood: use 'auto', 'none', 'any', "
-                f"'required' or a tool name"
-            )
-    return door.NamedToolChoice(name=name)
+        case (
+            (str() as name)
+            | {"type": "tool", "name": str(name)}
+            | {"type": "function", "function": {"name": str(name)}}
+        ):
+            return door.NamedToolChoice(name=name)
+    raise UnsupportedRequestError(
+        f"tool_choice {choice!r} is not understood: use 'auto', 'none', 'any', 'required' or a "
+        f"tool name"
+    )
 
 
 #: Keyword arguments other chat models take that the provider cannot honour, and why.
@@ -485,11 +479,6 @@ def _with_key(settings: ProviderSettings, api_key: SecretStr) -> ProviderSetting
             "keep one"
         )
     return settings.model_copy(update={"env": {**env, "ANTHROPIC_API_KEY": key}})
-
-
-def _thinking(value: Any) -> Any:
-    """ChatAnthropic's `thinking` dicts as the provider's `Thinking`; other values as given."""
-    return door.thinking_option(value) if isinstance(value, Mapping) else value
 
 
 #: A private binding of `with_structured_output(include_raw=True)`: the call returns the reply
@@ -635,7 +624,10 @@ def _content_blocks(content: str | list[str | dict[str, Any]]) -> list[dict[str,
 
 
 def _user_content(
-    content: str | list[str | dict[str, Any]], where: str, lost: list[sf.CallWarning]
+    content: str | list[str | dict[str, Any]],
+    where: str,
+    lost: list[sf.CallWarning],
+    what: str = "a user block",
 ) -> tuple[door.Text | door.Image, ...]:
     blocks: list[door.Text | door.Image] = []
     for block in _content_blocks(content):
@@ -643,11 +635,11 @@ def _user_content(
         if kind == "text":
             blocks.append(door.Text(str(block.get("text", ""))))
             _note_citations(block, where, lost)
-        elif kind in ("image", "image_url"):
+        elif kind in _IMAGES:
             blocks.append(_image(block, where))
         else:
             raise InvalidMessagesError(
-                f"{where}: a user block must be text or an image (image_url, or an image with "
+                f"{where}: {what} must be text or an image (image_url, or an image with "
                 f"base64 + mime_type or url), not {kind!r}"
             )
     return tuple(blocks)
@@ -657,10 +649,11 @@ def _image(block: Mapping[str, Any], where: str) -> door.Image:
     """An image block: OpenAI's `image_url` (read as the gateway's OpenAI format reads it: its
     `detail` is checked with every image's, other fields refused), LangChain v1's (base64 +
     mime_type, or a url) or Anthropic's (a base64 or url `source`)."""
+    found = block.get("source")
+    source: Mapping[str, Any] = found if isinstance(found, Mapping) else {}
     if block.get("type") == "image_url":
         image = block.get("image_url")  # {"url": ..., "detail": ...} or a plain url
-        if isinstance(image, str):
-            return door.Image(url=image)
+        image = {"url": image} if isinstance(image, str) else image
         if not isinstance(image, Mapping) or not isinstance(image.get("url"), str):
             raise InvalidMessagesError(f"{where}: an image_url block needs {{'url': ...}}")
         unknown = [k for k, v in image.items() if k not in ("url", "detail") and v is not None]
@@ -669,33 +662,28 @@ def _image(block: Mapping[str, Any], where: str) -> door.Image:
                 f"{where}: image_url field(s) {', '.join(map(repr, unknown))} cannot be sent: "
                 f"an image goes to the model by its url only; send 'url' (and 'detail') only"
             )
-        return door.Image(url=str(image["url"]), detail=_string(image.get("detail"), where))
-    found = block.get("source")
-    source: Mapping[str, Any] = found if isinstance(found, Mapping) else {}
-    if block.get("file_id") or source.get("type") == "file":
+        fields = {"url": image["url"], "detail": image.get("detail")}
+    elif block.get("file_id") or source.get("type") == "file":
         raise InvalidMessagesError(
             f"{where}: images by file id (the Files API) are not supported: the CLI "
             f"cannot fetch uploaded files; send the image as base64 or a URL"
         )
-    if isinstance(block.get("base64"), str):
-        return door.Image(data=block["base64"], media_type=_string(block.get("mime_type"), where))
-    if isinstance(block.get("url"), str):
-        return door.Image(url=block["url"])
-    if source.get("type") == "base64":
-        data, media = source.get("data"), source.get("media_type")
-        return door.Image(data=_string(data, where), media_type=_string(media, where))
-    if source:
-        return door.Image(url=_string(source.get("url"), where))
-    raise InvalidMessagesError(
-        f"{where}: an image block needs base64 + mime_type, a url, or an Anthropic source "
-        f"(base64 or url)"
-    )
-
-
-def _string(value: Any, where: str) -> str | None:
-    if value is not None and not isinstance(value, str):
+    elif isinstance(block.get("base64"), str):
+        fields = {"data": block["base64"], "media_type": block.get("mime_type")}
+    elif isinstance(block.get("url"), str):
+        fields = {"url": block["url"]}
+    elif source.get("type") == "base64":
+        fields = {"data": source.get("data"), "media_type": source.get("media_type")}
+    elif source:
+        fields = {"url": source.get("url")}
+    else:
+        raise InvalidMessagesError(
+            f"{where}: an image block needs base64 + mime_type, a url, or an Anthropic source "
+            f"(base64 or url)"
+        )
+    if any(value is not None and not isinstance(value, str) for value in fields.values()):
         raise InvalidMessagesError(f"{where}: an image's data, media type and url are strings")
-    return value
+    return door.Image(**fields)
 
 
 def _note_citations(block: Mapping[str, Any], where: str, lost: list[sf.CallWarning]) -> None:
@@ -726,14 +714,11 @@ def _assistant_content(
     seen = {call.get("id") for call in [*calls, *invalid]}
     for block in _content_blocks(message.content):
         kind = block.get("type")
-        if kind == "text":
-            text = str(block.get("text", ""))
+        if kind in ("text", "refusal"):  # a refusal (ChatOpenAI's) is what the model said
+            text = str(block.get(kind, ""))
             if text.strip():  # the API refuses blank text blocks (ChatAnthropic leaves them out)
                 blocks.append(door.Text(text))
             _note_citations(block, where, lost)
-        elif kind == "refusal":  # what the model said (ChatOpenAI); the API has no such block
-            if str(block.get("refusal", "")).strip():
-                blocks.append(door.Text(str(block["refusal"])))
         elif kind in ("thinking", "reasoning"):  # Anthropic style, signed; LangChain v1's
             thought, extras = block.get(kind), block.get("extras") or {}
             if thought is not None and not isinstance(thought, str):
@@ -775,17 +760,13 @@ def _assistant_content(
     ):
         blocks.append(door.Text(refusal))
     for call in calls:
-        if not call.get("id"):
+        call_id, name, arguments = call.get("id"), call.get("name"), call.get("args")
+        if not (call_id and name and isinstance(name, str) and isinstance(arguments, Mapping)):
             raise InvalidMessagesError(
-                f"{where}: tool call {call['name']!r} has no id; the tool message answering it "
-                f"needs the same id"
+                f"{where}: tool call {name or call_id!r} needs an id (the ToolMessage answering "
+                f"it has the same), a 'name' and 'args' (an object)"
             )
-        name, arguments = call.get("name"), call.get("args")
-        if not isinstance(name, str) or not name or not isinstance(arguments, Mapping):
-            raise InvalidMessagesError(
-                f"{where}: tool call {call['id']!r} needs a 'name' and 'args' (an object)"
-            )
-        blocks.append(door.ToolCall(call["id"], name, dict(arguments)))
+        blocks.append(door.ToolCall(str(call_id), name, dict(arguments)))
     known = {call.get("id") for call in calls}
     for call in invalid:
         if call.get("id") not in known:  # a call in `tool_calls` too is sent from there
@@ -826,10 +807,6 @@ def _invalid_call(
     return door.ToolCall(str(call_id), str(name), arguments)
 
 
-#: Tool message blocks the provider's tool results cannot carry (they hold text or JSON).
-_MEDIA = {"image", "image_url", "file", "audio", "video", "document", "input_audio"}
-
-
 def _results(message: ToolMessage) -> list[tuple[str, Any, bool]]:
     """A tool message's results (call id, content, is_error): its own, or its Anthropic
     `tool_result` blocks' (sent as such, as ChatAnthropic sends them)."""
@@ -867,40 +844,27 @@ def _tool_result(
     blocks = _content_blocks(content)
     kinds = {str(b["type"]) for b in blocks if isinstance(b, Mapping) and b.get("type")}
     output: str | tuple[door.Text | door.Image, ...]
-    if kinds & _IMAGES:
-        others = sorted({str(b.get("type")) for b in blocks} - _IMAGES - {"text"})
-        if others:
-            raise InvalidMessagesError(
-                f"{where}: a tool result with images holds text and images only, not "
-                f"{', '.join(others)} blocks"
-            )
-        output = _user_content(content, where, lost)
-    elif media := sorted(kinds & _MEDIA):
-        raise InvalidMessagesError(
-            f"{where}: a tool result with {', '.join(media)} blocks cannot be sent: the "
-            f"provider's tool results carry text, JSON and images only (and it sends no "
-            f"documents, audio or video in any message). Return text from the tool"
-        )
+    if kinds & _IMAGES:  # each block its own part, text or an image (another is refused)
+        output = _user_content(content, where, lost, "a block of a tool result with images")
     elif all(isinstance(b, Mapping) and b.get("type") in _TEXTS for b in blocks):
-        for block in blocks:
-            _note_citations(block, where, lost)
-        texts = [_text_block(block, where) for block in blocks]
+        texts = [_text_block(block, where, lost) for block in blocks]
         output = "".join(texts) if len(texts) <= 1 else tuple(map(door.Text, texts))
     elif unknown := sorted(kinds - _TEXTS):
         raise InvalidMessagesError(
             f"{where}: a tool result with {', '.join(unknown)} blocks cannot be sent: the "
-            f"provider's tool results carry text, JSON and images only, and sending these "
-            f"content blocks as JSON would show the model markup instead. Return text (or a "
-            f"JSON string) from the tool"
+            f"provider's tool results carry text, JSON and images only (it sends no documents, "
+            f"audio or video in any message, and content blocks sent as JSON would show the "
+            f"model markup). Return text (or a JSON string) from the tool"
         )
     else:
         output = json.dumps(blocks, ensure_ascii=False)  # plain data, not content blocks
     return door.ToolResult(call_id, output, is_error)
 
 
-def _text_block(block: Mapping[str, Any], where: str) -> str:
+def _text_block(block: Mapping[str, Any], where: str, lost: list[sf.CallWarning]) -> str:
     """A text block's text; a v1 `text-plain` block's, which must hold just its text (the
     provider sends no documents: ChatAnthropic sends a `text-plain` block as one)."""
+    _note_citations(block, where, lost)
     if block.get("type") == "text-plain":
         other = [key for key in ("base64", "url", "file_id", "title", "context") if block.get(key)]
         if other or not isinstance(block.get("text"), str):
@@ -934,13 +898,15 @@ def _response_metadata(
     invalid: dict[str, str],
     requested_model: str | None,
 ) -> dict[str, Any]:
+    stop_sequence = finish.provider_details.get(door.STOP_SEQUENCE_DETAIL)
     metadata: dict[str, Any] = {
-        # As ChatAnthropic's: `.content_blocks` reads the content as Anthropic's, and
-        # `get_usage_metadata_callback` counts usage per model name.
+        # As ChatAnthropic's (also `stop_sequence` when it ended at one of `stop`):
+        # `.content_blocks` reads the content as Anthropic's, and `get_usage_metadata_callback`
+        # counts usage per model name.
         "model_provider": "anthropic",
         "finish_reason": finish.finish_reason,
-        "stop_reason": finish.raw_stop_reason,
-        "stop_sequence": finish.provider_details.get(door.STOP_SEQUENCE_DETAIL),
+        "stop_reason": finish.raw_stop_reason if stop_sequence is None else "stop_sequence",
+        "stop_sequence": stop_sequence,
         "cost_usd": finish.cost_usd,
         "session_id": finish.session_id,
         "num_turns": finish.num_turns,
@@ -948,8 +914,6 @@ def _response_metadata(
         # Which CLI process served the query: fresh, warm, or continued (its conversation).
         "process": finish.provider_details.get("process"),
     }
-    if metadata["stop_sequence"] is not None:  # ended at one of `stop`, as ChatAnthropic says
-        metadata["stop_reason"] = "stop_sequence"
     model = door.response_model(finish.provider_details) or requested_model
     if model:
         metadata["model_name"] = model
@@ -1114,8 +1078,7 @@ def _as_langchain_error(exc: ProviderError) -> None:
 
 
 def _mixed(base: type[ProviderError], kind: type[Exception]) -> type[ProviderError]:
-    mixed = _MIXED.get((base, kind))
-    if mixed is None:
+    if (base, kind) not in _MIXED:
 
         def reduce(self: ProviderError) -> tuple[Any, ...]:
             # Pickled as the provider's error, made LangChain's again when loaded: the class
@@ -1124,8 +1087,8 @@ def _mixed(base: type[ProviderError], kind: type[Exception]) -> type[ProviderErr
 
         namespace = {"__module__": base.__module__, "__qualname__": base.__qualname__,
                      "__doc__": base.__doc__, "__reduce__": reduce}  # fmt: skip
-        mixed = _MIXED[(base, kind)] = type(base.__name__, (base, kind), namespace)
-    return mixed
+        _MIXED[base, kind] = type(base.__name__, (base, kind), namespace)
+    return _MIXED[base, kind]
 
 
 def _unpickled_error(
