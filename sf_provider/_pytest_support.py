@@ -31,7 +31,7 @@ import anyio
 import pytest
 
 from ._text import clip
-from .testing import ROUTES_AWAY, ScriptedMessagesAPI, offline_env
+from .testing import ScriptedMessagesAPI, offline_env
 
 __all__ = ["OfflineTest", "cli_processes", "run_coroutine_test", "script_problems"]
 
@@ -88,9 +88,10 @@ class OfflineTest:
         patch.setenv("TMPDIR", str(self.root / "tmp"))
         patch.setattr(tempfile, "tempdir", None)  # re-read TMPDIR: per-query dirs go there
         for name, value in offline_env(self.api.base_url).items():
-            patch.setenv(name, value)
-        for name in ROUTES_AWAY:
-            patch.delenv(name, raising=False)
+            if value:
+                patch.setenv(name, value)
+            else:  # what routes away (`ROUTES_AWAY`): gone from the process, not just blank
+                patch.delenv(name, raising=False)
 
     def stop_server(self) -> None:
         """Stop the server and restore the environment (the fixture's own teardown)."""

@@ -84,26 +84,8 @@ __all__ = [
 SCRIPTED_MODEL = "claude-scripted"
 
 
-def offline_env(base_url: str, *, max_retries: int = 0) -> dict[str, str]:
-    """The CLI environment that keeps it on loopback and quick to fail.
-
-    `CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC` stops the CLI's extra calls (a title-generation
-    request that would desynchronise a script, `HEAD /api/hello`, DNS look-ups); a low
-    `CLAUDE_CODE_MAX_RETRIES` stops it retrying an HTTP error ten times over three minutes.
-    """
-    return {
-        "ANTHROPIC_BASE_URL": base_url,
-        "ANTHROPIC_API_KEY": "sk-ant-scripted-offline",
-        "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1",
-        "CLAUDE_CODE_MAX_RETRIES": str(max_retries),
-        "DISABLE_TELEMETRY": "1",
-        "DISABLE_ERROR_REPORTING": "1",
-        "DISABLE_AUTOUPDATER": "1",
-    }
-
-
 #: What could take the CLI somewhere else than the scripted API, or hand it real credentials:
-#: an offline run blanks these (the CLI reads "" as unset).
+#: `offline_env` blanks these (the CLI reads "" as unset).
 ROUTES_AWAY = (
     "ANTHROPIC_AUTH_TOKEN",
     "CLAUDE_CODE_OAUTH_TOKEN",
@@ -116,6 +98,29 @@ ROUTES_AWAY = (
     "ANTHROPIC_FOUNDRY_API_KEY",
     "ANTHROPIC_FOUNDRY_RESOURCE",
 )
+
+
+def offline_env(base_url: str, *, max_retries: int = 0) -> dict[str, str]:
+    """The CLI environment that keeps it on loopback and quick to fail: the one place every
+    offline run (`ScriptedMessagesAPI.settings()`, the `scripted_api` fixture, `sf-provider
+    demo`, `check --probe`, `gateway --offline`) takes it from.
+
+    `ROUTES_AWAY` is blanked, so no credential or cloud switch of this machine's reaches the
+    CLI; `CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC` stops the CLI's extra calls (a
+    title-generation request that would desynchronise a script, `HEAD /api/hello`, DNS
+    look-ups); a low `CLAUDE_CODE_MAX_RETRIES` stops it retrying an HTTP error ten times over
+    three minutes.
+    """
+    return {
+        **dict.fromkeys(ROUTES_AWAY, ""),
+        "ANTHROPIC_BASE_URL": base_url,
+        "ANTHROPIC_API_KEY": "sk-ant-scripted-offline",
+        "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1",
+        "CLAUDE_CODE_MAX_RETRIES": str(max_retries),
+        "DISABLE_TELEMETRY": "1",
+        "DISABLE_ERROR_REPORTING": "1",
+        "DISABLE_AUTOUPDATER": "1",
+    }
 
 
 # --------------------------------------------------------------------------- the script
@@ -699,7 +704,8 @@ class ScriptedMessagesAPI:
         return 0 if callable(script) else len(script) - self._state.cursor
 
     def settings(self, **overrides: Any) -> ProviderSettings:
-        """`ProviderSettings` whose CLI talks to this server, offline (see `offline_env`), with
+        """`ProviderSettings` whose CLI talks to this server, offline (see `offline_env`: no
+        credential or cloud switch of this machine's reaches it, unless `env` sets one), with
         `max_retries=0` unless `max_retries` or `env`'s `CLAUDE_CODE_MAX_RETRIES` is given."""
         if not self.base_url:
             raise RuntimeError(
