@@ -25,15 +25,15 @@ import tempfile
 import time
 from collections.abc import Awaitable, Callable, Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 import anyio
 import pytest
 
 from ._text import clip
-from .testing import ScriptedMessagesAPI, offline_env
+from .testing import ScriptedMessagesAPI, ScriptExhaustedError, offline_env
 
-__all__ = ["OfflineTest", "cli_processes", "run_coroutine_test", "script_problems"]
+__all__ = ["OfflineTest", "cli_processes", "fail", "run_coroutine_test", "script_problems"]
 
 #: How long a CLI process the test stopped may take to exit before it counts as left running:
 #: a bound on waiting for an exit already under way, never a speed claim.
@@ -152,6 +152,15 @@ class OfflineTest:
 
     def _remove_root(self) -> None:
         shutil.rmtree(self.root, ignore_errors=True)
+
+
+def fail(api: ScriptedMessagesAPI, problems: list[str]) -> NoReturn:
+    """Fail a test that passed for `problems` (`OfflineTest.finish`): with
+    `ScriptExhaustedError` when its script ran out, else as a plain failure."""
+    __tracebackhide__ = True  # the message says it all: no frame of the plugin's
+    if api._state.ran_out:
+        raise ScriptExhaustedError("\n".join(problems))
+    pytest.fail("\n".join(problems), pytrace=False)
 
 
 def script_problems(api: ScriptedMessagesAPI) -> str:

@@ -510,7 +510,15 @@ def _sample_of_type(
 
 
 class ScriptExhaustedError(AssertionError):
-    """The CLI asked for more model turns than the script holds."""
+    """The CLI asked for more model turns than the script holds: the `scripted_api` fixture's
+    failure for a test whose script ran out.
+
+    The scripted API answers the request past the script's end with HTTP 410 and the kit's
+    message (`no scripted reply left for request #N`), so the query fails with the provider's
+    `APIError` carrying it, and notes it in `ScriptedMessagesAPI.errors`. A test using the
+    fixture that passes all the same (it caught that error, or its framework swallowed it)
+    fails at teardown with this error, listing `errors`. Outside the fixture, read `errors`.
+    """
 
 
 @dataclass
@@ -634,6 +642,8 @@ class _State:
     cursor: int = 0
     requests: list[RecordedRequest] = field(default_factory=list)
     errors: list[str] = field(default_factory=list)
+    #: A request came after the script's last item (see `ScriptExhaustedError`).
+    ran_out: bool = False
 
 
 # --------------------------------------------------------------------------- the server
@@ -851,6 +861,7 @@ class ScriptedMessagesAPI:
                 f"the script failed on request #{recorded.index}: {type(exc).__name__}: {exc}",
             )
         if item is None:
+            self._state.ran_out = True
             held = len(self._state.script) if not callable(self._state.script) else 0
             return await self._script_problem(
                 writer,
