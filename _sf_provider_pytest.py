@@ -39,7 +39,8 @@ def scripted_api(request: pytest.FixtureRequest) -> Iterator[ScriptedMessagesAPI
     (`ANTHROPIC_BASE_URL`, a placeholder key, no retries, no non-essential traffic, HOME,
     CLAUDE_CONFIG_DIR and TMPDIR in a temp dir of the test's own, real credentials removed).
     A CLI process or per-query temp dir the test leaves behind fails it, and so does a request
-    the script could not answer (`scripted_api.errors`).
+    the script could not answer (`scripted_api.errors`; a script that ran out fails it with
+    `ScriptExhaustedError`).
     """
     from sf_provider._pytest_support import OfflineTest
 
@@ -89,7 +90,8 @@ def pytest_runtest_makereport(
 @pytest.hookimpl(wrapper=True)
 def pytest_runtest_teardown(item: pytest.Item, nextitem: pytest.Item | None) -> Generator[None]:
     """Once every fixture of the test is torn down (its event loop closed too), stop what it
-    left running and fail it for that: only when it passed, a failure says enough already."""
+    left running and fail it for that, or for what its script could not answer (a script that
+    ran out: `ScriptExhaustedError`): only when it passed, a failure says enough already."""
     try:
         yield
     finally:
@@ -99,4 +101,7 @@ def pytest_runtest_teardown(item: pytest.Item, nextitem: pytest.Item | None) -> 
             problems = test.finish()
             passed: bool = item.stash.get(_PASSED, False)
             if problems and passed:
-                pytest.fail("\n".join(problems), pytrace=False)
+                __tracebackhide__ = True
+                from sf_provider._pytest_support import fail
+
+                fail(test.api, problems)

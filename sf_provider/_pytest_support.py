@@ -25,15 +25,15 @@ import tempfile
 import time
 from collections.abc import Awaitable, Callable, Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 import anyio
 import pytest
 
 from ._text import clip
-from .testing import ROUTES_AWAY, ScriptedMessagesAPI, offline_env
+from .testing import ScriptedMessagesAPI, ScriptExhaustedError, offline_env
 
-__all__ = ["OfflineTest", "cli_processes", "run_coroutine_test", "script_problems"]
+__all__ = ["OfflineTest", "cli_processes", "fail", "run_coroutine_test", "script_problems"]
 
 #: How long a CLI process the test stopped may take to exit before it counts as left running:
 #: a bound on waiting for an exit already under way, never a speed claim.
@@ -88,9 +88,10 @@ class OfflineTest:
         patch.setenv("TMPDIR", str(self.root / "tmp"))
         patch.setattr(tempfile, "tempdir", None)  # re-read TMPDIR: per-query dirs go there
         for name, value in offline_env(self.api.base_url).items():
-            patch.setenv(name, value)
-        for name in ROUTES_AWAY:
-            patch.delenv(name, raising=False)
+            if value:
+                patch.setenv(name, value)
+            else:  # what routes away (`ROUTES_AWAY`): gone from the process, not just blank
+                patch.delenv(name, raising=False)
 
     def stop_server(self) -> None:
         """Stop the server and restore the environment (the fixture's own teardown)."""
@@ -151,6 +152,15 @@ class OfflineTest:
 
     def _remove_root(self) -> None:
         shutil.rmtree(self.root, ignore_errors=True)
+
+
+def fail(api: ScriptedMessagesAPI, problems: list[str]) -> NoReturn:
+    """Fail a test that passed for `problems` (`OfflineTest.finish`): with
+    `ScriptExhaustedError` when its script ran out, else as a plain failure."""
+    __tracebackhide__ = True  # the message says it all: no frame of the plugin's
+    if api._state.ran_out:
+        raise ScriptExhaustedError("\n".join(problems))
+    pytest.fail("\n".join(problems), pytrace=False)
 
 
 def script_problems(api: ScriptedMessagesAPI) -> str:

@@ -217,13 +217,17 @@ def _bundled_cli() -> Path:
 _VERSION = re.compile(r"^\d+\.\d+\.\d+")
 
 
-#: The versions `claude --version` answered, by path (None: it did not answer as the CLI does).
+#: The versions `claude --version` answered, by path (None: it answered, not as the CLI does).
+#: Only definite answers: a `--version` that timed out or was killed is asked again next time.
 _asked: dict[str, str | None] = {}
+
+#: How long `claude --version` may take before the check gives up on it (this time).
+_VERSION_TIMEOUT_SECONDS = 30.0
 
 
 def version_known(path: str | None) -> bool:
     """Whether the version of the CLI at `path` is known without running it: a
-    `claude.version` stamp beside it (the bundled CLI has one), or `--version` asked already.
+    `claude.version` stamp beside it (the bundled CLI has one), or `--version` answered already.
     Otherwise the next capability check runs `claude --version` (up to 30 s)."""
     return path is None or path in _asked or Path(path).with_name("claude.version").is_file()
 
@@ -234,23 +238,35 @@ def _version(path: str, ask: bool) -> str | None:
 
 def _cli_version(path: str) -> str | None:
     if path not in _asked:
-        _asked[path] = _ask_version(path)
+        version, definite = _ask_version(path)
+        if not definite:
+            return None  # not the CLI for now; a later check asks again
+        _asked[path] = version
     return _asked[path]
 
 
-def _ask_version(path: str) -> str | None:
+def _ask_version(path: str) -> tuple[str | None, bool]:
+    """The version `path --version` answers (None: not the CLI's answer), and whether that is
+    definite: a program that exited by itself answered; one that could not start, timed out or
+    was killed by a signal (a loaded or waking machine) may answer next time."""
     stamp = Path(path).with_name("claude.version")
     if stamp.is_file():
-        return stamp.read_text(encoding="utf-8").strip().split(" ")[0] or None
+        return stamp.read_text(encoding="utf-8").strip().split(" ")[0] or None, True
     try:
         done = subprocess.run(
-            [path, "--version"], capture_output=True, text=True, timeout=30, check=False
+            [path, "--version"],
+            capture_output=True,
+            text=True,
+            timeout=_VERSION_TIMEOUT_SECONDS,
+            check=False,
         )
     except (OSError, subprocess.TimeoutExpired):
-        return None
+        return None, False
     version = done.stdout.strip().split(" ")[0]
     # Claude Code answers `2.1.332 (Claude Code)`; anything else is not the CLI.
-    return version if _VERSION.match(version) else None
+    if _VERSION.match(version):
+        return version, True
+    return None, done.returncode >= 0
 
 
 def _home() -> Path | None:

@@ -84,26 +84,8 @@ __all__ = [
 SCRIPTED_MODEL = "claude-scripted"
 
 
-def offline_env(base_url: str, *, max_retries: int = 0) -> dict[str, str]:
-    """The CLI environment that keeps it on loopback and quick to fail.
-
-    `CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC` stops the CLI's extra calls (a title-generation
-    request that would desynchronise a script, `HEAD /api/hello`, DNS look-ups); a low
-    `CLAUDE_CODE_MAX_RETRIES` stops it retrying an HTTP error ten times over three minutes.
-    """
-    return {
-        "ANTHROPIC_BASE_URL": base_url,
-        "ANTHROPIC_API_KEY": "sk-ant-scripted-offline",
-        "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1",
-        "CLAUDE_CODE_MAX_RETRIES": str(max_retries),
-        "DISABLE_TELEMETRY": "1",
-        "DISABLE_ERROR_REPORTING": "1",
-        "DISABLE_AUTOUPDATER": "1",
-    }
-
-
 #: What could take the CLI somewhere else than the scripted API, or hand it real credentials:
-#: an offline run blanks these (the CLI reads "" as unset).
+#: `offline_env` blanks these (the CLI reads "" as unset).
 ROUTES_AWAY = (
     "ANTHROPIC_AUTH_TOKEN",
     "CLAUDE_CODE_OAUTH_TOKEN",
@@ -116,6 +98,29 @@ ROUTES_AWAY = (
     "ANTHROPIC_FOUNDRY_API_KEY",
     "ANTHROPIC_FOUNDRY_RESOURCE",
 )
+
+
+def offline_env(base_url: str, *, max_retries: int = 0) -> dict[str, str]:
+    """The CLI environment that keeps it on loopback and quick to fail: the one place every
+    offline run (`ScriptedMessagesAPI.settings()`, the `scripted_api` fixture, `sf-provider
+    demo`, `check --probe`, `gateway --offline`) takes it from.
+
+    `ROUTES_AWAY` is blanked, so no credential or cloud switch of this machine's reaches the
+    CLI; `CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC` stops the CLI's extra calls (a
+    title-generation request that would desynchronise a script, `HEAD /api/hello`, DNS
+    look-ups); a low `CLAUDE_CODE_MAX_RETRIES` stops it retrying an HTTP error ten times over
+    three minutes.
+    """
+    return {
+        **dict.fromkeys(ROUTES_AWAY, ""),
+        "ANTHROPIC_BASE_URL": base_url,
+        "ANTHROPIC_API_KEY": "sk-ant-scripted-offline",
+        "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1",
+        "CLAUDE_CODE_MAX_RETRIES": str(max_retries),
+        "DISABLE_TELEMETRY": "1",
+        "DISABLE_ERROR_REPORTING": "1",
+        "DISABLE_AUTOUPDATER": "1",
+    }
 
 
 # --------------------------------------------------------------------------- the script
@@ -505,7 +510,15 @@ def _sample_of_type(
 
 
 class ScriptExhaustedError(AssertionError):
-    """The CLI asked for more model turns than the script holds."""
+    """The CLI asked for more model turns than the script holds: the `scripted_api` fixture's
+    failure for a test whose script ran out.
+
+    The scripted API answers the request past the script's end with HTTP 410 and the kit's
+    message (`no scripted reply left for request #N`), so the query fails with the provider's
+    `APIError` carrying it, and notes it in `ScriptedMessagesAPI.errors`. A test using the
+    fixture that passes all the same (it caught that error, or its framework swallowed it)
+    fails at teardown with this error, listing `errors`. Outside the fixture, read `errors`.
+    """
 
 
 @dataclass
@@ -629,6 +642,8 @@ class _State:
     cursor: int = 0
     requests: list[RecordedRequest] = field(default_factory=list)
     errors: list[str] = field(default_factory=list)
+    #: A request came after the script's last item (see `ScriptExhaustedError`).
+    ran_out: bool = False
 
 
 # --------------------------------------------------------------------------- the server
@@ -699,7 +714,8 @@ class ScriptedMessagesAPI:
         return 0 if callable(script) else len(script) - self._state.cursor
 
     def settings(self, **overrides: Any) -> ProviderSettings:
-        """`ProviderSettings` whose CLI talks to this server, offline (see `offline_env`), with
+        """`ProviderSettings` whose CLI talks to this server, offline (see `offline_env`: no
+        credential or cloud switch of this machine's reaches it, unless `env` sets one), with
         `max_retries=0` unless `max_retries` or `env`'s `CLAUDE_CODE_MAX_RETRIES` is given."""
         if not self.base_url:
             raise RuntimeError(
@@ -845,6 +861,7 @@ class ScriptedMessagesAPI:
                 f"the script failed on request #{recorded.index}: {type(exc).__name__}: {exc}",
             )
         if item is None:
+            self._state.ran_out = True
             held = len(self._state.script) if not callable(self._state.script) else 0
             return await self._script_problem(
                 writer,

@@ -33,7 +33,7 @@ def offline_gateway(
     where: Path, command: Sequence[str] = ("sf-provider", "gateway", "--offline")
 ) -> Iterator[OfflineGateway]:
     """Run `command` (an `sf-provider gateway --offline` line) on a free port until left; the
-    gateway's temp dirs (`sf-gateway-offline-*`) go into `where`, which leaving checks."""
+    gateway's temp dir is `where` (its queries' dirs go there), and its log `where/gateway.log`."""
     program, *args = command
     executable = Path(sys.executable).with_name(program)
     log_path = where / "gateway.log"

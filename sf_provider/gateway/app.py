@@ -16,11 +16,9 @@ import logging
 import os
 import signal
 import sys
-import tempfile
 import time
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
-from pathlib import Path
 from typing import Any
 
 import anyio
@@ -37,7 +35,7 @@ from ..capabilities import check_capabilities
 from ..errors import ProviderError
 from ..provider import ClaudeAgentProvider
 from ..settings import ProviderSettings
-from ..testing import ROUTES_AWAY, ScriptedMessagesAPI, call_each_tool
+from ..testing import ScriptedMessagesAPI, call_each_tool
 from ._errors import ErrorInfo, GatewayError
 from ._http import (
     KEYS_ENV,
@@ -217,14 +215,9 @@ def run_gateway(args: argparse.Namespace) -> int:
     """`sf-provider gateway`: serve `create_app` with uvicorn until interrupted; with
     `--offline`, against the built-in scripted model (`sf_provider.testing.call_each_tool`)."""
     keys = keys_from(args.api_keys, os.environ)
+    offline = bool(getattr(args, "offline", False))
     if not keys and not _loopback(args.host) and not args.allow_no_auth:
-        print(
-            f"sf-provider gateway: --host {args.host} is reachable from other machines, and "
-            f"no API key is set: anyone there could spend your Claude account. Pass "
-            f"--api-key KEY (or set {KEYS_ENV}), or --allow-no-auth if something in front "
-            f"checks callers",
-            file=sys.stderr,
-        )
+        print(_open_port_refusal(args.host, offline), file=sys.stderr)
         return 2
     overrides: dict[str, object] = {}
     if args.model:
@@ -239,21 +232,12 @@ def run_gateway(args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
         return 2
-    if not getattr(args, "offline", False):
+    if not offline:
         return _serve(args, keys, ProviderSettings.model_validate(overrides))
     # uvicorn ends its process by the signal that stopped it, once shut down: as an exception
-    # here, so that the scripted model stops and the temp dirs go too.
+    # here, so that the scripted model stops too.
     signal.signal(signal.SIGTERM, _exit_on_signal)
-    with (
-        ScriptedMessagesAPI(call_each_tool) as api,
-        tempfile.TemporaryDirectory(prefix="sf-gateway-offline-") as root,
-    ):
-        # The environment the suite runs the CLI in: a home, config and temp dir of its own,
-        # removed at shutdown; no credential or cloud switch of this machine's.
-        env = {name: "" for name in ROUTES_AWAY}
-        for name, var in (("home", "HOME"), ("config", "CLAUDE_CONFIG_DIR"), ("tmp", "TMPDIR")):
-            (Path(root) / name).mkdir()
-            env[var] = str(Path(root) / name)
+    with ScriptedMessagesAPI(call_each_tool) as api:
         print(
             f"sf-provider gateway: offline: no credential, no network. The model that answers "
             f"is sf-provider's built-in scripted model (sf_provider.testing.call_each_tool, "
@@ -262,7 +246,26 @@ def run_gateway(args: argparse.Namespace) -> int:
             file=sys.stderr,
             flush=True,
         )
-        return _serve(args, keys, api.settings(env=env, **overrides))
+        # Offline as `demo` and `check --probe` are: `api.settings()` keeps the CLI on the
+        # scripted API, and each query runs in a home, config and temp dir of its own.
+        return _serve(args, keys, api.settings(**overrides))
+
+
+def _open_port_refusal(host: str, offline: bool) -> str:
+    """Why a non-loopback `--host` without API keys is refused, and what to do instead."""
+    refused = f"sf-provider gateway: --host {host} is reachable from other machines, and no API key"
+    keys = f"--api-key KEY (or set {KEYS_ENV})"
+    if offline:  # the scripted model costs nothing, but each request still starts a CLI
+        return (
+            f"{refused} is set: offline, no Claude account is spent, but anyone there could "
+            f"start Claude Code processes on this machine. Pass {keys}, leave --host at "
+            f"127.0.0.1 to try a client on this machine, or pass --allow-no-auth to serve it "
+            f"open (a throwaway container, or something in front checks callers)"
+        )
+    return (
+        f"{refused} is set: anyone there could spend your Claude account. Pass {keys}, or "
+        f"--allow-no-auth if something in front checks callers"
+    )
 
 
 def _exit_on_signal(signum: int, _frame: object) -> None:

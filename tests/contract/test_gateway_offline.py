@@ -14,6 +14,7 @@ import pytest
 from offline_gateway import OfflineGateway, offline_gateway
 
 from sf_provider.cli import main
+from sf_provider.gateway._http import KEYS_ENV
 
 pytestmark = [pytest.mark.anyio, pytest.mark.cli]
 
@@ -27,7 +28,7 @@ def gateway(tmp_path_factory: pytest.TempPathFactory) -> Iterator[OfflineGateway
         yield running
     assert running.process.returncode in (0, 143), running.log
     assert "Application shutdown complete" in running.log
-    assert list(where.glob("sf-gateway-offline-*")) == [], "its temp dirs are removed"
+    assert list(where.glob("sf-provider-*")) == [], "its queries' temp dirs are removed"
 
 
 def test_the_help_says_what_offline_does(capsys: pytest.CaptureFixture[str]) -> None:
@@ -38,6 +39,21 @@ def test_the_help_says_what_offline_does(capsys: pytest.CaptureFixture[str]) -> 
         shown
     )
     assert "calls each offered tool once" in shown
+
+
+def test_an_open_port_offline_is_refused_for_what_it_risks_not_for_an_account(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv(KEYS_ENV, raising=False)
+
+    assert main(["gateway", "--offline", "--host", "0.0.0.0"]) == 2
+
+    said = " ".join(capsys.readouterr().err.split())
+    assert "spend your Claude account" not in said  # the scripted model costs nothing
+    risk = "no Claude account is spent, but anyone there could start Claude Code processes"
+    assert f"offline, {risk} on this machine" in said
+    assert f"Pass --api-key KEY (or set {KEYS_ENV}), leave --host at 127.0.0.1" in said
+    assert "--allow-no-auth to serve it open" in said
 
 
 def test_start_up_says_it_is_offline_and_which_model_answers(gateway: OfflineGateway) -> None:

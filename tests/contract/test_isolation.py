@@ -16,7 +16,7 @@ from sf_provider import (
     ProviderCompatibilityError,
     UnsupportedRequestError,
 )
-from sf_provider.testing import ScriptedMessagesAPI, reply, text
+from sf_provider.testing import ROUTES_AWAY, ScriptedMessagesAPI, reply, text
 
 pytestmark = [pytest.mark.anyio, pytest.mark.cli]
 
@@ -142,16 +142,22 @@ async def test_a_cloud_switch_reaches_the_cli_only_when_the_app_asks_and_never_s
     """CLAUDE_CODE_USE_BEDROCK in the environment passed on, and silently overrode an explicit
     ANTHROPIC_BASE_URL; with it, an AWS credential_process ran a command."""
     monkeypatch.setenv("CLAUDE_CODE_USE_BEDROCK", "1")
-    async with ScriptedMessagesAPI([reply(text("one"))]) as api:
-        result = await ClaudeAgentProvider(api.settings(warm_processes=0)).generate("hi")
+    async with ScriptedMessagesAPI([reply(text("one")), reply(text("two"))]) as api:
+        offline = api.settings(warm_processes=0)
+        # The application's own settings: the way to the API, nothing of the test kit's blanked.
+        own = {name: value for name, value in offline.env.items() if name not in ROUTES_AWAY}
+        result = await ClaudeAgentProvider(offline.model_copy(update={"env": own})).generate("hi")
+        scripted = await ClaudeAgentProvider(offline).generate("hi")
         asked = api.settings(env={"CLAUDE_CODE_USE_BEDROCK": "1"})  # with its base URL
         with pytest.raises(ProviderCompatibilityError, match="ANTHROPIC_BASE_URL") as both:
             await ClaudeAgentProvider(asked).generate("hi")
     assert result.text == "one"  # the scripted API answered: the switch was not passed on
     [warning] = [w for w in result.warnings if w.code == "environment-ignored"]
     assert "CLAUDE_CODE_USE_BEDROCK" in warning.message
+    # The test kit's settings blank it by name (`ROUTES_AWAY`): an offline run asked for that.
+    assert scripted.text == "two" and [w.code for w in scripted.warnings] == []
     assert "CLAUDE_CODE_USE_BEDROCK" in str(both.value)
-    assert len(api.requests) == 1
+    assert len(api.requests) == 2
 
 
 async def test_a_system_prompt_over_the_argument_limit_goes_by_file() -> None:

@@ -105,6 +105,13 @@ async def test_catches_every_error(scripted_api: ScriptedMessagesAPI) -> None:
     provider = ClaudeAgentProvider(scripted_api.settings())
     with pytest.raises(APIError):  # the app's own error handling, say
         await provider.generate("Hello?")
+
+
+async def test_catches_a_typo(scripted_api: ScriptedMessagesAPI) -> None:
+    scripted_api.add(reply(tool_use("delete_todo", {"title": "milk"})))
+    provider = ClaudeAgentProvider(scripted_api.settings())
+    with pytest.raises(APIError):
+        await provider.generate("Remove milk.", tools=[FunctionTool.from_function(add_todo)])
 """
 
 
@@ -115,7 +122,11 @@ def test_the_fixture_fails_a_test_in_the_kits_words_even_when_the_test_caught_th
 
     run = run_pytest(project)
 
-    assert run.outcomes == {"test_removes_milk": "failed", "test_catches_every_error": "error"}
+    assert run.outcomes == {
+        "test_removes_milk": "failed",
+        "test_catches_every_error": "error",
+        "test_catches_a_typo": "error",
+    }
     # The failed test: the provider's error says it.
     assert "calls 'delete_todo', a tool the request does not offer (offered: add_todo)" in (
         run.output
@@ -123,4 +134,10 @@ def test_the_fixture_fails_a_test_in_the_kits_words_even_when_the_test_caught_th
     # The test that caught the error fails at its teardown, naming the request.
     assert "the scripted API could not answer as scripted" in run.output
     assert "no scripted reply left for request #0 (the script held 0 item(s))" in run.output
+    # A script that ran out fails it as one (`ScriptExhaustedError`); another mistake plainly.
+    details = run.output.split("short test summary info")[0].split(" ERROR at teardown of ")
+    teardown = {section.split(" ", 1)[0]: section for section in details[1:]}
+    exhausted = "E   sf_provider.testing.ScriptExhaustedError: sf-provider: the scripted API"
+    assert exhausted in teardown["test_catches_every_error"]
+    assert "ScriptExhaustedError" not in teardown["test_catches_a_typo"]
     assert "server-side issue" not in run.output

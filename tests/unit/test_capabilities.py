@@ -25,11 +25,12 @@ from sf_provider import (
     ProviderSettings,
     ToolCapability,
     ToolRegistry,
+    capabilities,
     check_capabilities,
     ensure_capabilities,
     find_cli,
 )
-from sf_provider.capabilities import _CLI_LOCATIONS, check_auth
+from sf_provider.capabilities import _CLI_LOCATIONS, check_auth, version_known
 
 SECRET = "sk-ant-very-secret-value-0123456789"
 #: An environment in which the CLI is authenticated, so auth adds no problem.
@@ -121,6 +122,42 @@ def test_find_cli_reports_a_cli_path_that_is_not_claude_code(tmp_path: Path) -> 
     assert not status.found
     assert status.problem
     assert "did not answer --version as the Claude Code CLI does" in status.problem
+
+
+def test_a_version_that_timed_out_is_asked_again_at_the_next_check(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # It was remembered: a `--version` slow once (a loaded machine) refused the CLI for good.
+    hang = tmp_path / "hang"
+    cli = _executable(
+        tmp_path / "claude",
+        f'#!/bin/sh\nif [ -e {hang} ]; then exec sleep 600; fi\necho "9.8.7 (Claude Code)"\n',
+    )
+    hang.touch()
+    monkeypatch.setattr(capabilities, "_VERSION_TIMEOUT_SECONDS", 0.2)
+    timed_out = find_cli(str(cli))
+    remembered = version_known(str(cli))
+    hang.unlink()
+    monkeypatch.setattr(capabilities, "_VERSION_TIMEOUT_SECONDS", 600)
+
+    answered = find_cli(str(cli))
+
+    assert not timed_out.found and not remembered
+    assert answered.found and answered.version == "9.8.7"
+    assert version_known(str(cli))
+
+
+@pytest.mark.parametrize("answer", ["echo hi", "echo hi; exit 3"])
+def test_a_program_that_answers_not_as_the_cli_does_is_asked_once(
+    tmp_path: Path, answer: str
+) -> None:
+    asked = tmp_path / "asked"
+    other = _executable(tmp_path / "other", f"#!/bin/sh\necho x >> {asked}\n{answer}\n")
+
+    first, second = find_cli(str(other)), find_cli(str(other))
+
+    assert not first.found and not second.found and first.problem == second.problem
+    assert asked.read_text() == "x\n"
 
 
 def test_find_cli_reports_one_version_for_one_binary_however_it_is_found(tmp_path: Path) -> None:

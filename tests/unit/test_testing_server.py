@@ -14,8 +14,10 @@ import httpx
 import pytest
 from pydantic import ValidationError
 
+from sf_provider.capabilities import check_auth, cloud_switches
 from sf_provider.scenarios import Scenario
 from sf_provider.testing import (
+    ROUTES_AWAY,
     FaultReply,
     RecordedRequest,
     Reply,
@@ -653,6 +655,21 @@ async def test_settings_point_the_cli_at_the_server_offline() -> None:
     assert env["ANTHROPIC_BASE_URL"] == api.base_url
     assert api.settings().max_retries == 0
     assert env["CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC"] == "1"
+
+
+async def test_settings_keep_this_machines_credentials_and_cloud_switches_from_the_cli(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    for name in ROUTES_AWAY:
+        monkeypatch.setenv(name, "1")
+    async with ScriptedMessagesAPI([]) as api:
+        settings = api.settings(isolate=False)  # even without the per-query isolation
+        asked = api.settings(env={"CLAUDE_CODE_USE_BEDROCK": "1"})
+
+    assert {name: settings.env[name] for name in ROUTES_AWAY} == dict.fromkeys(ROUTES_AWAY, "")
+    assert cloud_switches(settings) == []
+    assert check_auth(settings).detail == "ANTHROPIC_API_KEY is set"  # the placeholder
+    assert cloud_switches(asked) == ["CLAUDE_CODE_USE_BEDROCK"]  # what the caller sets back
 
 
 async def test_settings_overrides_and_extra_env_are_applied() -> None:
