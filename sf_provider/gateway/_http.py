@@ -53,7 +53,6 @@ __all__ = [
     "GatewaySettings",
     "ModelCall",
     "QueryResponse",
-    "Slots",
     "anthropic_client",
     "error_response",
     "keys_from",
@@ -346,24 +345,6 @@ def _json_body(raw: bytes) -> dict[str, Any]:
 # --------------------------------------------------------------------------- the guard
 
 
-class Slots:
-    """A count of model requests in flight, refused (not queued) when full: a queue would only
-    hide the overload from the client and its load balancer."""
-
-    def __init__(self, size: int) -> None:
-        self.size = size
-        self.used = 0
-
-    def take(self) -> bool:
-        if self.used >= self.size:
-            return False
-        self.used += 1
-        return True
-
-    def give_back(self) -> None:
-        self.used -= 1
-
-
 class _BodyTooLarge(Exception):
     pass
 
@@ -377,7 +358,9 @@ class GatewayGuard:
     limit (413), and only then a concurrency slot (429 with `Retry-After` when none is free):
     a slow client holds no slot. The body is handed on to the route."""
 
-    def __init__(self, app: ASGIApp, settings: GatewaySettings, slots: Slots) -> None:
+    def __init__(
+        self, app: ASGIApp, settings: GatewaySettings, slots: anyio.CapacityLimiter
+    ) -> None:
         self.app = app
         self.settings = settings
         self.slots = slots
@@ -449,12 +432,15 @@ class GatewayGuard:
             return
         if body is None:
             return  # the client left before sending its body
-        if not self.slots.take():
+        slot = object()
+        try:  # refused, not queued, when full: a queue would only hide the overload
+            self.slots.acquire_on_behalf_of_nowait(slot)
+        except anyio.WouldBlock:
             info = ErrorInfo(
                 429,
                 "rate_limit_error",
-                f"the gateway is serving its limit of {self.slots.size} requests at once; "
-                f"retry after the Retry-After delay",
+                f"the gateway is serving its limit of {self.settings.max_concurrency} requests at "
+                f"once; retry after the Retry-After delay",
                 code="concurrency_limit",
                 retry_after=self.settings.retry_after,
             )
@@ -463,7 +449,7 @@ class GatewayGuard:
         try:
             await self.app(scope, _replay(body, receive), send)
         finally:
-            self.slots.give_back()
+            self.slots.release_on_behalf_of(slot)
 
     def _refusal(self, headers: Headers) -> ErrorInfo | None:
         """Why a request that may come from a web page is refused (`_browsers`), if it is."""

@@ -11,7 +11,6 @@ the model routes, of the client: `anthropic_client`).
 from __future__ import annotations
 
 import argparse
-import ipaddress
 import logging
 import os
 import signal
@@ -38,12 +37,12 @@ from ..errors import ProviderError
 from ..provider import ClaudeAgentProvider
 from ..settings import ProviderSettings
 from ..testing import ROUTES_AWAY, ScriptedMessagesAPI, call_each_tool
+from ._browsers import allowed_host
 from ._errors import ErrorInfo, GatewayError
 from ._http import (
     KEYS_ENV,
     GatewayGuard,
     GatewaySettings,
-    Slots,
     anthropic_client,
     error_response,
     keys_from,
@@ -71,7 +70,7 @@ def create_app(
         uvicorn.run(create_app(GatewaySettings(api_keys=["..."])), host="127.0.0.1", port=8080)
     """
     settings = settings or GatewaySettings()
-    slots = Slots(settings.max_concurrency)
+    slots = anyio.CapacityLimiter(settings.max_concurrency)  # model requests in flight
     store = response_store(settings)
 
     @asynccontextmanager
@@ -103,8 +102,9 @@ def create_app(
             )
 
     async def healthz(_request: Request) -> Response:
+        in_flight = slots.borrowed_tokens
         return JSONResponse(
-            {"status": "ok", "in_flight": slots.used, "max_concurrency": slots.size}
+            {"status": "ok", "in_flight": in_flight, "max_concurrency": settings.max_concurrency}
         )
 
     checked: list[tuple[float, list[str]]] = []  # the last readiness check: when, what
@@ -204,20 +204,11 @@ def readiness_problems(settings: ProviderSettings) -> list[str]:
     return check_capabilities(settings).problems
 
 
-def _loopback(host: str) -> bool:
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False
-
-
 def run_gateway(args: argparse.Namespace) -> int:
     """`sf-provider gateway`: serve `create_app` with uvicorn until interrupted; with
     `--offline`, against the built-in scripted model (`sf_provider.testing.call_each_tool`)."""
     keys = keys_from(args.api_keys, os.environ)
-    if not keys and not _loopback(args.host) and not args.allow_no_auth:
+    if not keys and not allowed_host(args.host, frozenset()) and not args.allow_no_auth:
         print(
             f"sf-provider gateway: --host {args.host} is reachable from other machines, and "
             f"no API key is set: anyone there could spend your Claude account. Pass "
