@@ -376,13 +376,14 @@ class GatewayGuard:
         path: str = scope["path"]
         headers = Headers(scope=scope)
         style = _style(path, headers)
-        refusal = self._refusal(headers)
+        refusal = browsers.refusal(headers, self._hosts, self._origins, keyed=bool(self._keys))
         if refusal is not None:
             await _error_json(style, refusal)(scope, receive, send)
             return
         origin = headers.get("origin")
         if origin is not None:
-            if browsers.is_preflight(scope["method"], headers):
+            # A CORS preflight (it carries no key): answered here, from an allowed origin.
+            if scope["method"] == "OPTIONS" and "access-control-request-method" in headers:
                 response = Response(status_code=204, headers=browsers.cors_headers(origin, headers))
                 await response(scope, receive, send)
                 return
@@ -402,9 +403,9 @@ class GatewayGuard:
         if path not in _MODEL_PATHS or scope["method"] != "POST":
             await self.app(scope, receive, send)
             return
-        if not browsers.is_json(headers.get("content-type")):
-            info = browsers.not_json(headers.get("content-type"))
-            await _error_json(style, info)(scope, receive, send)
+        refusal = browsers.not_json(headers.get("content-type"))
+        if refusal is not None:
+            await _error_json(style, refusal)(scope, receive, send)
             return
         try:
             with anyio.fail_after(self.settings.body_timeout):
@@ -450,16 +451,6 @@ class GatewayGuard:
             await self.app(scope, _replay(body, receive), send)
         finally:
             self.slots.release_on_behalf_of(slot)
-
-    def _refusal(self, headers: Headers) -> ErrorInfo | None:
-        """Why a request that may come from a web page is refused (`_browsers`), if it is."""
-        host = headers.get("host")
-        if not self._keys and not browsers.allowed_host(host, self._hosts):
-            return browsers.host_refused(host)
-        origin = headers.get("origin")
-        if origin is not None and not browsers.allowed_origin(origin, self._origins):
-            return browsers.origin_refused(origin)
-        return None
 
     def _authorized(self, headers: Headers) -> bool:
         candidate = presented_key(headers).encode()
