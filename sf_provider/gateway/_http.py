@@ -616,67 +616,37 @@ class QueryResponse(Response):
 
                 group.start_soon(watch)
                 try:
-                    if self.call.events is None:
-                        await self._answer(scope, receive, send)
-                    else:
-                        await self._stream(self.call.events, scope, receive, send)
+                    await self._respond(scope, receive, send)
                 finally:
                     group.cancel_scope.cancel()
 
-    def _error(self, exc: ProviderError | GatewayError, headers: Mapping[str, str]) -> Response:
-        response = _error_json(self.style, error_info(exc))
-        response.headers.update(headers)
-        return response
-
-    async def _answer(self, scope: Scope, receive: Receive, send: Send) -> None:
-        collector = ResultCollector()
-        start: list[StreamPart] = []
-        try:
-            async for part in self.parts:
-                if isinstance(part, StreamStartPart):
-                    start.append(part)
-                collector.add(part)
-        except ProviderError as exc:
-            await self._error(exc, self._query_headers(start))(scope, receive, send)
-            return
-        answer = self.call.complete(collector.result())
-        try:
-            if inspect.isawaitable(answer):  # a door that keeps the answer (/v1/responses)
-                answer = await answer
-        except GatewayError as exc:  # it could not be kept (a response store gone away)
-            await self._error(exc, self._query_headers(start))(scope, receive, send)
-            return
-        await JSONResponse(answer, headers=self._query_headers(start))(scope, receive, send)
-
-    async def _stream(self, events: Events, scope: Scope, receive: Receive, send: Send) -> None:
-        head: list[StreamPart] = []
+    async def _respond(self, scope: Scope, receive: Receive, send: Send) -> None:
+        head: list[StreamPart] = []  # up to the first content: what the headers are made of
         try:
             async for part in self.parts:
                 head.append(part)
                 # An error part (and the finish after it) comes right before the error.
                 if not isinstance(part, StreamStartPart | ErrorPart | FinishPart):
                     break
-        except ProviderError as exc:
-            await self._error(exc, self._query_headers(head))(scope, receive, send)
+            answer = None if self.call.events else await self._complete(head)
+        except (ProviderError, GatewayError) as exc:  # GatewayError: the answer was not kept
+            response = _error_json(self.style, error_info(exc))
+            response.headers.update(self._query_headers(head))
+            await response(scope, receive, send)
             return
-        headers = [
-            (b"content-type", b"text/event-stream; charset=utf-8"),
-            (b"cache-control", b"no-cache"),
-            (b"x-accel-buffering", b"no"),  # proxies: pass each event on as it comes
-        ]
-        headers += [
-            (name.encode(), value.encode()) for name, value in self._query_headers(head).items()
-        ]
-        await send({"type": "http.response.start", "status": 200, "headers": headers})
-
-        async def all_parts() -> AsyncIterator[StreamPart]:
-            for part in head:
-                yield part
-            async for part in self.parts:
-                yield part
-
+        headers = self._query_headers(head)
+        if self.call.events is None:
+            await JSONResponse(answer, headers=headers)(scope, receive, send)
+            return
+        headers |= {
+            "content-type": "text/event-stream; charset=utf-8",
+            "cache-control": "no-cache",
+            "x-accel-buffering": "no",  # proxies: pass each event on as it comes
+        }
+        raw = [(name.encode(), value.encode()) for name, value in headers.items()]
+        await send({"type": "http.response.start", "status": 200, "headers": raw})
         try:
-            async with aclosing(events(all_parts())) as stream:
+            async with aclosing(self.call.events(self._all(head))) as stream:
                 async for event in stream:
                     await send({"type": "http.response.body", "body": event, "more_body": True})
         except ProviderError as exc:
@@ -685,13 +655,28 @@ class QueryResponse(Response):
             await send({"type": "http.response.body", "body": event, "more_body": True})
         await send({"type": "http.response.body", "body": b"", "more_body": False})
 
-    def _query_headers(self, parts: Sequence[StreamPart]) -> dict[str, str]:
+    async def _all(self, head: list[StreamPart]) -> AsyncIterator[StreamPart]:
+        """The query's parts: those read already (`head`), then the rest."""
+        for part in head:
+            yield part
+        async for part in self.parts:
+            yield part
+
+    async def _complete(self, head: list[StreamPart]) -> Any:
+        """The JSON body of the folded result; a door that keeps it (/v1/responses) first
+        stores it, and raises a `GatewayError` when it cannot (a response store gone away)."""
+        collector = ResultCollector()
+        async for part in self._all(head):
+            collector.add(part)
+        answer = self.call.complete(collector.result())
+        return await answer if inspect.isawaitable(answer) else answer
+
+    def _query_headers(self, head: Sequence[StreamPart]) -> dict[str, str]:
         """From the query's start part: the door's warnings, then the query's
         (`sf-provider-warnings`), and the process that served it (`sf-provider-process`:
         fresh, warm or continued)."""
-        starts = [part for part in parts if isinstance(part, StreamStartPart)]
-        query = [w for p in starts for w in p.warnings]
-        headers = warnings_header([*self.call.dropped, *_for_clients(query)])
-        if starts and starts[0].process:
-            headers[PROCESS_HEADER] = starts[0].process
+        start = next((p for p in head if isinstance(p, StreamStartPart)), StreamStartPart())
+        headers = warnings_header([*self.call.dropped, *_for_clients(start.warnings)])
+        if start.process:
+            headers[PROCESS_HEADER] = start.process
         return headers
