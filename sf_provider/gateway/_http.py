@@ -238,19 +238,14 @@ def warnings_header(warnings: Sequence[CallWarning]) -> dict[str, str]:
     """The `sf-provider-warnings` header for a query's warnings (none: no header)."""
     if not warnings:
         return {}
-    listed: list[str] = []
+    listed = [json.dumps({"code": w.code, "message": w.message}) for w in warnings]
     size = 2  # the brackets
-    for i, warning in enumerate(warnings):
-        entry = json.dumps({"code": warning.code, "message": warning.message})
-        if size + len(entry) + 1 > _WARNINGS_LIMIT - 100:  # room for the truncation entry
-            more = {
-                "code": "warnings-truncated",
-                "message": f"{len(warnings) - i} more warning(s) left out of this header",
-            }
-            listed.append(json.dumps(more))
-            break
-        listed.append(entry)
+    for i, entry in enumerate(listed):
         size += len(entry) + 1
+        if size > _WARNINGS_LIMIT - 100:  # room for the truncation entry
+            more = f"{len(listed) - i} more warning(s) left out of this header"
+            listed[i:] = [json.dumps({"code": "warnings-truncated", "message": more})]
+            break
     return {WARNINGS_HEADER: "[" + ",".join(listed) + "]"}
 
 

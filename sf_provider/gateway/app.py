@@ -102,10 +102,8 @@ def create_app(
             )
 
     async def healthz(_request: Request) -> Response:
-        in_flight = slots.borrowed_tokens
-        return JSONResponse(
-            {"status": "ok", "in_flight": in_flight, "max_concurrency": settings.max_concurrency}
-        )
+        in_flight, size = slots.borrowed_tokens, settings.max_concurrency
+        return JSONResponse({"status": "ok", "in_flight": in_flight, "max_concurrency": size})
 
     checked: list[tuple[float, list[str]]] = []  # the last readiness check: when, what
 
