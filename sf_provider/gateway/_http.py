@@ -450,29 +450,24 @@ class GatewayGuard:
     def _authorized(self, headers: Headers) -> bool:
         candidate = presented_key(headers).encode()
         # Every key is compared, so the time taken does not say which one nearly matched.
-        matched = False
-        for key in self._keys:
-            matched |= hmac.compare_digest(candidate, key)
-        return matched and bool(candidate)
+        matched = [hmac.compare_digest(candidate, key) for key in self._keys]
+        return any(matched) and bool(candidate)
 
     async def _read_body(self, headers: Headers, receive: Receive) -> bytes | None:
         limit = self.settings.max_body_bytes
         declared = headers.get("content-length", "")
         if declared.isdigit() and int(declared) > limit:
             raise _BodyTooLarge
-        chunks: list[bytes] = []
-        size = 0
+        body = bytearray()
         while True:
             message = await receive()
             if message["type"] == "http.disconnect":
                 return None
-            chunk = message.get("body", b"")
-            size += len(chunk)
-            if size > limit:
+            body += message.get("body", b"")
+            if len(body) > limit:
                 raise _BodyTooLarge
-            chunks.append(chunk)
             if not message.get("more_body", False):
-                return b"".join(chunks)
+                return bytes(body)
 
 
 def presented_key(headers: Headers) -> str:
