@@ -8,12 +8,10 @@ them, as with any model API.
 
 from __future__ import annotations
 
-try:
-    import starlette  # noqa: F401
-except ImportError as exc:  # pragma: no cover - exercised only without the extra
-    raise ImportError(
-        "sf_provider.gateway needs the extra: pip install 'sf-provider[gateway]'"
-    ) from exc
+import importlib.util
+
+if importlib.util.find_spec("starlette") is None:  # pragma: no cover - only without the extra
+    raise ImportError("sf_provider.gateway needs the extra: pip install 'sf-provider[gateway]'")
 
 from ._http import GatewaySettings
 from .app import create_app

@@ -22,18 +22,7 @@ from starlette.types import Message, Send
 
 from ._errors import ErrorInfo
 
-__all__ = [
-    "allowed_host",
-    "allowed_origin",
-    "cors_headers",
-    "host_refused",
-    "is_json",
-    "is_preflight",
-    "normalize_origins",
-    "not_json",
-    "origin_refused",
-    "with_cors",
-]
+__all__ = ["allowed_host", "cors_headers", "normalize_origins", "not_json", "refusal", "with_cors"]
 
 #: The methods the gateway's routes take, named in a preflight's answer.
 _METHODS = "GET, POST, DELETE, OPTIONS"
@@ -65,32 +54,32 @@ def allowed_host(host: str | None, allowed: frozenset[str]) -> bool:
         return False
 
 
-def allowed_origin(origin: str, allowed: frozenset[str]) -> bool:
-    """Whether a page from `origin` (its `Origin` header, as the browser wrote it) may use the
-    gateway: listed exactly (scheme, host and port; letter case aside), or `*` is."""
-    return "*" in allowed or origin.strip().lower().rstrip("/") in allowed
-
-
 def normalize_origins(origins: list[str]) -> frozenset[str]:
-    """`--allow-origin` values as `allowed_origin` compares them."""
+    """`--allow-origin` values as `refusal` compares them."""
     return frozenset(o.strip().lower().rstrip("/") for o in origins if o.strip())
 
 
-def host_refused(host: str | None) -> ErrorInfo:
-    """The 403 of a request naming a host the gateway does not answer without keys."""
-    return ErrorInfo(
-        403,
-        "permission_error",
-        f"this gateway has no API keys, so it answers only requests addressed to a loopback "
-        f"host (localhost, 127.0.0.1, ::1), not {host or 'no Host header'!r}: a web page can "
-        f"reach a loopback server through a name it controls (DNS rebinding). Connect to "
-        f"127.0.0.1, or start the gateway with --api-key (or --allow-host NAME behind a proxy)",
-        code="host_not_allowed",
-    )
-
-
-def origin_refused(origin: str) -> ErrorInfo:
-    """The 403 of a browser request from an origin that is not allowed."""
+def refusal(
+    headers: Headers, hosts: frozenset[str], origins: frozenset[str], *, keyed: bool
+) -> ErrorInfo | None:
+    """Why a request that may come from a web page is refused (403), if it is: without keys
+    (`keyed`), a `Host` that is not `allowed_host` with `hosts`; an `Origin` not in `origins`
+    (normalized; listed exactly: scheme, host and port, letter case aside), unless `*` is."""
+    host = headers.get("host")
+    if not keyed and not allowed_host(host, hosts):
+        return ErrorInfo(
+            403,
+            "permission_error",
+            f"this gateway has no API keys, so it answers only requests addressed to a loopback "
+            f"host (localhost, 127.0.0.1, ::1), not {host or 'no Host header'!r}: a web page can "
+            f"reach a loopback server through a name it controls (DNS rebinding). Connect to "
+            f"127.0.0.1, or start the gateway with --api-key (or --allow-host NAME behind a "
+            f"proxy)",
+            code="host_not_allowed",
+        )
+    origin = headers.get("origin")
+    if origin is None or "*" in origins or origin.strip().lower().rstrip("/") in origins:
+        return None
     return ErrorInfo(
         403,
         "permission_error",
@@ -100,8 +89,13 @@ def origin_refused(origin: str) -> ErrorInfo:
     )
 
 
-def not_json(content_type: str | None) -> ErrorInfo:
-    """The 415 of a model request whose body is not declared JSON."""
+def not_json(content_type: str | None) -> ErrorInfo | None:
+    """The 415 of a model request whose body is not declared JSON: `application/json` or
+    `application/*+json`, with any parameters (`; charset=utf-8`); None when it is."""
+    media = (content_type or "").partition(";")[0].strip().lower()
+    kind, _, sub = media.partition("/")
+    if kind == "application" and (sub == "json" or sub.endswith("+json")):
+        return None
     return ErrorInfo(
         415,
         "invalid_request_error",
@@ -109,19 +103,6 @@ def not_json(content_type: str | None) -> ErrorInfo:
         f"not {content_type or 'no Content-Type'!r} (curl: -H 'content-type: application/json')",
         code="unsupported_media_type",
     )
-
-
-def is_json(content_type: str | None) -> bool:
-    """Whether a `Content-Type` says JSON: `application/json` or `application/*+json`, with
-    any parameters (`; charset=utf-8`)."""
-    media = (content_type or "").partition(";")[0].strip().lower()
-    kind, _, sub = media.partition("/")
-    return kind == "application" and (sub == "json" or sub.endswith("+json"))
-
-
-def is_preflight(method: str, headers: Headers) -> bool:
-    """Whether a request is a CORS preflight."""
-    return method == "OPTIONS" and "access-control-request-method" in headers
 
 
 def cors_headers(origin: str, headers: Headers) -> dict[str, str]:

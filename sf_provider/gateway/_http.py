@@ -53,7 +53,6 @@ __all__ = [
     "GatewaySettings",
     "ModelCall",
     "QueryResponse",
-    "Slots",
     "anthropic_client",
     "error_response",
     "keys_from",
@@ -239,19 +238,14 @@ def warnings_header(warnings: Sequence[CallWarning]) -> dict[str, str]:
     """The `sf-provider-warnings` header for a query's warnings (none: no header)."""
     if not warnings:
         return {}
-    listed: list[str] = []
+    listed = [json.dumps({"code": w.code, "message": w.message}) for w in warnings]
     size = 2  # the brackets
-    for i, warning in enumerate(warnings):
-        entry = json.dumps({"code": warning.code, "message": warning.message})
-        if size + len(entry) + 1 > _WARNINGS_LIMIT - 100:  # room for the truncation entry
-            more = {
-                "code": "warnings-truncated",
-                "message": f"{len(warnings) - i} more warning(s) left out of this header",
-            }
-            listed.append(json.dumps(more))
-            break
-        listed.append(entry)
+    for i, entry in enumerate(listed):
         size += len(entry) + 1
+        if size > _WARNINGS_LIMIT - 100:  # room for the truncation entry
+            more = f"{len(listed) - i} more warning(s) left out of this header"
+            listed[i:] = [json.dumps({"code": "warnings-truncated", "message": more})]
+            break
     return {WARNINGS_HEADER: "[" + ",".join(listed) + "]"}
 
 
@@ -346,24 +340,6 @@ def _json_body(raw: bytes) -> dict[str, Any]:
 # --------------------------------------------------------------------------- the guard
 
 
-class Slots:
-    """A count of model requests in flight, refused (not queued) when full: a queue would only
-    hide the overload from the client and its load balancer."""
-
-    def __init__(self, size: int) -> None:
-        self.size = size
-        self.used = 0
-
-    def take(self) -> bool:
-        if self.used >= self.size:
-            return False
-        self.used += 1
-        return True
-
-    def give_back(self) -> None:
-        self.used -= 1
-
-
 class _BodyTooLarge(Exception):
     pass
 
@@ -377,7 +353,9 @@ class GatewayGuard:
     limit (413), and only then a concurrency slot (429 with `Retry-After` when none is free):
     a slow client holds no slot. The body is handed on to the route."""
 
-    def __init__(self, app: ASGIApp, settings: GatewaySettings, slots: Slots) -> None:
+    def __init__(
+        self, app: ASGIApp, settings: GatewaySettings, slots: anyio.CapacityLimiter
+    ) -> None:
         self.app = app
         self.settings = settings
         self.slots = slots
@@ -393,13 +371,14 @@ class GatewayGuard:
         path: str = scope["path"]
         headers = Headers(scope=scope)
         style = _style(path, headers)
-        refusal = self._refusal(headers)
+        refusal = browsers.refusal(headers, self._hosts, self._origins, keyed=bool(self._keys))
         if refusal is not None:
             await _error_json(style, refusal)(scope, receive, send)
             return
         origin = headers.get("origin")
         if origin is not None:
-            if browsers.is_preflight(scope["method"], headers):
+            # A CORS preflight (it carries no key): answered here, from an allowed origin.
+            if scope["method"] == "OPTIONS" and "access-control-request-method" in headers:
                 response = Response(status_code=204, headers=browsers.cors_headers(origin, headers))
                 await response(scope, receive, send)
                 return
@@ -419,9 +398,9 @@ class GatewayGuard:
         if path not in _MODEL_PATHS or scope["method"] != "POST":
             await self.app(scope, receive, send)
             return
-        if not browsers.is_json(headers.get("content-type")):
-            info = browsers.not_json(headers.get("content-type"))
-            await _error_json(style, info)(scope, receive, send)
+        refusal = browsers.not_json(headers.get("content-type"))
+        if refusal is not None:
+            await _error_json(style, refusal)(scope, receive, send)
             return
         try:
             with anyio.fail_after(self.settings.body_timeout):
@@ -449,12 +428,15 @@ class GatewayGuard:
             return
         if body is None:
             return  # the client left before sending its body
-        if not self.slots.take():
+        slot = object()
+        try:  # refused, not queued, when full: a queue would only hide the overload
+            self.slots.acquire_on_behalf_of_nowait(slot)
+        except anyio.WouldBlock:
             info = ErrorInfo(
                 429,
                 "rate_limit_error",
-                f"the gateway is serving its limit of {self.slots.size} requests at once; "
-                f"retry after the Retry-After delay",
+                f"the gateway is serving its limit of {self.settings.max_concurrency} requests at "
+                f"once; retry after the Retry-After delay",
                 code="concurrency_limit",
                 retry_after=self.settings.retry_after,
             )
@@ -463,44 +445,29 @@ class GatewayGuard:
         try:
             await self.app(scope, _replay(body, receive), send)
         finally:
-            self.slots.give_back()
-
-    def _refusal(self, headers: Headers) -> ErrorInfo | None:
-        """Why a request that may come from a web page is refused (`_browsers`), if it is."""
-        host = headers.get("host")
-        if not self._keys and not browsers.allowed_host(host, self._hosts):
-            return browsers.host_refused(host)
-        origin = headers.get("origin")
-        if origin is not None and not browsers.allowed_origin(origin, self._origins):
-            return browsers.origin_refused(origin)
-        return None
+            self.slots.release_on_behalf_of(slot)
 
     def _authorized(self, headers: Headers) -> bool:
         candidate = presented_key(headers).encode()
         # Every key is compared, so the time taken does not say which one nearly matched.
-        matched = False
-        for key in self._keys:
-            matched |= hmac.compare_digest(candidate, key)
-        return matched and bool(candidate)
+        matched = [hmac.compare_digest(candidate, key) for key in self._keys]
+        return any(matched) and bool(candidate)
 
     async def _read_body(self, headers: Headers, receive: Receive) -> bytes | None:
         limit = self.settings.max_body_bytes
         declared = headers.get("content-length", "")
         if declared.isdigit() and int(declared) > limit:
             raise _BodyTooLarge
-        chunks: list[bytes] = []
-        size = 0
+        body = bytearray()
         while True:
             message = await receive()
             if message["type"] == "http.disconnect":
                 return None
-            chunk = message.get("body", b"")
-            size += len(chunk)
-            if size > limit:
+            body += message.get("body", b"")
+            if len(body) > limit:
                 raise _BodyTooLarge
-            chunks.append(chunk)
             if not message.get("more_body", False):
-                return b"".join(chunks)
+                return bytes(body)
 
 
 def presented_key(headers: Headers) -> str:
@@ -639,67 +606,37 @@ class QueryResponse(Response):
 
                 group.start_soon(watch)
                 try:
-                    if self.call.events is None:
-                        await self._answer(scope, receive, send)
-                    else:
-                        await self._stream(self.call.events, scope, receive, send)
+                    await self._respond(scope, receive, send)
                 finally:
                     group.cancel_scope.cancel()
 
-    def _error(self, exc: ProviderError | GatewayError, headers: Mapping[str, str]) -> Response:
-        response = _error_json(self.style, error_info(exc))
-        response.headers.update(headers)
-        return response
-
-    async def _answer(self, scope: Scope, receive: Receive, send: Send) -> None:
-        collector = ResultCollector()
-        start: list[StreamPart] = []
-        try:
-            async for part in self.parts:
-                if isinstance(part, StreamStartPart):
-                    start.append(part)
-                collector.add(part)
-        except ProviderError as exc:
-            await self._error(exc, self._query_headers(start))(scope, receive, send)
-            return
-        answer = self.call.complete(collector.result())
-        try:
-            if inspect.isawaitable(answer):  # a door that keeps the answer (/v1/responses)
-                answer = await answer
-        except GatewayError as exc:  # it could not be kept (a response store gone away)
-            await self._error(exc, self._query_headers(start))(scope, receive, send)
-            return
-        await JSONResponse(answer, headers=self._query_headers(start))(scope, receive, send)
-
-    async def _stream(self, events: Events, scope: Scope, receive: Receive, send: Send) -> None:
-        head: list[StreamPart] = []
+    async def _respond(self, scope: Scope, receive: Receive, send: Send) -> None:
+        head: list[StreamPart] = []  # up to the first content: what the headers are made of
         try:
             async for part in self.parts:
                 head.append(part)
                 # An error part (and the finish after it) comes right before the error.
                 if not isinstance(part, StreamStartPart | ErrorPart | FinishPart):
                     break
-        except ProviderError as exc:
-            await self._error(exc, self._query_headers(head))(scope, receive, send)
+            answer = None if self.call.events else await self._complete(head)
+        except (ProviderError, GatewayError) as exc:  # GatewayError: the answer was not kept
+            response = _error_json(self.style, error_info(exc))
+            response.headers.update(self._query_headers(head))
+            await response(scope, receive, send)
             return
-        headers = [
-            (b"content-type", b"text/event-stream; charset=utf-8"),
-            (b"cache-control", b"no-cache"),
-            (b"x-accel-buffering", b"no"),  # proxies: pass each event on as it comes
-        ]
-        headers += [
-            (name.encode(), value.encode()) for name, value in self._query_headers(head).items()
-        ]
-        await send({"type": "http.response.start", "status": 200, "headers": headers})
-
-        async def all_parts() -> AsyncIterator[StreamPart]:
-            for part in head:
-                yield part
-            async for part in self.parts:
-                yield part
-
+        headers = self._query_headers(head)
+        if self.call.events is None:
+            await JSONResponse(answer, headers=headers)(scope, receive, send)
+            return
+        headers |= {
+            "content-type": "text/event-stream; charset=utf-8",
+            "cache-control": "no-cache",
+            "x-accel-buffering": "no",  # proxies: pass each event on as it comes
+        }
+        raw = [(name.encode(), value.encode()) for name, value in headers.items()]
+        await send({"type": "http.response.start", "status": 200, "headers": raw})
         try:
-            async with aclosing(events(all_parts())) as stream:
+            async with aclosing(self.call.events(self._all(head))) as stream:
                 async for event in stream:
                     await send({"type": "http.response.body", "body": event, "more_body": True})
         except ProviderError as exc:
@@ -708,13 +645,28 @@ class QueryResponse(Response):
             await send({"type": "http.response.body", "body": event, "more_body": True})
         await send({"type": "http.response.body", "body": b"", "more_body": False})
 
-    def _query_headers(self, parts: Sequence[StreamPart]) -> dict[str, str]:
+    async def _all(self, head: list[StreamPart]) -> AsyncIterator[StreamPart]:
+        """The query's parts: those read already (`head`), then the rest."""
+        for part in head:
+            yield part
+        async for part in self.parts:
+            yield part
+
+    async def _complete(self, head: list[StreamPart]) -> Any:
+        """The JSON body of the folded result; a door that keeps it (/v1/responses) first
+        stores it, and raises a `GatewayError` when it cannot (a response store gone away)."""
+        collector = ResultCollector()
+        async for part in self._all(head):
+            collector.add(part)
+        answer = self.call.complete(collector.result())
+        return await answer if inspect.isawaitable(answer) else answer
+
+    def _query_headers(self, head: Sequence[StreamPart]) -> dict[str, str]:
         """From the query's start part: the door's warnings, then the query's
         (`sf-provider-warnings`), and the process that served it (`sf-provider-process`:
         fresh, warm or continued)."""
-        starts = [part for part in parts if isinstance(part, StreamStartPart)]
-        query = [w for p in starts for w in p.warnings]
-        headers = warnings_header([*self.call.dropped, *_for_clients(query)])
-        if starts and starts[0].process:
-            headers[PROCESS_HEADER] = starts[0].process
+        start = next((p for p in head if isinstance(p, StreamStartPart)), StreamStartPart())
+        headers = warnings_header([*self.call.dropped, *_for_clients(start.warnings)])
+        if start.process:
+            headers[PROCESS_HEADER] = start.process
         return headers

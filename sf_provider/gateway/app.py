@@ -11,7 +11,6 @@ the model routes, of the client: `anthropic_client`).
 from __future__ import annotations
 
 import argparse
-import ipaddress
 import logging
 import os
 import signal
@@ -36,12 +35,12 @@ from ..errors import ProviderError
 from ..provider import ClaudeAgentProvider
 from ..settings import ProviderSettings
 from ..testing import ScriptedMessagesAPI, call_each_tool
+from ._browsers import allowed_host
 from ._errors import ErrorInfo, GatewayError
 from ._http import (
     KEYS_ENV,
     GatewayGuard,
     GatewaySettings,
-    Slots,
     anthropic_client,
     error_response,
     keys_from,
@@ -69,7 +68,7 @@ def create_app(
         uvicorn.run(create_app(GatewaySettings(api_keys=["..."])), host="127.0.0.1", port=8080)
     """
     settings = settings or GatewaySettings()
-    slots = Slots(settings.max_concurrency)
+    slots = anyio.CapacityLimiter(settings.max_concurrency)  # model requests in flight
     store = response_store(settings)
 
     @asynccontextmanager
@@ -101,9 +100,8 @@ def create_app(
             )
 
     async def healthz(_request: Request) -> Response:
-        return JSONResponse(
-            {"status": "ok", "in_flight": slots.used, "max_concurrency": slots.size}
-        )
+        in_flight, size = slots.borrowed_tokens, settings.max_concurrency
+        return JSONResponse({"status": "ok", "in_flight": in_flight, "max_concurrency": size})
 
     checked: list[tuple[float, list[str]]] = []  # the last readiness check: when, what
 
@@ -202,21 +200,12 @@ def readiness_problems(settings: ProviderSettings) -> list[str]:
     return check_capabilities(settings).problems
 
 
-def _loopback(host: str) -> bool:
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False
-
-
 def run_gateway(args: argparse.Namespace) -> int:
     """`sf-provider gateway`: serve `create_app` with uvicorn until interrupted; with
     `--offline`, against the built-in scripted model (`sf_provider.testing.call_each_tool`)."""
     keys = keys_from(args.api_keys, os.environ)
     offline = bool(getattr(args, "offline", False))
-    if not keys and not _loopback(args.host) and not args.allow_no_auth:
+    if not keys and not allowed_host(args.host, frozenset()) and not args.allow_no_auth:
         print(_open_port_refusal(args.host, offline), file=sys.stderr)
         return 2
     overrides: dict[str, object] = {}
