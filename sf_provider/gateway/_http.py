@@ -319,12 +319,22 @@ def _json_shape_error(raw: bytes) -> GatewayError | None:
 def _json_body(raw: bytes) -> dict[str, Any]:
     """The request's JSON object, its shape checked before it is parsed (`_json_shape_error`;
     the guard has already bounded its size). CPU work: call it off the event loop."""
+    # UTF-8 only (RFC 8259): the shape check reads the bytes as UTF-8, so a body in UTF-16 or
+    # UTF-32, which json.loads reads too, would slip past it. UTF-8 JSON holds no NUL byte.
+    try:
+        text = raw.decode("utf-8-sig")
+    except UnicodeDecodeError:
+        text = "\0"
+    if "\0" in text:
+        raise GatewayError(
+            invalid_request("the request body is not UTF-8, as JSON must be (RFC 8259); send UTF-8")
+        )
     error = _json_shape_error(raw)
     if error is not None:
         raise error
     try:
-        body = json.loads(raw)
-    except ValueError as exc:  # UnicodeDecodeError is one too
+        body = json.loads(text)
+    except ValueError as exc:
         raise GatewayError(invalid_request(f"the request body is not valid JSON: {exc}")) from None
     except RecursionError:
         raise GatewayError(

@@ -716,6 +716,35 @@ async def test_a_deeply_nested_body_is_a_400_not_a_500() -> None:
     assert api.all_requests == []
 
 
+@pytest.mark.parametrize("encoding", ["utf-16-le", "utf-16", "utf-32"])
+async def test_a_body_not_in_utf8_is_a_400_before_its_shape_is_read(encoding: str) -> None:
+    # json.loads reads UTF-16 and UTF-32 bytes, but the shape check scans the bytes as UTF-8,
+    # where an escaped quote pairs the string quotes wrongly: this body, nested 600 deep,
+    # passed the depth limit and was parsed.
+    deep = "[" * 600 + "]" * 600
+    metadata = {"quote": '"', "x": None, "after": "a string"}
+    body = json.dumps({"model": MODEL, "metadata": metadata, "messages": QUESTION})
+    async with ScriptedMessagesAPI([]) as api, gateway(api.settings()) as (base_url, _):
+        response = await raw_post(base_url, body.replace("null", deep).encode(encoding))
+        await healthy(base_url)
+    error = assert_openai_error(response, 400, "invalid_request_error")
+    assert error["message"] == (
+        "the request body is not UTF-8, as JSON must be (RFC 8259); send UTF-8"
+    )
+    assert api.all_requests == []
+
+
+async def test_a_utf8_body_with_a_byte_order_mark_is_read() -> None:
+    body = json.dumps({"model": MODEL, "messages": QUESTION}).encode("utf-8-sig")
+    async with (
+        ScriptedMessagesAPI([reply(text("Hello."))]) as api,
+        gateway(api.settings()) as (base_url, _),
+    ):
+        response = await raw_post(base_url, body)
+    assert response.status_code == 200, response.text
+    assert response.json()["choices"][0]["message"]["content"] == "Hello."
+
+
 def _asking_about(image_url: dict[str, Any]) -> list[dict[str, Any]]:
     """A user message asking about one image (`image_url` as the client sends it)."""
     content = [
