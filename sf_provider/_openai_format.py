@@ -108,34 +108,20 @@ def chat_request(body: Mapping[str, Any], drop: Collection[str] = ()) -> ChatReq
     sampling settings and a value that cannot be honoured are left out, each with a warning.
     """
     given = {k: v for k, v in body.items() if v is not None}
-    dropped: list[t.CallWarning] = []
-    for name, value in list(given.items()):
-        if name in wire.SAMPLING and name in drop:
-            dropped.append(wire.dropped(name))
-            del given[name]
-        elif name in _ONLY_DEFAULT:
-            allowed, reason = _ONLY_DEFAULT[name]
-            if wire.asks_nothing(value, allowed):
-                continue
-            if name not in DROPPABLE or name not in drop:
-                raise UnsupportedParameterError(
-                    name, f"{json.dumps(value)} cannot be honoured: {reason}; leave it out"
-                )
-            dropped.append(wire.dropped(name, reason))
-            del given[name]
-        elif name not in _HONOURED and name not in _IGNORED:
-            raise UnsupportedParameterError(
-                name, "not a Chat Completions parameter this server knows; leave it out"
-            )
+    read, droppable = _HONOURED | _IGNORED, DROPPABLE.intersection(drop)
+    dropped = wire.known_parameters(
+        given, "a Chat Completions parameter", read, _ONLY_DEFAULT, droppable
+    )
     if "messages" not in given:
         raise InvalidMessagesError("'messages' is required: a non-empty list of messages")
     tools = wire.function_tools(given.get("tools") or [], nested=True)
     options = wire.model_option(given)
     if "tool_choice" in given:
         tools, options["tool_choice"] = wire.tool_choice(tools, given["tool_choice"], nested=True)
+    for name in ("parallel_tool_calls", "stream"):
+        if name in given and not isinstance(given[name], bool):
+            raise UnsupportedParameterError(name, "must be true or false")
     if "parallel_tool_calls" in given:
-        if not isinstance(given["parallel_tool_calls"], bool):
-            raise UnsupportedParameterError("parallel_tool_calls", "must be true or false")
         options["parallel_tool_calls"] = given["parallel_tool_calls"]
     limits = {k: given[k] for k in ("max_completion_tokens", "max_tokens") if k in given}
     for name, limit in limits.items():
@@ -162,15 +148,10 @@ def chat_request(body: Mapping[str, Any], drop: Collection[str] = ()) -> ChatReq
                 "thinking", "contradicts reasoning_effort 'none' (thinking off); send one of them"
             )
         options["thinking"] = thinking
-    structured = False
-    if "response_format" in given:
-        schema = _output_schema(given["response_format"])
-        if schema is not None:
-            options["output_schema"] = schema
-            structured = True
+    schema = _output_schema(given.get("response_format"))
+    if schema is not None:
+        options["output_schema"] = schema
     stream = given.get("stream", False)
-    if not isinstance(stream, bool):
-        raise UnsupportedParameterError("stream", "must be true or false")
     stream_options = wire.stream_options(given.get("stream_options"), stream, ("include_usage",))
     messages = provider_messages(given["messages"])
     tools = wire.history_tools(messages, tools, options)
@@ -178,7 +159,7 @@ def chat_request(body: Mapping[str, Any], drop: Collection[str] = ()) -> ChatReq
     if stop:
         options["stop_sequences"] = stop
     include_usage = bool(stream_options.get("include_usage"))
-    model = options.get("model")
+    structured, model = schema is not None, options.get("model")
     return ChatRequest(model, messages, tools, options, stream, include_usage, structured, dropped)
 
 
@@ -193,6 +174,8 @@ def _stop_sequences(stop: Any) -> list[str]:
 
 def _output_schema(response_format: Any) -> dict[str, Any] | None:
     """`response_format` -> the provider's `output_schema` (None: plain text)."""
+    if response_format is None:
+        return None
     if not isinstance(response_format, Mapping):
         raise UnsupportedParameterError("response_format", "must be an object with a 'type'")
     extra = sorted(k for k in response_format if k not in ("type", "json_schema"))

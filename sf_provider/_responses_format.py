@@ -107,18 +107,7 @@ class ResponsesRequest:
 def parse_request(body: Mapping[str, Any]) -> ResponsesRequest:
     """Read a Responses API request body; refuse what cannot be honoured, naming the field."""
     given = {k: v for k, v in body.items() if v is not None}
-    for name, value in given.items():
-        if name in _HONOURED or name in _IGNORED:
-            continue
-        if name not in _ONLY_DEFAULT:
-            raise UnsupportedParameterError(
-                name, "not a Responses API field this server knows; leave it out"
-            )
-        allowed, reason = _ONLY_DEFAULT[name]
-        if not wire.asks_nothing(value, allowed):
-            raise UnsupportedParameterError(
-                name, f"{json.dumps(value)} cannot be honoured: {reason}; leave it out"
-            )
+    wire.known_parameters(given, "a Responses API field", _HONOURED | _IGNORED, _ONLY_DEFAULT)
     previous = given.get("previous_response_id")
     if previous is not None and (not isinstance(previous, str) or not previous):
         raise UnsupportedParameterError("previous_response_id", "must be a response id")

@@ -11,7 +11,7 @@ Imports neither `provider` nor a wire-format module: they import it.
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from typing import Any
 
 from ._messages import IMAGE_DETAIL, NO_LOW_DETAIL, TOOLS_NEEDED
@@ -34,6 +34,7 @@ __all__ = [
     "function_tools",
     "history_tools",
     "image_detail",
+    "known_parameters",
     "model_option",
     "output_schema",
     "reasoning",
@@ -100,6 +101,38 @@ def asks_nothing(value: Any, allowed: tuple[Any, ...]) -> bool:
         and any(isinstance(a, int | float) and not isinstance(a, bool) and value == a
                 for a in allowed)
     )  # fmt: skip
+
+
+def known_parameters(
+    given: dict[str, Any],
+    what: str,
+    read: Collection[str],
+    only_default: Mapping[str, tuple[tuple[Any, ...], str]],
+    drop: Collection[str] = (),
+) -> list[CallWarning]:
+    """Refuse a parameter of `given` (the request body without nulls) that is neither `read`
+    nor, at a value that asks for nothing (`asks_nothing`), in `only_default` (the values and
+    why any other cannot be honoured), naming it; `what` is what it is not ("a Chat Completions
+    parameter"). The sampling settings and an `only_default` value named in `drop`
+    (`drop_params`) are taken out of `given` instead, each with its `dropped` warning."""
+    warnings: list[CallWarning] = []
+    for name, value in list(given.items()):
+        if name in SAMPLING and name in drop:
+            warnings.append(dropped(name))
+            del given[name]
+        elif name in only_default:
+            allowed, reason = only_default[name]
+            if asks_nothing(value, allowed):
+                continue
+            if name not in drop:
+                raise UnsupportedParameterError(
+                    name, f"{json.dumps(value)} cannot be honoured: {reason}; leave it out"
+                )
+            warnings.append(dropped(name, reason))
+            del given[name]
+        elif name not in read:
+            raise UnsupportedParameterError(name, f"not {what} this server knows; leave it out")
+    return warnings
 
 
 def model_option(body: Mapping[str, Any]) -> dict[str, Any]:
