@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 import uuid
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
@@ -391,6 +391,13 @@ def _image_block(block: Mapping[str, Any], where: str) -> req.Image:
     )
 
 
+#: How a user turn's and a tool result's text and image blocks are read.
+_MEDIA: dict[str, Callable[[Mapping[str, Any], str], req.Text | req.Image]] = {
+    "text": _text_block,
+    "image": _image_block,
+}
+
+
 def _tool_result(block: Mapping[str, Any], where: str) -> req.ToolResult:
     _check_keys(block, where, {"type", "tool_use_id", "content", "is_error"}, {"cache_control"})
     call_id = block.get("tool_use_id")
@@ -399,28 +406,16 @@ def _tool_result(block: Mapping[str, Any], where: str) -> req.ToolResult:
     is_error = block.get("is_error", False)
     if not isinstance(is_error, bool):  # "false" would be truthy: sent as an error
         raise InvalidMessagesError(f"{where}.is_error: must be true or false, not {is_error!r}")
-    content = block.get("content", "")
-    if isinstance(content, str):
-        return req.ToolResult(call_id, content, is_error)
-    if not isinstance(content, list):
-        raise InvalidMessagesError(f"{where}.content: must be a string or a list of blocks")
     parts: list[req.Text | req.Image] = []
-    for i, item in enumerate(content):
+    for i, item in enumerate(_blocks(block.get("content", ""), f"{where}.content")):
         here = f"{where}.content[{i}]"
         kind = _block_type(item, here)
-        if kind == "image":
-            parts.append(_image_block(item, here))
-        elif kind == "text":
-            parts.append(_text_block(item, here))
-        else:
+        if kind not in _MEDIA:
             raise _refuse(
                 here, f"{kind!r} blocks in a tool result are not supported; send text and images"
             )
-    if not parts:
-        return req.ToolResult(call_id, "", is_error)
-    if len(parts) == 1 and isinstance(parts[0], req.Text):
-        return req.ToolResult(call_id, parts[0].text, is_error)
-    return req.ToolResult(call_id, tuple(parts), is_error)  # each block reaches the model as sent
+        parts.append(_MEDIA[kind](item, here))
+    return req.ToolResult(call_id, wire.tool_output(parts), is_error)
 
 
 def _user(content: Any, where: str) -> list[req.Message]:
@@ -431,10 +426,8 @@ def _user(content: Any, where: str) -> list[req.Message]:
     for i, block in enumerate(_blocks(content, where)):
         here = f"{where}[{i}]"
         kind = _block_type(block, here)
-        if kind == "text":
-            parts.append(_text_block(block, here))
-        elif kind == "image":
-            parts.append(_image_block(block, here))
+        if kind in _MEDIA:
+            parts.append(_MEDIA[kind](block, here))
         elif kind == "tool_result":
             if parts:
                 before = "text" if isinstance(parts[-1], req.Text) else "image"

@@ -305,9 +305,7 @@ def provider_messages(messages: Any) -> list[req.Message]:
             call_id = message.get("tool_call_id")
             if not isinstance(call_id, str) or not call_id:
                 raise InvalidMessagesError(f"{where}: a tool message needs its 'tool_call_id'")
-            parts = _text_blocks(content, where)
-            # Several parts: each its own block, as sent.
-            output = parts if len(parts) > 1 else parts[0].text if parts else ""
+            output = wire.tool_output(_text_blocks(content, where))
             converted.append(req.ToolMessage((req.ToolResult(call_id, output),)))
     _check_names(messages)
     return converted

@@ -421,12 +421,7 @@ def _tool_result(item: Mapping[str, Any], path: str) -> req.ToolResult:
     call_id, output = item.get("call_id"), item.get("output")
     if not isinstance(call_id, str) or not call_id:
         raise InvalidMessagesError(f"{path}: a function_call_output needs its 'call_id'")
-    if isinstance(output, str):
-        return req.ToolResult(call_id, output)
-    parts = _media(output, f"{path}.output")
-    if len(parts) == 1 and isinstance(parts[0], req.Text):
-        return req.ToolResult(call_id, parts[0].text)
-    return req.ToolResult(call_id, parts or "")
+    return req.ToolResult(call_id, wire.tool_output(_media(output, f"{path}.output")))
 
 
 #: `encrypted_content` of the reasoning items given out here: signed thinking, or a redacted

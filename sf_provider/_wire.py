@@ -15,7 +15,15 @@ from collections.abc import Callable, Collection, Mapping, Sequence
 from typing import Any
 
 from ._messages import IMAGE_DETAIL, NO_LOW_DETAIL, TOOLS_NEEDED
-from ._request import AssistantMessage, Message, Reasoning, ToolCall, holds_tool_blocks
+from ._request import (
+    AssistantMessage,
+    Image,
+    Message,
+    Reasoning,
+    Text,
+    ToolCall,
+    holds_tool_blocks,
+)
 from ._tool_choice import NamedToolChoice, ToolChoice, offered_tools
 from .errors import InvalidMessagesError, UnsupportedRequestError
 from .settings import EFFORT_NAMES
@@ -42,6 +50,7 @@ __all__ = [
     "stream_options",
     "thinking_block",
     "tool_choice",
+    "tool_output",
 ]
 
 
@@ -321,6 +330,14 @@ def arguments(raw: Any, where: str) -> dict[str, Any]:
     if not isinstance(found, dict):
         raise InvalidMessagesError(f"{where}: 'arguments' must be a JSON object, as JSON text")
     return found
+
+
+def tool_output(parts: Sequence[Text | Image]) -> str | tuple[Text | Image, ...]:
+    """A tool result's content parts as its `ToolResult.output`: one text part as its text,
+    none as "", several as the blocks they are (each reaches the model as sent)."""
+    if len(parts) == 1 and isinstance(parts[0], Text):
+        return parts[0].text
+    return tuple(parts) or ""
 
 
 def image_detail(detail: Any, path: str) -> None:
