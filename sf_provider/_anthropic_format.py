@@ -176,16 +176,7 @@ def parse_request(body: Any, *, drop: bool = False) -> MessagesCall:
     if thinking is not None:
         options["thinking"] = thinking
     tools = _tools(body.get("tools"))
-    choice = _tool_choice(body.get("tool_choice"))
-    if isinstance(body.get("tool_choice"), Mapping):
-        one_call = body["tool_choice"].get("disable_parallel_tool_use")
-        if one_call is not None and not isinstance(one_call, bool):
-            raise _refuse("tool_choice.disable_parallel_tool_use", "must be true or false")
-        if one_call:
-            options["parallel_tool_calls"] = False
-    if choice is not None:
-        offered_tools(tools, choice)  # a choice the tools cannot meet: 400 naming tool_choice
-        options["tool_choice"] = choice
+    _tool_choice(body.get("tool_choice"), tools, options)
     system = "" if body.get("system") is None else _text_of(body["system"], "system")
     messages: list[req.Message] = [req.SystemMessage(system)] if system else []
     messages += _messages(body.get("messages"))
@@ -244,24 +235,36 @@ def _output_config(config: Any, options: JSON) -> bool:
     return True
 
 
-def _tool_choice(choice: Any) -> ToolChoice | None:
-    """The Messages API's `tool_choice` -> the provider's (what it means:
-    `_tool_choice.offered_tools`)."""
+#: The Messages API's tool choices -> the provider's (a named `tool`: `NamedToolChoice`).
+_TOOL_CHOICES: dict[str, ToolChoice] = {"auto": "auto", "any": "required", "none": "none"}
+
+
+def _tool_choice(choice: Any, tools: list[FunctionTool], options: JSON) -> None:
+    """The Messages API's `tool_choice` as the call options `tool_choice` (what it means:
+    `_tool_choice.offered_tools`; one the tools cannot meet is refused naming tool_choice) and,
+    for `disable_parallel_tool_use`, `parallel_tool_calls`."""
     if choice is None:
-        return None
+        return
     if not isinstance(choice, Mapping):
         raise _refuse("tool_choice", "must be an object with a 'type'")
-    kind = choice.get("type")
-    if kind in ("auto", "any", "none"):
-        _check_keys(choice, "tool_choice", {"type", "disable_parallel_tool_use"}, set())
-        return "required" if kind == "any" else "auto" if kind == "auto" else "none"
+    kind, name = choice.get("type"), choice.get("name")
+    if kind not in ("auto", "any", "tool", "none"):
+        raise _refuse("tool_choice.type", f"{kind!r}; use 'auto', 'any', 'tool' or 'none'")
+    named = {"name"} if kind == "tool" else set()
+    _check_keys(choice, "tool_choice", {"type", "disable_parallel_tool_use", *named}, set())
     if kind == "tool":
-        _check_keys(choice, "tool_choice", {"type", "name", "disable_parallel_tool_use"}, set())
-        name = choice.get("name")
         if not isinstance(name, str) or not name:
             raise _refuse("tool_choice.name", "required for type 'tool'")
-        return NamedToolChoice(name=name)
-    raise _refuse("tool_choice.type", f"{kind!r}; use 'auto', 'any', 'tool' or 'none'")
+        chosen: ToolChoice = NamedToolChoice(name=name)
+    else:
+        chosen = _TOOL_CHOICES[kind]
+    one_call = choice.get("disable_parallel_tool_use")
+    if one_call is not None and not isinstance(one_call, bool):
+        raise _refuse("tool_choice.disable_parallel_tool_use", "must be true or false")
+    if one_call:
+        options["parallel_tool_calls"] = False
+    offered_tools(tools, chosen)
+    options["tool_choice"] = chosen
 
 
 def _tools(tools: Any) -> list[FunctionTool]:
@@ -504,15 +507,6 @@ def _stop_fields(done: t.GenerateResult | t.FinishPart) -> tuple[str, str | None
     return mapped or (raw if raw in _API_STOP_REASONS else "end_turn"), None
 
 
-def _usage(usage: t.Usage) -> JSON:
-    return {
-        "input_tokens": usage.input_tokens,
-        "output_tokens": usage.output_tokens,
-        "cache_creation_input_tokens": usage.cache_creation_input_tokens,
-        "cache_read_input_tokens": usage.cache_read_input_tokens,
-    }
-
-
 def _envelope(
     message_id: str,
     model: str,
@@ -529,7 +523,7 @@ def _envelope(
         "content": content,
         "stop_reason": stop,
         "stop_sequence": stop_sequence,
-        "usage": _usage(usage),
+        "usage": usage.model_dump(),  # `Usage` has the Messages API's fields
     }
 
 
@@ -614,7 +608,7 @@ class EventMapper:
             case t.FinishPart() if not self._failed:
                 stop, sequence = _stop_fields(event)
                 ended = {"stop_reason": stop, "stop_sequence": sequence}
-                usage = _usage(event.usage)
+                usage = event.usage.model_dump()
                 return [{"type": "message_delta", "delta": ended, "usage": usage},
                         {"type": "message_stop"}]  # fmt: skip
         return []  # gateway tools have no executors: no provider-executed calls or results
