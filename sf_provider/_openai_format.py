@@ -155,8 +155,7 @@ def chat_request(body: Mapping[str, Any], drop: Collection[str] = ()) -> ChatReq
     stream_options = wire.stream_options(given.get("stream_options"), stream, ("include_usage",))
     messages = provider_messages(given["messages"])
     tools = wire.history_tools(messages, tools, options)
-    stop = _stop_sequences(given.get("stop"))
-    if stop:
+    if stop := _stop_sequences(given.get("stop")):
         options["stop_sequences"] = stop
     include_usage = bool(stream_options.get("include_usage"))
     structured, model = schema is not None, options.get("model")
@@ -223,25 +222,20 @@ _EMPTY_ONLY: dict[str, str] = {
 }
 
 
-def _empty(value: Any) -> bool:
-    return value is None or (isinstance(value, str | list | tuple | Mapping) and not value)
-
-
 def _check_fields(message: Mapping[str, Any], role: str, path: str) -> None:
     """Refuse a field of `message` that would not reach the model, naming it (`path.field`)."""
     # `cache_control` (LiteLLM's caching hint) changes cost, never the answer, and the CLI sets
     # its own cache breakpoints: ignored.
     read = {"role", "content", "cache_control", *_MESSAGE_FIELDS[role]}
     for key, value in message.items():
-        if key in read:
+        if key in read or value is None:
             continue
-        if key in _EMPTY_ONLY:
-            if not _empty(value):
-                raise UnsupportedParameterError(f"{path}.{key}", _EMPTY_ONLY[key])
-        elif value is not None:
+        if key not in _EMPTY_ONLY:
             raise UnsupportedParameterError(
                 f"{path}.{key}", f"not a field of a {role} message this server knows; leave it out"
             )
+        if value or not isinstance(value, str | list | tuple | Mapping):  # not empty
+            raise UnsupportedParameterError(f"{path}.{key}", _EMPTY_ONLY[key])
 
 
 def _check_names(messages: Sequence[Any]) -> None:
@@ -384,7 +378,6 @@ def _assistant_content(message: Mapping[str, Any], where: str) -> tuple[req.Assi
         # it as text and says so (a `history-flattened` warning). With `thinking_blocks` it is
         # their text, as `message` writes it.
         blocks.append(req.Reasoning(reasoning))
-    texts = []
     for part in _parts(message.get("content"), where):
         kind = part.get("type")
         text = part.get("text") if kind == "text" else part.get("refusal")
@@ -393,12 +386,11 @@ def _assistant_content(message: Mapping[str, Any], where: str) -> tuple[req.Assi
                 f"{where}: an assistant content part must be 'text' or 'refusal', not {kind!r}"
             )
         if text:
-            texts.append(text)
             blocks.append(req.Text(text))
     refusal = message.get("refusal")
     if refusal is not None and not isinstance(refusal, str):
         raise InvalidMessagesError(f"{where}: 'refusal' must be a string")
-    if refusal and refusal not in texts:
+    if refusal and req.Text(refusal) not in blocks:
         blocks.append(req.Text(refusal))  # what the model said: its refusal
     calls = message.get("tool_calls") or []
     if not isinstance(calls, Sequence):
