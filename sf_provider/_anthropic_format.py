@@ -119,12 +119,8 @@ def _check_keys(obj: Mapping[str, Any], where: str, known: set[str], ignored: se
 def header_betas(headers: Iterable[str]) -> list[str]:
     """The betas of the `anthropic-beta` request header(s) (comma-separated) to pass on for the
     call (`CallOptions.betas`): all but those the CLI sends on every request by itself."""
-    betas: list[str] = []
-    for value in headers:
-        for beta in (b.strip() for b in value.split(",")):
-            if beta and beta not in CLI_BETAS and beta not in betas:
-                betas.append(beta)
-    return betas
+    betas = (beta.strip() for value in headers for beta in value.split(","))
+    return list(dict.fromkeys(beta for beta in betas if beta and beta not in CLI_BETAS))
 
 
 def parse_request(body: Any, *, drop: bool = False) -> MessagesCall:
@@ -309,7 +305,6 @@ def _messages(messages: Any) -> list[req.Message]:
     if not isinstance(messages, list) or not messages:
         raise InvalidMessagesError("messages: required: a non-empty list of messages")
     converted: list[req.Message] = []
-    began = False
     for i, message in enumerate(messages):
         where = f"messages[{i}]"
         if not isinstance(message, Mapping):
@@ -320,17 +315,15 @@ def _messages(messages: Any) -> list[req.Message]:
             raise InvalidMessagesError(f"{where}.content: required")
         content = message["content"]
         if role == "system":
-            if began:
+            if any(not isinstance(m, req.SystemMessage) for m in converted):
                 raise InvalidMessagesError(
                     f"{where}: a system message after the conversation began cannot be kept in "
                     f"its place by the CLI; move it into 'system'"
                 )
             converted.append(req.SystemMessage(_text_of(content, f"{where}.content")))
         elif role == "user":
-            began = True
             converted += _user(content, f"{where}.content")
         elif role == "assistant":
-            began = True
             converted.append(_assistant(content, f"{where}.content"))
         else:
             raise InvalidMessagesError(
