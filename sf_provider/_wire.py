@@ -15,15 +15,7 @@ from collections.abc import Callable, Collection, Mapping, Sequence
 from typing import Any
 
 from ._messages import IMAGE_DETAIL, NO_LOW_DETAIL, TOOLS_NEEDED
-from ._request import (
-    AssistantMessage,
-    Image,
-    Message,
-    Reasoning,
-    Text,
-    ToolCall,
-    holds_tool_blocks,
-)
+from ._request import AssistantMessage, Image, Message, Reasoning, Text, ToolCall, holds_tool_blocks
 from ._tool_choice import NamedToolChoice, ToolChoice, offered_tools
 from .errors import InvalidMessagesError, UnsupportedRequestError
 from .settings import EFFORT_NAMES
