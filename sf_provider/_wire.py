@@ -1,9 +1,9 @@
 """What the wire formats read and write alike: the Messages API's thinking blocks (which LiteLLM's
-`thinking_blocks` carry on the OpenAI side too), the sampling settings and what `drop_params`
-says of them, the hint of a stream taken back, and what OpenAI's two formats (Chat Completions
-and Responses) read alike: parameters at the value that asks for nothing, `tool_choice`, a
-JSON-schema output format, reasoning effort, a call's arguments, an image's detail, and the
-tools a history calls.
+`thinking_blocks` carry on the OpenAI side too), a tool result's content as its output, the
+sampling settings and what `drop_params` says of them, the hint of a stream taken back, and what
+OpenAI's two formats (Chat Completions and Responses) read alike: the parameters they know (and
+those accepted only at the value that asks for nothing), `tool_choice`, a JSON-schema output
+format, reasoning effort, a call's arguments, an image's detail, and the tools a history calls.
 
 Imports neither `provider` nor a wire-format module: they import it.
 """
