@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 import uuid
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
@@ -119,12 +119,8 @@ def _check_keys(obj: Mapping[str, Any], where: str, known: set[str], ignored: se
 def header_betas(headers: Iterable[str]) -> list[str]:
     """The betas of the `anthropic-beta` request header(s) (comma-separated) to pass on for the
     call (`CallOptions.betas`): all but those the CLI sends on every request by itself."""
-    betas: list[str] = []
-    for value in headers:
-        for beta in (b.strip() for b in value.split(",")):
-            if beta and beta not in CLI_BETAS and beta not in betas:
-                betas.append(beta)
-    return betas
+    betas = (beta.strip() for value in headers for beta in value.split(","))
+    return list(dict.fromkeys(beta for beta in betas if beta and beta not in CLI_BETAS))
 
 
 def parse_request(body: Any, *, drop: bool = False) -> MessagesCall:
@@ -176,16 +172,7 @@ def parse_request(body: Any, *, drop: bool = False) -> MessagesCall:
     if thinking is not None:
         options["thinking"] = thinking
     tools = _tools(body.get("tools"))
-    choice = _tool_choice(body.get("tool_choice"))
-    if isinstance(body.get("tool_choice"), Mapping):
-        one_call = body["tool_choice"].get("disable_parallel_tool_use")
-        if one_call is not None and not isinstance(one_call, bool):
-            raise _refuse("tool_choice.disable_parallel_tool_use", "must be true or false")
-        if one_call:
-            options["parallel_tool_calls"] = False
-    if choice is not None:
-        offered_tools(tools, choice)  # a choice the tools cannot meet: 400 naming tool_choice
-        options["tool_choice"] = choice
+    _tool_choice(body.get("tool_choice"), tools, options)
     system = "" if body.get("system") is None else _text_of(body["system"], "system")
     messages: list[req.Message] = [req.SystemMessage(system)] if system else []
     messages += _messages(body.get("messages"))
@@ -244,24 +231,36 @@ def _output_config(config: Any, options: JSON) -> bool:
     return True
 
 
-def _tool_choice(choice: Any) -> ToolChoice | None:
-    """The Messages API's `tool_choice` -> the provider's (what it means:
-    `_tool_choice.offered_tools`)."""
+#: The Messages API's tool choices -> the provider's (a named `tool`: `NamedToolChoice`).
+_TOOL_CHOICES: dict[str, ToolChoice] = {"auto": "auto", "any": "required", "none": "none"}
+
+
+def _tool_choice(choice: Any, tools: list[FunctionTool], options: JSON) -> None:
+    """The Messages API's `tool_choice` as the call options `tool_choice` (what it means:
+    `_tool_choice.offered_tools`; one the tools cannot meet is refused naming tool_choice) and,
+    for `disable_parallel_tool_use`, `parallel_tool_calls`."""
     if choice is None:
-        return None
+        return
     if not isinstance(choice, Mapping):
         raise _refuse("tool_choice", "must be an object with a 'type'")
-    kind = choice.get("type")
-    if kind in ("auto", "any", "none"):
-        _check_keys(choice, "tool_choice", {"type", "disable_parallel_tool_use"}, set())
-        return "required" if kind == "any" else "auto" if kind == "auto" else "none"
+    kind, name = choice.get("type"), choice.get("name")
+    if kind not in ("auto", "any", "tool", "none"):
+        raise _refuse("tool_choice.type", f"{kind!r}; use 'auto', 'any', 'tool' or 'none'")
+    named = {"name"} if kind == "tool" else set()
+    _check_keys(choice, "tool_choice", {"type", "disable_parallel_tool_use", *named}, set())
     if kind == "tool":
-        _check_keys(choice, "tool_choice", {"type", "name", "disable_parallel_tool_use"}, set())
-        name = choice.get("name")
         if not isinstance(name, str) or not name:
             raise _refuse("tool_choice.name", "required for type 'tool'")
-        return NamedToolChoice(name=name)
-    raise _refuse("tool_choice.type", f"{kind!r}; use 'auto', 'any', 'tool' or 'none'")
+        chosen: ToolChoice = NamedToolChoice(name=name)
+    else:
+        chosen = _TOOL_CHOICES[kind]
+    one_call = choice.get("disable_parallel_tool_use")
+    if one_call is not None and not isinstance(one_call, bool):
+        raise _refuse("tool_choice.disable_parallel_tool_use", "must be true or false")
+    if one_call:
+        options["parallel_tool_calls"] = False
+    offered_tools(tools, chosen)
+    options["tool_choice"] = chosen
 
 
 def _tools(tools: Any) -> list[FunctionTool]:
@@ -306,7 +305,6 @@ def _messages(messages: Any) -> list[req.Message]:
     if not isinstance(messages, list) or not messages:
         raise InvalidMessagesError("messages: required: a non-empty list of messages")
     converted: list[req.Message] = []
-    began = False
     for i, message in enumerate(messages):
         where = f"messages[{i}]"
         if not isinstance(message, Mapping):
@@ -317,17 +315,15 @@ def _messages(messages: Any) -> list[req.Message]:
             raise InvalidMessagesError(f"{where}.content: required")
         content = message["content"]
         if role == "system":
-            if began:
+            if any(not isinstance(m, req.SystemMessage) for m in converted):
                 raise InvalidMessagesError(
                     f"{where}: a system message after the conversation began cannot be kept in "
                     f"its place by the CLI; move it into 'system'"
                 )
             converted.append(req.SystemMessage(_text_of(content, f"{where}.content")))
         elif role == "user":
-            began = True
             converted += _user(content, f"{where}.content")
         elif role == "assistant":
-            began = True
             converted.append(_assistant(content, f"{where}.content"))
         else:
             raise InvalidMessagesError(
@@ -391,6 +387,13 @@ def _image_block(block: Mapping[str, Any], where: str) -> req.Image:
     )
 
 
+#: How a user turn's and a tool result's text and image blocks are read.
+_MEDIA: dict[str, Callable[[Mapping[str, Any], str], req.Text | req.Image]] = {
+    "text": _text_block,
+    "image": _image_block,
+}
+
+
 def _tool_result(block: Mapping[str, Any], where: str) -> req.ToolResult:
     _check_keys(block, where, {"type", "tool_use_id", "content", "is_error"}, {"cache_control"})
     call_id = block.get("tool_use_id")
@@ -399,28 +402,16 @@ def _tool_result(block: Mapping[str, Any], where: str) -> req.ToolResult:
     is_error = block.get("is_error", False)
     if not isinstance(is_error, bool):  # "false" would be truthy: sent as an error
         raise InvalidMessagesError(f"{where}.is_error: must be true or false, not {is_error!r}")
-    content = block.get("content", "")
-    if isinstance(content, str):
-        return req.ToolResult(call_id, content, is_error)
-    if not isinstance(content, list):
-        raise InvalidMessagesError(f"{where}.content: must be a string or a list of blocks")
     parts: list[req.Text | req.Image] = []
-    for i, item in enumerate(content):
+    for i, item in enumerate(_blocks(block.get("content", ""), f"{where}.content")):
         here = f"{where}.content[{i}]"
         kind = _block_type(item, here)
-        if kind == "image":
-            parts.append(_image_block(item, here))
-        elif kind == "text":
-            parts.append(_text_block(item, here))
-        else:
+        if kind not in _MEDIA:
             raise _refuse(
                 here, f"{kind!r} blocks in a tool result are not supported; send text and images"
             )
-    if not parts:
-        return req.ToolResult(call_id, "", is_error)
-    if len(parts) == 1 and isinstance(parts[0], req.Text):
-        return req.ToolResult(call_id, parts[0].text, is_error)
-    return req.ToolResult(call_id, tuple(parts), is_error)  # each block reaches the model as sent
+        parts.append(_MEDIA[kind](item, here))
+    return req.ToolResult(call_id, wire.tool_output(parts), is_error)
 
 
 def _user(content: Any, where: str) -> list[req.Message]:
@@ -431,10 +422,8 @@ def _user(content: Any, where: str) -> list[req.Message]:
     for i, block in enumerate(_blocks(content, where)):
         here = f"{where}[{i}]"
         kind = _block_type(block, here)
-        if kind == "text":
-            parts.append(_text_block(block, here))
-        elif kind == "image":
-            parts.append(_image_block(block, here))
+        if kind in _MEDIA:
+            parts.append(_MEDIA[kind](block, here))
         elif kind == "tool_result":
             if parts:
                 before = "text" if isinstance(parts[-1], req.Text) else "image"
@@ -511,15 +500,6 @@ def _stop_fields(done: t.GenerateResult | t.FinishPart) -> tuple[str, str | None
     return mapped or (raw if raw in _API_STOP_REASONS else "end_turn"), None
 
 
-def _usage(usage: t.Usage) -> JSON:
-    return {
-        "input_tokens": usage.input_tokens,
-        "output_tokens": usage.output_tokens,
-        "cache_creation_input_tokens": usage.cache_creation_input_tokens,
-        "cache_read_input_tokens": usage.cache_read_input_tokens,
-    }
-
-
 def _envelope(
     message_id: str,
     model: str,
@@ -536,7 +516,7 @@ def _envelope(
         "content": content,
         "stop_reason": stop,
         "stop_sequence": stop_sequence,
-        "usage": _usage(usage),
+        "usage": usage.model_dump(),  # `Usage` has the Messages API's fields
     }
 
 
@@ -621,7 +601,7 @@ class EventMapper:
             case t.FinishPart() if not self._failed:
                 stop, sequence = _stop_fields(event)
                 ended = {"stop_reason": stop, "stop_sequence": sequence}
-                usage = _usage(event.usage)
+                usage = event.usage.model_dump()
                 return [{"type": "message_delta", "delta": ended, "usage": usage},
                         {"type": "message_stop"}]  # fmt: skip
         return []  # gateway tools have no executors: no provider-executed calls or results

@@ -108,34 +108,20 @@ def chat_request(body: Mapping[str, Any], drop: Collection[str] = ()) -> ChatReq
     sampling settings and a value that cannot be honoured are left out, each with a warning.
     """
     given = {k: v for k, v in body.items() if v is not None}
-    dropped: list[t.CallWarning] = []
-    for name, value in list(given.items()):
-        if name in wire.SAMPLING and name in drop:
-            dropped.append(wire.dropped(name))
-            del given[name]
-        elif name in _ONLY_DEFAULT:
-            allowed, reason = _ONLY_DEFAULT[name]
-            if wire.asks_nothing(value, allowed):
-                continue
-            if name not in DROPPABLE or name not in drop:
-                raise UnsupportedParameterError(
-                    name, f"{json.dumps(value)} cannot be honoured: {reason}; leave it out"
-                )
-            dropped.append(wire.dropped(name, reason))
-            del given[name]
-        elif name not in _HONOURED and name not in _IGNORED:
-            raise UnsupportedParameterError(
-                name, "not a Chat Completions parameter this server knows; leave it out"
-            )
+    read, droppable = _HONOURED | _IGNORED, DROPPABLE.intersection(drop)
+    dropped = wire.known_parameters(
+        given, "a Chat Completions parameter", read, _ONLY_DEFAULT, droppable
+    )
     if "messages" not in given:
         raise InvalidMessagesError("'messages' is required: a non-empty list of messages")
     tools = wire.function_tools(given.get("tools") or [], nested=True)
     options = wire.model_option(given)
     if "tool_choice" in given:
         tools, options["tool_choice"] = wire.tool_choice(tools, given["tool_choice"], nested=True)
+    for name in ("parallel_tool_calls", "stream"):
+        if name in given and not isinstance(given[name], bool):
+            raise UnsupportedParameterError(name, "must be true or false")
     if "parallel_tool_calls" in given:
-        if not isinstance(given["parallel_tool_calls"], bool):
-            raise UnsupportedParameterError("parallel_tool_calls", "must be true or false")
         options["parallel_tool_calls"] = given["parallel_tool_calls"]
     limits = {k: given[k] for k in ("max_completion_tokens", "max_tokens") if k in given}
     for name, limit in limits.items():
@@ -162,23 +148,17 @@ def chat_request(body: Mapping[str, Any], drop: Collection[str] = ()) -> ChatReq
                 "thinking", "contradicts reasoning_effort 'none' (thinking off); send one of them"
             )
         options["thinking"] = thinking
-    structured = False
-    if "response_format" in given:
-        schema = _output_schema(given["response_format"])
-        if schema is not None:
-            options["output_schema"] = schema
-            structured = True
+    schema = _output_schema(given.get("response_format"))
+    if schema is not None:
+        options["output_schema"] = schema
     stream = given.get("stream", False)
-    if not isinstance(stream, bool):
-        raise UnsupportedParameterError("stream", "must be true or false")
     stream_options = wire.stream_options(given.get("stream_options"), stream, ("include_usage",))
     messages = provider_messages(given["messages"])
     tools = wire.history_tools(messages, tools, options)
-    stop = _stop_sequences(given.get("stop"))
-    if stop:
+    if stop := _stop_sequences(given.get("stop")):
         options["stop_sequences"] = stop
     include_usage = bool(stream_options.get("include_usage"))
-    model = options.get("model")
+    structured, model = schema is not None, options.get("model")
     return ChatRequest(model, messages, tools, options, stream, include_usage, structured, dropped)
 
 
@@ -193,6 +173,8 @@ def _stop_sequences(stop: Any) -> list[str]:
 
 def _output_schema(response_format: Any) -> dict[str, Any] | None:
     """`response_format` -> the provider's `output_schema` (None: plain text)."""
+    if response_format is None:
+        return None
     if not isinstance(response_format, Mapping):
         raise UnsupportedParameterError("response_format", "must be an object with a 'type'")
     extra = sorted(k for k in response_format if k not in ("type", "json_schema"))
@@ -240,25 +222,20 @@ _EMPTY_ONLY: dict[str, str] = {
 }
 
 
-def _empty(value: Any) -> bool:
-    return value is None or (isinstance(value, str | list | tuple | Mapping) and not value)
-
-
 def _check_fields(message: Mapping[str, Any], role: str, path: str) -> None:
     """Refuse a field of `message` that would not reach the model, naming it (`path.field`)."""
     # `cache_control` (LiteLLM's caching hint) changes cost, never the answer, and the CLI sets
     # its own cache breakpoints: ignored.
     read = {"role", "content", "cache_control", *_MESSAGE_FIELDS[role]}
     for key, value in message.items():
-        if key in read:
+        if key in read or value is None:
             continue
-        if key in _EMPTY_ONLY:
-            if not _empty(value):
-                raise UnsupportedParameterError(f"{path}.{key}", _EMPTY_ONLY[key])
-        elif value is not None:
+        if key not in _EMPTY_ONLY:
             raise UnsupportedParameterError(
                 f"{path}.{key}", f"not a field of a {role} message this server knows; leave it out"
             )
+        if value or not isinstance(value, str | list | tuple | Mapping):  # not empty
+            raise UnsupportedParameterError(f"{path}.{key}", _EMPTY_ONLY[key])
 
 
 def _check_names(messages: Sequence[Any]) -> None:
@@ -322,9 +299,7 @@ def provider_messages(messages: Any) -> list[req.Message]:
             call_id = message.get("tool_call_id")
             if not isinstance(call_id, str) or not call_id:
                 raise InvalidMessagesError(f"{where}: a tool message needs its 'tool_call_id'")
-            parts = _text_blocks(content, where)
-            # Several parts: each its own block, as sent.
-            output = parts if len(parts) > 1 else parts[0].text if parts else ""
+            output = wire.tool_output(_text_blocks(content, where))
             converted.append(req.ToolMessage((req.ToolResult(call_id, output),)))
     _check_names(messages)
     return converted
@@ -403,7 +378,6 @@ def _assistant_content(message: Mapping[str, Any], where: str) -> tuple[req.Assi
         # it as text and says so (a `history-flattened` warning). With `thinking_blocks` it is
         # their text, as `message` writes it.
         blocks.append(req.Reasoning(reasoning))
-    texts = []
     for part in _parts(message.get("content"), where):
         kind = part.get("type")
         text = part.get("text") if kind == "text" else part.get("refusal")
@@ -412,12 +386,11 @@ def _assistant_content(message: Mapping[str, Any], where: str) -> tuple[req.Assi
                 f"{where}: an assistant content part must be 'text' or 'refusal', not {kind!r}"
             )
         if text:
-            texts.append(text)
             blocks.append(req.Text(text))
     refusal = message.get("refusal")
     if refusal is not None and not isinstance(refusal, str):
         raise InvalidMessagesError(f"{where}: 'refusal' must be a string")
-    if refusal and refusal not in texts:
+    if refusal and req.Text(refusal) not in blocks:
         blocks.append(req.Text(refusal))  # what the model said: its refusal
     calls = message.get("tool_calls") or []
     if not isinstance(calls, Sequence):

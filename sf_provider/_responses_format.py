@@ -107,18 +107,7 @@ class ResponsesRequest:
 def parse_request(body: Mapping[str, Any]) -> ResponsesRequest:
     """Read a Responses API request body; refuse what cannot be honoured, naming the field."""
     given = {k: v for k, v in body.items() if v is not None}
-    for name, value in given.items():
-        if name in _HONOURED or name in _IGNORED:
-            continue
-        if name not in _ONLY_DEFAULT:
-            raise UnsupportedParameterError(
-                name, "not a Responses API field this server knows; leave it out"
-            )
-        allowed, reason = _ONLY_DEFAULT[name]
-        if not wire.asks_nothing(value, allowed):
-            raise UnsupportedParameterError(
-                name, f"{json.dumps(value)} cannot be honoured: {reason}; leave it out"
-            )
+    wire.known_parameters(given, "a Responses API field", _HONOURED | _IGNORED, _ONLY_DEFAULT)
     previous = given.get("previous_response_id")
     if previous is not None and (not isinstance(previous, str) or not previous):
         raise UnsupportedParameterError("previous_response_id", "must be a response id")
@@ -432,12 +421,7 @@ def _tool_result(item: Mapping[str, Any], path: str) -> req.ToolResult:
     call_id, output = item.get("call_id"), item.get("output")
     if not isinstance(call_id, str) or not call_id:
         raise InvalidMessagesError(f"{path}: a function_call_output needs its 'call_id'")
-    if isinstance(output, str):
-        return req.ToolResult(call_id, output)
-    parts = _media(output, f"{path}.output")
-    if len(parts) == 1 and isinstance(parts[0], req.Text):
-        return req.ToolResult(call_id, parts[0].text)
-    return req.ToolResult(call_id, parts or "")
+    return req.ToolResult(call_id, wire.tool_output(_media(output, f"{path}.output")))
 
 
 #: `encrypted_content` of the reasoning items given out here: signed thinking, or a redacted

@@ -1,9 +1,9 @@
 """What the wire formats read and write alike: the Messages API's thinking blocks (which LiteLLM's
-`thinking_blocks` carry on the OpenAI side too), the sampling settings and what `drop_params`
-says of them, the hint of a stream taken back, and what OpenAI's two formats (Chat Completions
-and Responses) read alike: parameters at the value that asks for nothing, `tool_choice`, a
-JSON-schema output format, reasoning effort, a call's arguments, an image's detail, and the
-tools a history calls.
+`thinking_blocks` carry on the OpenAI side too), a tool result's content as its output, the
+sampling settings and what `drop_params` says of them, the hint of a stream taken back, and what
+OpenAI's two formats (Chat Completions and Responses) read alike: the parameters they know (and
+those accepted only at the value that asks for nothing), `tool_choice`, a JSON-schema output
+format, reasoning effort, a call's arguments, an image's detail, and the tools a history calls.
 
 Imports neither `provider` nor a wire-format module: they import it.
 """
@@ -11,11 +11,11 @@ Imports neither `provider` nor a wire-format module: they import it.
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from typing import Any
 
 from ._messages import IMAGE_DETAIL, NO_LOW_DETAIL, TOOLS_NEEDED
-from ._request import AssistantMessage, Message, Reasoning, ToolCall, holds_tool_blocks
+from ._request import AssistantMessage, Image, Message, Reasoning, Text, ToolCall, holds_tool_blocks
 from ._tool_choice import NamedToolChoice, ToolChoice, offered_tools
 from .errors import InvalidMessagesError, UnsupportedRequestError
 from .settings import EFFORT_NAMES
@@ -34,6 +34,7 @@ __all__ = [
     "function_tools",
     "history_tools",
     "image_detail",
+    "known_parameters",
     "model_option",
     "output_schema",
     "reasoning",
@@ -41,6 +42,7 @@ __all__ = [
     "stream_options",
     "thinking_block",
     "tool_choice",
+    "tool_output",
 ]
 
 
@@ -100,6 +102,38 @@ def asks_nothing(value: Any, allowed: tuple[Any, ...]) -> bool:
         and any(isinstance(a, int | float) and not isinstance(a, bool) and value == a
                 for a in allowed)
     )  # fmt: skip
+
+
+def known_parameters(
+    given: dict[str, Any],
+    what: str,
+    read: Collection[str],
+    only_default: Mapping[str, tuple[tuple[Any, ...], str]],
+    drop: Collection[str] = (),
+) -> list[CallWarning]:
+    """Refuse a parameter of `given` (the request body without nulls) that is neither `read`
+    nor, at a value that asks for nothing (`asks_nothing`), in `only_default` (the values and
+    why any other cannot be honoured), naming it; `what` is what it is not ("a Chat Completions
+    parameter"). The sampling settings and an `only_default` value named in `drop`
+    (`drop_params`) are taken out of `given` instead, each with its `dropped` warning."""
+    warnings: list[CallWarning] = []
+    for name, value in list(given.items()):
+        if name in SAMPLING and name in drop:
+            warnings.append(dropped(name))
+            del given[name]
+        elif name in only_default:
+            allowed, reason = only_default[name]
+            if asks_nothing(value, allowed):
+                continue
+            if name not in drop:
+                raise UnsupportedParameterError(
+                    name, f"{json.dumps(value)} cannot be honoured: {reason}; leave it out"
+                )
+            warnings.append(dropped(name, reason))
+            del given[name]
+        elif name not in read:
+            raise UnsupportedParameterError(name, f"not {what} this server knows; leave it out")
+    return warnings
 
 
 def model_option(body: Mapping[str, Any]) -> dict[str, Any]:
@@ -288,6 +322,14 @@ def arguments(raw: Any, where: str) -> dict[str, Any]:
     if not isinstance(found, dict):
         raise InvalidMessagesError(f"{where}: 'arguments' must be a JSON object, as JSON text")
     return found
+
+
+def tool_output(parts: Sequence[Text | Image]) -> str | tuple[Text | Image, ...]:
+    """A tool result's content parts as its `ToolResult.output`: one text part as its text,
+    none as "", several as the blocks they are (each reaches the model as sent)."""
+    if len(parts) == 1 and isinstance(parts[0], Text):
+        return parts[0].text
+    return tuple(parts) or ""
 
 
 def image_detail(detail: Any, path: str) -> None:

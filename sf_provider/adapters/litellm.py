@@ -145,7 +145,6 @@ class ClaudeAgentLLM(CustomLLM):
         request, structured, model, lost = self._request(kwargs)
         mapper = ChunkMapper(structured=structured)
         stream_id = completion_id()
-        cost: float | None = None
         try:
             async with door.stream(self.provider, request) as parts:
                 async for part in parts:
@@ -153,14 +152,13 @@ class ClaudeAgentLLM(CustomLLM):
                         start = mapper.start()
                         _warned(start["delta"], [*lost, *part.warnings])
                         yield _stream_chunk(stream_id, model, start)
-                    if isinstance(part, FinishPart):
-                        cost = part.cost_usd
                     for choice in mapper.choices(part):
                         if not _REASONING_FIELDS.isdisjoint(choice["delta"]):
                             yield _stream_chunk(stream_id, model, choice)
                             continue
-                        last = choice["finish_reason"] is not None and mapper.usage is not None
-                        usage = _usage(mapper.usage, cost) if last and mapper.usage else None
+                        usage = None  # the finish part's, with the finish reason
+                        if isinstance(part, FinishPart) and choice["finish_reason"] is not None:
+                            usage = _usage(part.usage, part.cost_usd)
                         yield _generic_chunk(choice, usage)
         except ProviderError as exc:
             _raise(exc, model, self.name)
@@ -225,10 +223,7 @@ class ClaudeAgentLLM(CustomLLM):
                     )
             chat = chat_request(body, drop=from_litellm if drop else ())
             lost += chat.dropped
-            options = dict(chat.options)
-            betas = header_betas([headers.get("anthropic-beta", "")])
-            if betas:
-                options["betas"] = betas
+            options = {**chat.options, "betas": header_betas([headers.get("anthropic-beta", "")])}
             if isinstance(given.get("max_retries"), int):  # `max_retries` / `num_retries`
                 options["max_retries"] = given["max_retries"]
             # LiteLLM always passes a timeout (its default: `litellm.request_timeout`, 600 s), so
