@@ -97,7 +97,7 @@ class MessagesCall:
 class ThreadUnsupportedError(UnsupportedRequestError):
     """A request asked for a server-held conversation (`thread`), which the gateway does not keep:
     answered as the Messages API answers a request it cannot thread (400, `error.details.
-    error_code` `thread_unsupported_request`; what the clients then do: the README)."""
+    error_code` `thread_unsupported_request`; what the clients then do: docs/gateway.md)."""
 
     details: ClassVar[dict[str, str]] = {"error_code": "thread_unsupported_request"}
 
@@ -128,7 +128,7 @@ def parse_request(body: Any, *, drop: bool = False) -> MessagesCall:
     `ProviderError` (`UnsupportedRequestError`, `InvalidMessagesError`, `ToolDefinitionError`)
     whose message starts with the parameter it is about. With `drop` (`drop_params`), the
     sampling settings and a value of `_DEFAULT_ONLY` that cannot be honoured are left out, each
-    with a warning. What each parameter does: the README."""
+    with a warning. What each parameter does: docs/gateway.md."""
     if not isinstance(body, Mapping):
         raise _refuse("body", f"must be a JSON object, not {type(body).__name__}")
     _check_keys(body, "", set(_KNOWN), set())

@@ -259,7 +259,8 @@ def _check_names(messages: Sequence[Any]) -> None:
 
 def provider_messages(messages: Any) -> list[req.Message]:
     """Chat Completions messages -> the provider's typed messages (`sf_provider._request`), each
-    part as its own block (nothing is glued together); what each role may carry: the README."""
+    part as its own block (nothing is glued together); what each role may carry:
+    docs/messages.md."""
     if not isinstance(messages, Sequence) or isinstance(messages, str | bytes) or not messages:
         raise InvalidMessagesError("'messages' must be a non-empty list of messages")
     converted: list[req.Message] = []

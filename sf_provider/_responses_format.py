@@ -4,7 +4,7 @@
 input items, after the stored conversation `previous_response_id` names (the gateway looks it up),
 into one provider call. `response_object` / `output_items` render a `GenerateResult` and
 `EventMapper` the stream parts as the API's `response` object and its SSE events. What each field
-does (honoured, ignored, refused with a 400 naming it): the README's table under "Gateway".
+does (honoured, ignored, refused with a 400 naming it): docs/gateway.md, "Request parameters".
 
 Signed thinking travels as `reasoning` items: the thinking as their summary, the signature (or a
 redacted block's data) in `encrypted_content`, which a client sends back as it came.

@@ -400,8 +400,8 @@ _PASSED_ON = frozenset(
 def _model_options(
     model_settings: ModelSettings | None, thinking: ThinkingLevel | None
 ) -> dict[str, Any]:
-    """The provider's call options for pydantic-ai's model settings (the README's "Model
-    settings" table); any other set setting is an `UnsupportedSettingWarning` naming it, the
+    """The provider's call options for pydantic-ai's model settings (the table in
+    docs/model-settings.md); any other set setting is an `UnsupportedSettingWarning` naming it, the
     tuning knobs pydantic-ai lets models ignore quietly too: nothing set is dropped silently."""
     options: dict[str, Any] = {}
     if thinking is False:

@@ -1,7 +1,7 @@
 """`POST /v1/messages`: the Anthropic Messages API over the provider.
 
 `sf_provider._anthropic_format` reads the request and writes the answer, streamed as the API's
-SSE events (what each parameter does: the README, "Gateway"); the betas of the `anthropic-beta`
+SSE events (what each parameter does: docs/gateway.md); the betas of the `anthropic-beta`
 header reach the API request (`header_betas`).
 """
 

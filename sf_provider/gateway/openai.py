@@ -1,7 +1,7 @@
 """`POST /v1/chat/completions`: the OpenAI Chat Completions API over the provider.
 
 `sf_provider._openai_format` reads the request and writes the answer (what each parameter does:
-the README, "Gateway"); streamed, the chunks end with a usage chunk when
+docs/gateway.md); streamed, the chunks end with a usage chunk when
 `stream_options.include_usage` is set, and `data: [DONE]`.
 """
 
