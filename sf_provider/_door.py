@@ -112,14 +112,19 @@ __all__ = [
 
 
 def request(
-    messages: Sequence[Message], tools: Sequence[FunctionTool] = (), **options: Any
+    messages: Sequence[Message],
+    tools: Sequence[FunctionTool] = (),
+    *,
+    provider: ClaudeAgentProvider,
+    **options: Any,
 ) -> Request:
-    """A door's parsed request. Invalid options raise `UnsupportedRequestError` (as `generate`
-    would), and the refusal is traced as one."""
+    """A door's parsed request for `provider`. Invalid options raise `UnsupportedRequestError`
+    (as `generate` would), and the refusal is traced as one, with the model it asked for (the
+    provider's, when the request names none)."""
     try:
         checked = call_options(options)
     except Exception as exc:
-        refused(exc, options.get("model"))
+        refused(exc, options.get("model") or provider.settings.model)
         raise
     return Request(tuple(messages), tuple(tools), checked)
 

@@ -312,7 +312,9 @@ class ChatClaudeAgent(BaseChatModel):
         collector = door.ResultCollector()  # as `provider.generate`, keeping a reply that failed
         failure = None
         try:
-            request, lost = _request(messages, stop, self._call_options(kwargs, stop))
+            request, lost = _request(
+                self.provider, messages, stop, self._call_options(kwargs, stop)
+            )
             async with aclosing(door.stream(self.provider, request)) as parts:
                 async for part in parts:
                     collector.add(part)
@@ -337,7 +339,9 @@ class ChatClaudeAgent(BaseChatModel):
     ) -> AsyncIterator[ChatGenerationChunk]:
         keep_reply = bool(kwargs.pop(_KEEP_REPLY, False))
         try:
-            request, lost = _request(messages, stop, self._call_options(kwargs, stop))
+            request, lost = _request(
+                self.provider, messages, stop, self._call_options(kwargs, stop)
+            )
             model = self._requested_model(request.options.model)
             mapper = _ChunkMapper(model, blocks=bool(request.tools))
             mapper.warnings.extend(lost)
@@ -518,7 +522,10 @@ def _structured_output(schema: dict[str, Any] | type, message: BaseMessage) -> A
 
 
 def _request(
-    messages: list[BaseMessage], stop: list[str] | None, kwargs: dict[str, Any]
+    provider: ClaudeAgentProvider,
+    messages: list[BaseMessage],
+    stop: list[str] | None,
+    kwargs: dict[str, Any],
 ) -> tuple[door.Request, list[sf.CallWarning]]:
     """The provider's request, and what the messages lost (warned of here, and reported with
     the reply's `response_metadata["warnings"]`)."""
@@ -530,7 +537,7 @@ def _request(
     tools = _bound_tools(options.pop("tools", None) or [], options)
     converted, lost = _provider_messages(messages)
     _warn(lost)
-    return door.request(converted, tools, **options), lost
+    return door.request(converted, tools, provider=provider, **options), lost
 
 
 def _warn(call_warnings: Sequence[sf.CallWarning]) -> None:

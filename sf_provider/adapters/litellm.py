@@ -234,7 +234,7 @@ class ClaudeAgentLLM(CustomLLM):
             if isinstance(timeout, int | float) and timeout > 0:
                 own = self.provider.settings.timeout
                 options["timeout"] = float(timeout) if own is None else min(own, float(timeout))
-            request = door.request(chat.messages, chat.tools, **options)
+            request = door.request(chat.messages, chat.tools, provider=self.provider, **options)
         except UnsupportedParameterError as exc:
             if drop or exc.param not in DROPPABLE or exc.param not in from_litellm:
                 _raise(exc, model, self.name)

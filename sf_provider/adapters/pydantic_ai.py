@@ -264,7 +264,10 @@ class ClaudeAgentModel(Model):
         flattened: list[sf.CallWarning] = []
         history = await _to_provider_messages(messages, instructions, flattened)
         # Bad input raises here, before a CLI process starts.
-        parts = door.stream(self.claude_provider, door.request(history, tools, **options))
+        parts = door.stream(
+            self.claude_provider,
+            door.request(history, tools, provider=self.claude_provider, **options),
+        )
         stream = ClaudeStreamedResponse(
             model_request_parameters=params,
             _model_name=self.model_name,

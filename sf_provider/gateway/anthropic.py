@@ -22,7 +22,7 @@ __all__ = ["messages_endpoint"]
 
 
 def _read(
-    request: Request, body: dict[str, Any], _provider: ClaudeAgentProvider, drop: bool
+    request: Request, body: dict[str, Any], provider: ClaudeAgentProvider, drop: bool
 ) -> ModelCall:
     call = parse_request(body, drop=drop)
     betas = header_betas(request.headers.getlist("anthropic-beta"))
@@ -40,7 +40,7 @@ def _read(
                 yield sse(event, event["type"])
 
     options = call.options | ({"betas": betas} if betas else {})
-    parsed = door.request(call.messages, call.tools, **options)
+    parsed = door.request(call.messages, call.tools, provider=provider, **options)
     return ModelCall(parsed, complete, events if call.stream else None, call.dropped)
 
 

@@ -58,7 +58,7 @@ def _read(
             yield chunk([], openai_usage(mapper.usage))
         yield b"data: [DONE]\n\n"
 
-    parsed = door.request(chat.messages, chat.tools, **chat.options)
+    parsed = door.request(chat.messages, chat.tools, provider=provider, **chat.options)
     return ModelCall(parsed, complete, events if chat.stream else None, chat.dropped)
 
 

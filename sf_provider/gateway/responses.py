@@ -306,7 +306,7 @@ def response_routes(kept: ResponseStore) -> list[Route]:
                 return
             yield sse(last, last["type"])
 
-        parsed = door.request(messages, tools, **options)
+        parsed = door.request(messages, tools, provider=provider, **options)
         return ModelCall(parsed, complete, events if call.stream else None, dropped)
 
     async def stored(request: Request) -> Response:

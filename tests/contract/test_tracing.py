@@ -33,6 +33,7 @@ from sf_provider import (
     GateRequest,
     MissingExecutorError,
     ToolRegistry,
+    UnsupportedRequestError,
 )
 from sf_provider._tracing import CAPTURE_CONTENT_ENV
 from sf_provider.gateway import GatewaySettings, create_app
@@ -283,6 +284,24 @@ async def test_a_request_refused_before_its_query_starts_is_a_failed_span(
     }
     (event,) = query.events
     assert dict(event.attributes or {})["exception.type"].endswith("MissingExecutorError")
+
+
+async def test_a_door_traces_a_refused_request_with_the_providers_model(
+    spans: InMemorySpanExporter,
+) -> None:
+    # A door's options are checked in `_door.request`, which traced the request's model only:
+    # a call relying on the provider's model was a span without one.
+    from sf_provider.adapters.langchain import ChatClaudeAgent
+
+    async with ScriptedMessagesAPI([]) as api:
+        chat = ChatClaudeAgent(provider=ClaudeAgentProvider(api.settings(model=MODEL)))
+        with pytest.raises(UnsupportedRequestError, match="max_tokens"):
+            await chat.ainvoke("2+3?", max_tokens=0)
+    assert api.requests == []
+    (query,) = spans.get_finished_spans()
+    assert query.name == f"chat {MODEL}"
+    assert dict(query.attributes or {})["gen_ai.request.model"] == MODEL
+    assert query.status.status_code is StatusCode.ERROR
 
 
 @pytest.mark.parametrize("how", ["cancelled", "left"])

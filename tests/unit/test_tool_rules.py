@@ -21,6 +21,7 @@ from pydantic_ai.models import ModelRequestParameters
 from pydantic_ai.tools import ToolDefinition
 
 from sf_provider import (
+    ClaudeAgentProvider,
     DuplicateToolNameError,
     FunctionTool,
     InvalidToolSchemaError,
@@ -321,6 +322,7 @@ def _anthropic_choice(choice: Any, tools: list[str]) -> tuple[ToolChoice, list[s
 def _langchain_choice(choice: Any, tools: list[str]) -> tuple[ToolChoice, list[str]]:
     # ChatAnthropic's and ChatOpenAI's forms: "any"/"required", "none", a tool name.
     request, _ = lc._request(
+        ClaudeAgentProvider(),
         [HumanMessage("hi")],
         None,
         {"tools": [anthropic_tool(name) for name in tools], "tool_choice": choice},
