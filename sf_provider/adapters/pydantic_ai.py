@@ -87,7 +87,7 @@ from .. import _door as door
 from .. import errors
 from .. import types as sf
 from .._door import ErrorKind, NamedToolChoice, ToolChoice, classify, offered_tools
-from ..provider import ClaudeAgentProvider
+from ..provider import ClaudeAgentProvider, QueryStream
 from ..settings import EFFORT_NAMES, ProviderSettings
 from ..tools import FunctionTool, tool_from_spec
 
@@ -616,7 +616,7 @@ class ClaudeStreamedResponse(StreamedResponse):
     """Provider stream parts as pydantic-ai stream events (text, thinking, tool calls)."""
 
     _model_name: str
-    _parts: AsyncIterator[sf.StreamPart]
+    _parts: QueryStream
     #: `claude-agent-sdk`; no URL: the CLI talks to the API.
     provider_name: str = field(default=_SYSTEM, init=False)
     provider_url: None = field(default=None, init=False)
@@ -634,6 +634,8 @@ class ClaudeStreamedResponse(StreamedResponse):
     #: left out of the response. Streamed (`request_stream`), they were already handed out, and
     #: taking them back is a `StreamRetractionError`, as on every streaming door.
     _folded: bool = False
+    #: The pull of the next part under way, and its end: `close_stream` cancels it.
+    _pull: tuple[anyio.CancelScope, anyio.Event] | None = field(default=None, init=False)
 
     async def _get_event_iterator(self) -> AsyncIterator[ModelResponseStreamEvent]:
         started = False
@@ -641,7 +643,7 @@ class ClaudeStreamedResponse(StreamedResponse):
         # Executor mode: the provider runs the calls, and they come as its own (`_map`).
         blocks = door.Blocks(remedy=None if self._folded else remedy, whole_calls=self._executor)
         try:
-            async for part in self._parts:
+            while (part := await self._next_part()) is not None:
                 for item in blocks.add(part):
                     for event in self._map(item):
                         if isinstance(event, PartStartEvent):
@@ -665,6 +667,30 @@ class ClaudeStreamedResponse(StreamedResponse):
             if error is None:
                 raise
             raise error from exc
+
+    async def _next_part(self) -> sf.StreamPart | None:
+        """The query's next part; None at its end or when `close_stream` cancelled the pull."""
+        scope, done = anyio.CancelScope(), anyio.Event()
+        self._pull = scope, done
+        try:
+            with scope:
+                return await anext(self._parts)
+        except StopAsyncIteration:
+            pass
+        finally:
+            self._pull = None
+            done.set()
+        return None
+
+    async def close_stream(self) -> None:
+        """pydantic-ai's `cancel()`: the query stops as when `async with provider.stream(...)` is
+        left early (its CLI is stopped), and the events end. A pull under way in another task
+        (`stream_text` pulls in one) is cancelled, and its end waited for, first."""
+        while self._pull is not None:
+            scope, done = self._pull
+            scope.cancel()
+            await done.wait()
+        await self._parts.aclose()
 
     def _map(self, item: door.BlockEvent) -> Iterator[ModelResponseStreamEvent]:
         manager = self._parts_manager

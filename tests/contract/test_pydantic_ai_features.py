@@ -1,17 +1,19 @@
 """pydantic-ai features as its users combine them, through a real `Agent` on the real CLI.
 
 Each test is a feature pydantic-ai's own models serve (history a capability rewrote, another
-provider's history, `NativeOutput`'s retries, the Agent's lifecycle) and what the request the
-scripted API received shows of it, or the warning that says what could not be sent.
+provider's history, `NativeOutput`'s retries, the Agent's lifecycle, stream cancellation) and
+what the request the scripted API received shows of it, the warning that says what could not
+be sent, or the processes left.
 """
 
 from __future__ import annotations
 
 import pytest
-from conftest import cli_processes, no_cli_left
+from conftest import cli_processes, leftover_query_dirs, no_cli_left
 from pydantic import BaseModel
 from pydantic_ai import Agent, BinaryContent, NativeOutput
 from pydantic_ai.capabilities.process_history import ProcessHistory
+from pydantic_ai.exceptions import RunCancelled
 from pydantic_ai.messages import (
     CompactionPart,
     FilePart,
@@ -27,7 +29,7 @@ from pydantic_ai.models import (
 
 from sf_provider import ClaudeAgentProvider
 from sf_provider.adapters.pydantic_ai import ClaudeAgentModel
-from sf_provider.testing import RecordedRequest, ScriptedMessagesAPI, reply, text, tool_use
+from sf_provider.testing import RecordedRequest, ScriptedMessagesAPI, fault, reply, text, tool_use
 
 pytestmark = [pytest.mark.anyio, pytest.mark.cli]
 
@@ -217,3 +219,68 @@ async def test_a_model_entered_twice_stops_its_processes_when_the_last_one_leave
             assert len(cli_processes()) == 1
         await no_cli_left()
         assert not cli_processes()
+
+
+# -- stream cancellation
+
+LONG_TEXT = "word " * 50
+#: The start of a long text, then the stream drops and the CLI's non-streaming retry is never
+#: answered (`hang`): the query waits on the API, mid-stream, until it is cancelled.
+STALLED_MID_STREAM = [
+    fault("drop_mid_stream", events=4, reply=reply(text(LONG_TEXT))),
+    fault("hang"),
+]
+
+
+@pytest.mark.parametrize("debounce_by", [None, 0.1], ids=["between-pulls", "pull-under-way"])
+async def test_cancel_stops_a_streamed_querys_cli_and_the_model_serves_the_next_run(
+    debounce_by: float | None,
+) -> None:
+    """`cancel()` of a streamed run (pydantic-ai's stream cancellation) stops the query as leaving
+    `async with provider.stream(...)` early does: its CLI is stopped before `cancel()` returns,
+    the text ends where it was cut, and the response is recorded as interrupted. `stream_text()`
+    debounces in a task of its own, whose pull is under way when the consumer cancels; without
+    debouncing, the cancel lands between pulls."""
+    async with ScriptedMessagesAPI([*STALLED_MID_STREAM, reply(text("after"))]) as api:
+        provider = ClaudeAgentProvider(api.settings())
+        agent = Agent(ClaudeAgentModel(provider))
+        chunks: list[str] = []
+        async with agent.run_stream("talk") as streamed:
+            async for chunk in streamed.stream_text(delta=True, debounce_by=debounce_by):
+                chunks.append(chunk)
+                if len(chunks) == 1:
+                    assert leftover_query_dirs(), "the query runs while its text streams"
+                    await streamed.cancel()
+                    assert leftover_query_dirs() == [], "cancel() returned with the CLI stopped"
+        assert streamed.cancelled
+        response = streamed.all_messages()[-1]
+        assert isinstance(response, ModelResponse) and response.state == "interrupted"
+        cut = "".join(chunks)
+        assert [p.content for p in response.parts if isinstance(p, TextPart)] == [cut]
+        assert 0 < len(cut) < len(LONG_TEXT) and LONG_TEXT.startswith(cut)
+        await no_cli_left()
+        assert not cli_processes()
+        assert (await agent.run("again")).output == "after"
+        assert len(cli_processes()) == 1, "the next run's process, kept warm"
+        await provider.aclose()
+    assert [r.body.get("stream") for r in api.requests] == [True, False, True]
+
+
+async def test_agent_run_cancel_ends_the_run_and_stops_its_cli() -> None:
+    """`AgentRun.cancel()` ends the whole run (`RunCancelled`, pydantic-ai's outcome): the task
+    that pulls the stream is cancelled, which stops the query's CLI."""
+    async with ScriptedMessagesAPI([*STALLED_MID_STREAM, reply(text("after"))]) as api:
+        provider = ClaudeAgentProvider(api.settings())
+        agent = Agent(ClaudeAgentModel(provider))
+        with pytest.raises(RunCancelled):
+            async with agent.iter("talk") as run:
+                async for node in run:
+                    if Agent.is_model_request_node(node):
+                        async with node.stream(run.ctx) as stream:
+                            async for _ in stream:
+                                assert leftover_query_dirs(), "the query runs while it streams"
+                                run.cancel()
+        await no_cli_left()
+        assert not cli_processes() and leftover_query_dirs() == []
+        assert (await agent.run("again")).output == "after"
+        await provider.aclose()
