@@ -36,7 +36,8 @@ from ._invoke import INTERRUPTS
 __all__ = ["CLISession", "QueryTransport", "Served", "WarmPool", "user_message"]
 
 _KILL_GRACE_SECONDS = 0.3
-#: A warm process is retired after this many queries, so nothing can grow without bound.
+#: A warm process is retired after at most this many queries, so nothing can grow without
+#: bound (`WarmPool` retires some earlier, so that its processes do not all go at once).
 WARM_MAX_QUERIES = 100
 #: Longest wait for the CLI to rewind a conversation before the process is given up.
 _REWIND_TIMEOUT_SECONDS = 5.0
@@ -165,6 +166,8 @@ class CLISession:
         #: The CLI's running per-model usage as of the last result (see `own_result`).
         self._model_usage: dict[str, Any] = {}
         self.queries = 0
+        #: Queries after which a warm pool retires this process (`WarmPool` sets it).
+        self.max_queries = WARM_MAX_QUERIES
         #: Why the application stopped this process while it served a query (the provider
         #: was closed), for that query's error; None otherwise.
         self.stopped_by: str | None = None
@@ -398,7 +401,16 @@ Served = Literal["fresh", "warm", "continued"]
 class WarmPool:
     """The warm processes of one provider: at most `size` (idle and busy together are only
     exceeded by concurrent queries), least recently used first out, each stopped after
-    `idle_timeout` s unused."""
+    `idle_timeout` s unused, and retired after its `max_queries`.
+
+    Queries without history take the least recently used process, so the processes of a busy
+    pool age alike: with one limit for all, processes started together (the first burst of
+    queries) were all retired within a few queries of each other, and the next queries all
+    waited for new processes starting at once. A process started beside n others is retired
+    after `WARM_MAX_QUERIES` less (size - 1 - n) steps of WARM_MAX_QUERIES / (2 size) queries:
+    those started together go one at a time, and each replacement, started into a pool at full
+    strength, gets the whole limit, so the retirements stay spread out.
+    """
 
     def __init__(self, size: int, idle_timeout: float | None) -> None:
         self.size = size
@@ -461,6 +473,7 @@ class WarmPool:
         served: Served = "continued" if history else "warm"
         if found is None:
             found, served = spawn(), "fresh"
+            found.max_queries = self._query_limit()
         else:
             if found in self._idle:
                 self._idle.remove(found)
@@ -477,7 +490,7 @@ class WarmPool:
         keep = (
             reusable
             and not self._closed
-            and proc.queries < WARM_MAX_QUERIES
+            and proc.queries < proc.max_queries
             and proc.conversation is not None
         )
         evicted: list[CLISession] = []
@@ -492,6 +505,12 @@ class WarmPool:
         with anyio.CancelScope(shield=True):
             for old in evicted:
                 await _stop(old)
+
+    def _query_limit(self) -> int:
+        """The query limit of a process starting now, beside the pool's others (see the class)."""
+        size = max(self.size, 1)
+        others = min(len(self._idle) + len(self._busy), size - 1)
+        return WARM_MAX_QUERIES - (size - 1 - others) * (WARM_MAX_QUERIES // (2 * size))
 
     def idle_for(self, key: Hashable) -> int:
         """Idle processes ready for queries with this setup and no history."""

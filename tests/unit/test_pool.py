@@ -7,12 +7,13 @@ processes is proven through the real CLI in tests/contract/test_warm.py and test
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
 from typing import Any, cast
 
 import anyio
 import pytest
 
-from sf_provider._process import CLISession, WarmPool
+from sf_provider._process import WARM_MAX_QUERIES, CLISession, WarmPool
 
 pytestmark = pytest.mark.anyio
 
@@ -26,6 +27,7 @@ class StandIn:
         self.rewindable = rewindable
         self.loop = asyncio.get_running_loop()
         self.queries = 1
+        self.max_queries = WARM_MAX_QUERIES
         self.expiry = None
         self.closed = False
         self.rewinds = 0
@@ -120,6 +122,57 @@ async def test_a_process_started_from_a_history_is_never_emptied() -> None:
     await pool.give_back(session(spawned), reusable=True)
     assert replayed.closed  # least recently used first out: the pool holds one
     assert pool.idle == 1
+
+
+async def test_processes_started_together_are_retired_one_at_a_time() -> None:
+    """Eight clients, each starting a new conversation on the pool's least recently used
+    process: the eight processes age alike. With one query limit for all they were retired in
+    the same round, and the next round started eight new processes at once (every request
+    waited for one: the chained Responses bench's p99 of seconds)."""
+    size, rounds = 8, 2 * WARM_MAX_QUERIES + 10  # two generations of processes
+    pool = WarmPool(size, None)
+    started: list[StandIn] = []
+
+    def spawn() -> CLISession:
+        started.append(StandIn("k", []))
+        started[-1].queries = 0
+        return session(started[-1])
+
+    new_per_round = []
+    for _ in range(rounds):
+        before, all_busy = len(started), Barrier(size)
+        async with anyio.create_task_group() as group:
+            for _ in range(size):
+                group.start_soon(one_query, pool, spawn, all_busy)
+        new_per_round.append(len(started) - before)
+    assert new_per_round[0] == size  # the first burst starts them all
+    assert all(p.closed for p in started[:size])  # every first process was retired...
+    assert any(p.closed for p in started[size:])  # ...and a replacement too
+    assert all(p.queries <= WARM_MAX_QUERIES for p in started)
+    assert max(new_per_round[1:]) == 1  # each replaced on its own, never several at once
+
+
+class Barrier:
+    """Released when `count` tasks wait on it."""
+
+    def __init__(self, count: int) -> None:
+        self.count, self.released = count, anyio.Event()
+
+    async def wait(self) -> None:
+        self.count -= 1
+        if not self.count:
+            self.released.set()
+        await self.released.wait()
+
+
+async def one_query(pool: WarmPool, spawn: Callable[[], CLISession], all_busy: Barrier) -> None:
+    """A query without history: take a process, serve it while the other clients take theirs,
+    give it back."""
+    proc, _ = await pool.take("k", [], spawn)
+    await all_busy.wait()
+    cast(StandIn, proc).queries += 1
+    cast(StandIn, proc).conversation = turns("q")
+    await pool.give_back(proc, reusable=True)
 
 
 async def test_other_setups_never_share_a_process() -> None:
