@@ -168,6 +168,9 @@ class CLISession:
         self.queries = 0
         #: Queries after which a warm pool retires this process (`WarmPool` sets it).
         self.max_queries = WARM_MAX_QUERIES
+        #: A new process for this setup without history, started when the pool retires this
+        #: one (`WarmPool.take` sets it); None when nothing can start one.
+        self.renew: Callable[[], CLISession | None] | None = None
         #: Why the application stopped this process while it served a query (the provider
         #: was closed), for that query's error; None otherwise.
         self.stopped_by: str | None = None
@@ -401,7 +404,8 @@ Served = Literal["fresh", "warm", "continued"]
 class WarmPool:
     """The warm processes of one provider: at most `size` (idle and busy together are only
     exceeded by concurrent queries), least recently used first out, each stopped after
-    `idle_timeout` s unused, and retired after its `max_queries`.
+    `idle_timeout` s unused, and retired after its `max_queries`, when a replacement starts
+    at once, in the background: no query waits for it.
 
     Queries without history take the least recently used process, so the processes of a busy
     pool age alike: with one limit for all, processes started together (the first burst of
@@ -409,7 +413,9 @@ class WarmPool:
     waited for new processes starting at once. A process started beside n others is retired
     after `WARM_MAX_QUERIES` less (size - 1 - n) steps of WARM_MAX_QUERIES / (2 size) queries:
     those started together go one at a time, and each replacement, started into a pool at full
-    strength, gets the whole limit, so the retirements stay spread out.
+    strength, gets the whole limit, so the retirements stay spread out. Without the replacement,
+    a pool that retired processes under light load had shrunk when the load rose, and the
+    next burst of queries waited for several processes starting at once.
     """
 
     def __init__(self, size: int, idle_timeout: float | None) -> None:
@@ -417,6 +423,7 @@ class WarmPool:
         self.idle_timeout = idle_timeout
         self._idle: list[CLISession] = []  # least recently used first
         self._busy: set[CLISession] = set()
+        #: Closes and replacements running in the background, waited for by `aclose`.
         self._closing: set[asyncio.Task[None]] = set()
         self._closed = False
 
@@ -430,9 +437,11 @@ class WarmPool:
         key: Hashable,
         history: list[dict[str, Any]],
         spawn: Callable[[], CLISession],
+        renew: Callable[[], CLISession | None] | None = None,
     ) -> tuple[CLISession, Served]:
         """A process for a query with this setup and history, busy until `give_back`, and how
-        it serves the query (`Served`).
+        it serves the query (`Served`). `renew` starts a process for this setup without history
+        (its replacement when it is retired).
 
         In order: the process whose conversation is exactly `history`, as JSON (`same_turns`),
         continued; for a query without history, an empty process, else the least recently used
@@ -479,6 +488,7 @@ class WarmPool:
                 self._idle.remove(found)
             found.cancel_expiry()
         self._busy.add(found)
+        found.renew = renew
         return found, served
 
     async def give_back(self, proc: CLISession, *, reusable: bool) -> None:
@@ -494,6 +504,8 @@ class WarmPool:
             and proc.conversation is not None
         )
         evicted: list[CLISession] = []
+        if reusable and not self._closed and proc.queries >= proc.max_queries:
+            self._replace(proc)
         if keep:
             self._idle.append(proc)
             if self.idle_timeout is not None:
@@ -505,6 +517,34 @@ class WarmPool:
         with anyio.CancelScope(shield=True):
             for old in evicted:
                 await _stop(old)
+
+    def _replace(self, retired: CLISession) -> None:
+        """Start the replacement of a process retired by its query limit, in the background."""
+        if retired.renew is None:
+            return
+        task = asyncio.get_running_loop().create_task(self._start(retired.renew))
+        self._closing.add(task)
+        task.add_done_callback(self._closing.discard)
+
+    async def _start(self, renew: Callable[[], CLISession | None]) -> None:
+        """Start a new process and keep it idle. A process that fails to start is stopped: the
+        next query that needs one starts its own and says what went wrong."""
+        try:
+            proc = renew()
+        except Exception:
+            return  # the same: the next query's own start reports it
+        if proc is None:
+            return  # its provider is gone
+        proc.max_queries = self._query_limit()
+        self._busy.add(proc)  # aclose() stops it while it starts
+        ready = False
+        try:
+            await proc.connect()
+            ready = True
+        except Exception:
+            pass
+        finally:
+            await self.give_back(proc, reusable=ready)
 
     def _query_limit(self) -> int:
         """The query limit of a process starting now, beside the pool's others (see the class)."""
