@@ -217,7 +217,7 @@ class Timing:
 
 def bare_options(api: ScriptedMessagesAPI, workdir: Path, stderr: deque[str]) -> Any:
     """A bare SDK query with the provider's flags, env and per-run dirs (see overhead.run_bare)."""
-    env = offline_env(api.base_url)
+    env = {**offline_env(api.base_url), **overhead.BARE_ENV}
     for var, name in {"HOME": "home", "CLAUDE_CONFIG_DIR": "config", "TMPDIR": "tmp"}.items():
         (workdir / name).mkdir()
         env[var] = str(workdir / name)
@@ -232,7 +232,7 @@ def bare_options(api: ScriptedMessagesAPI, workdir: Path, stderr: deque[str]) ->
         env=env,
         max_buffer_size=defaults.max_buffer_size,
         stderr=stderr.append,
-        extra_args={"no-session-persistence": None, "bare": None},
+        extra_args=overhead.BARE_FLAGS,
     )
 
 
