@@ -36,9 +36,12 @@ from ._invoke import INTERRUPTS
 __all__ = ["CLISession", "QueryTransport", "Served", "WarmPool", "user_message"]
 
 _KILL_GRACE_SECONDS = 0.3
-#: A warm process is retired after at most this many queries, so nothing can grow without
-#: bound (`WarmPool` retires some earlier, so that its processes do not all go at once).
+#: A warm process is retired after at most this many queries (and `_RUN_LEEWAY`), so nothing
+#: can grow without bound (`WarmPool` retires some earlier: its processes never all go at once).
 WARM_MAX_QUERIES = 100
+#: Queries a process past its limit may still serve to finish an agent run in progress (its
+#: conversation waits for tool results): retired then, the run's next step would start afresh.
+_RUN_LEEWAY = 10
 #: Longest wait for the CLI to rewind a conversation before the process is given up.
 _REWIND_TIMEOUT_SECONDS = 5.0
 
@@ -415,7 +418,9 @@ class WarmPool:
     those started together go one at a time, and each replacement, started into a pool at full
     strength, gets the whole limit, so the retirements stay spread out. Without the replacement,
     a pool that retired processes under light load had shrunk when the load rose, and the
-    next burst of queries waited for several processes starting at once.
+    next burst of queries waited for several processes starting at once. A process whose
+    conversation waits for tool results (an agent run in progress) is kept past its limit, by
+    at most `_RUN_LEEWAY` queries, so that the run's next step continues on it.
     """
 
     def __init__(self, size: int, idle_timeout: float | None) -> None:
@@ -497,14 +502,12 @@ class WarmPool:
         Decided without waiting, so a pool closing meanwhile never parks a process.
         """
         self._busy.discard(proc)
-        keep = (
-            reusable
-            and not self._closed
-            and proc.queries < proc.max_queries
-            and proc.conversation is not None
+        due = proc.queries >= proc.max_queries and not (
+            _awaits_results(proc) and proc.queries < proc.max_queries + _RUN_LEEWAY
         )
+        keep = reusable and not self._closed and not due and proc.conversation is not None
         evicted: list[CLISession] = []
-        if reusable and not self._closed and proc.queries >= proc.max_queries:
+        if reusable and not self._closed and due:
             self._replace(proc)
         if keep:
             self._idle.append(proc)

@@ -166,6 +166,27 @@ async def test_retired_processes_go_one_at_a_time_and_are_replaced_off_the_query
     await pool.aclose()
 
 
+async def test_an_agent_run_in_progress_finishes_on_its_process_past_the_query_limit() -> None:
+    """A process that reached its limit with a conversation waiting for tool results is kept
+    (the run's next step continues on it), and retired after that step; a run that goes on
+    past the leeway loses it (nothing grows without bound)."""
+    pool = WarmPool(2, None)
+    running = StandIn("k", turns("a", pending=True))
+    running.queries = running.max_queries
+    await pool.give_back(session(running), reusable=True)
+    assert not running.closed and pool.idle == 1
+    proc, served = await pool.take("k", turns("a", pending=True), never)
+    assert (proc, served) == (session(running), "continued")
+    running.queries += 1
+    running.conversation = turns("a", "b")  # the run's answer
+    await pool.give_back(proc, reusable=True)
+    assert running.closed and pool.idle == 0
+    endless = StandIn("k", turns("c", pending=True))
+    endless.queries = endless.max_queries + 10
+    await pool.give_back(session(endless), reusable=True)
+    assert endless.closed and pool.idle == 0
+
+
 class Barrier:
     """Released when `count` tasks wait on it."""
 
