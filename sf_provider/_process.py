@@ -16,6 +16,7 @@ import asyncio
 import atexit
 import contextlib
 import contextvars
+import logging
 import os
 import shutil
 import signal
@@ -35,6 +36,7 @@ from ._invoke import INTERRUPTS
 
 __all__ = ["CLISession", "QueryTransport", "Served", "WarmPool", "user_message"]
 
+_logger = logging.getLogger("sf_provider")
 _KILL_GRACE_SECONDS = 0.3
 #: A warm process is retired after at most this many queries (and `_RUN_LEEWAY`), so nothing
 #: can grow without bound (`WarmPool` retires some earlier: its processes never all go at once).
@@ -530,12 +532,14 @@ class WarmPool:
         task.add_done_callback(self._closing.discard)
 
     async def _start(self, renew: Callable[[], CLISession | None]) -> None:
-        """Start a new process and keep it idle. A process that fails to start is stopped: the
-        next query that needs one starts its own and says what went wrong."""
+        """Start a new process and keep it idle. A process that fails to start is stopped, with
+        a warning on the `sf_provider` logger; the next query that needs one starts its own (and
+        fails with the error, if it is not passing)."""
         try:
             proc = renew()
-        except Exception:
-            return  # the same: the next query's own start reports it
+        except Exception as exc:
+            _logger.warning("a retired warm process was not replaced: %s", exc)
+            return
         if proc is None:
             return  # its provider is gone
         proc.max_queries = self._query_limit()
@@ -544,8 +548,11 @@ class WarmPool:
         try:
             await proc.connect()
             ready = True
-        except Exception:
-            pass
+        except Exception as exc:
+            if not self._closed:  # else: stopped by aclose() while it started
+                tail = "\n".join(proc.stderr)
+                _logger.warning("a retired warm process's replacement failed to start: %s%s",
+                                exc, f"\n{tail}" if tail else "")  # fmt: skip
         finally:
             await self.give_back(proc, reusable=ready)
 

@@ -187,6 +187,28 @@ async def test_an_agent_run_in_progress_finishes_on_its_process_past_the_query_l
     assert endless.closed and pool.idle == 0
 
 
+async def test_a_replacement_that_fails_to_start_is_stopped_and_said(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    class Broken(StandIn):
+        stderr = ("Error: no API key",)
+
+        async def connect(self) -> None:
+            raise RuntimeError("the CLI exited at once")
+
+    pool = WarmPool(1, None)
+    retired, broken = StandIn("k", turns("a")), Broken("k", [])
+    retired.queries = retired.max_queries
+    retired.renew = lambda: session(broken)
+    await pool.give_back(session(retired), reusable=True)
+    for _ in range(1000):  # the replacement starts in the background
+        if broken.closed:
+            break
+        await anyio.sleep(0.001)
+    assert retired.closed and broken.closed and pool.idle == 0
+    assert "replacement failed to start: the CLI exited at once\nError: no API key" in caplog.text
+
+
 class Barrier:
     """Released when `count` tasks wait on it."""
 
