@@ -150,7 +150,7 @@ def _patch(owner: Any, phase: str, *names: str, wrap: Callable[..., Any] = timed
 def instrument() -> None:
     """Wrap the functions of each phase where the package looks them up."""
     _patch(provider.ClaudeAgentProvider, "options", "_prepare", "_sdk_options")
-    _patch(_mapping.PartMapper, "mapping", "__init__", "map", "flush", "finish")
+    _patch(_mapping.PartMapper, "mapping", "__init__", "map", "flush", "outcome")
     _patch(_mapping.ResultCollector, "mapping", "__init__", "add", "result")
     _patch(ScriptedMessagesAPI, "api", "_handle", wrap=timed_async)
     # Module-level functions: replace them in every sf_provider module that imported them.

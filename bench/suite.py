@@ -21,7 +21,7 @@ import statistics
 import sys
 import tempfile
 import time
-from collections import Counter, deque
+from collections import Counter, defaultdict, deque
 from collections.abc import Awaitable, Callable
 from contextlib import aclosing, suppress
 from dataclasses import dataclass, field
@@ -217,7 +217,7 @@ class Timing:
 
 def bare_options(api: ScriptedMessagesAPI, workdir: Path, stderr: deque[str]) -> Any:
     """A bare SDK query with the provider's flags, env and per-run dirs (see overhead.run_bare)."""
-    env = offline_env(api.base_url)
+    env = {**offline_env(api.base_url), **overhead.BARE_ENV}
     for var, name in {"HOME": "home", "CLAUDE_CONFIG_DIR": "config", "TMPDIR": "tmp"}.items():
         (workdir / name).mkdir()
         env[var] = str(workdir / name)
@@ -232,7 +232,7 @@ def bare_options(api: ScriptedMessagesAPI, workdir: Path, stderr: deque[str]) ->
         env=env,
         max_buffer_size=defaults.max_buffer_size,
         stderr=stderr.append,
-        extra_args={"no-session-persistence": None, "bare": None},
+        extra_args=overhead.BARE_FLAGS,
     )
 
 
@@ -1082,6 +1082,11 @@ async def gateway_bench(report: Report, rounds: int) -> None:
     peaks: dict[int, list[ReplicaMemory]] = {n: [ReplicaMemory()] for n in GATEWAY_LEVELS}
     # 429s per run (a retry follows at once; the latency counts from the first attempt)
     refused: dict[tuple[str, int], int] = dict.fromkeys(runs, 0)
+    # How the warm pool served each step (the `sf-provider-process` header: fresh, warm or
+    # continued), per run: step 1's and step 2's. Counted from the first timed round.
+    served: dict[tuple[str, int], tuple[Counter[str], Counter[str]]] = defaultdict(
+        lambda: (Counter(), Counter())
+    )
     current = [runs[-1]]  # the door and level running
     seen: set[int] = set()
     # The hostile neighbour's requests by kind and status, and the normal latencies without it
@@ -1094,21 +1099,32 @@ async def gateway_bench(report: Report, rounds: int) -> None:
             return log_path.read_text()[-2000:]
         return ""
 
-    async def create(client: openai.AsyncOpenAI, messages: list[Any]) -> Any:
+    def parsed(raw: Any, step: int) -> Any:
+        # How the replica's warm pool served the request (fresh, warm or continued).
+        served[current[0]][step][raw.headers.get("sf-provider-process", "?")] += 1
+        return raw.parse()
+
+    async def create(client: openai.AsyncOpenAI, messages: list[Any], step: int) -> Any:
         while True:
             try:
-                return await client.chat.completions.create(
-                    model=GATEWAY_MODEL, messages=messages, tools=[GATEWAY_TOOL]
+                return parsed(
+                    await client.chat.completions.with_raw_response.create(
+                        model=GATEWAY_MODEL, messages=messages, tools=[GATEWAY_TOOL]
+                    ),
+                    step,
                 )
             except openai.RateLimitError:
                 refused[current[0]] += 1
                 await asyncio.sleep(0.01)
 
-    async def respond(client: openai.AsyncOpenAI, **request: Any) -> Any:
+    async def respond(client: openai.AsyncOpenAI, step: int, **request: Any) -> Any:
         while True:
             try:
-                return await client.responses.create(
-                    model=GATEWAY_MODEL, tools=[RESPONSES_TOOL], **request
+                return parsed(
+                    await client.responses.with_raw_response.create(
+                        model=GATEWAY_MODEL, tools=[RESPONSES_TOOL], **request
+                    ),
+                    step,
                 )
             except openai.RateLimitError:
                 refused[current[0]] += 1
@@ -1120,7 +1136,7 @@ async def gateway_bench(report: Report, rounds: int) -> None:
         city, weather = f"City{i}", f"{i % 30} C, sunny"
         items: list[Any] = [{"role": "user", "content": f"Weather in {city}?"}]
         started = time.perf_counter()
-        first = await respond(client, instructions="Be brief.", input=items)
+        first = await respond(client, 0, instructions="Be brief.", input=items)
         first_s = time.perf_counter() - started
         calls = [item for item in first.output if item.type == "function_call"]
         if len(calls) != 1 or json.loads(calls[0].arguments) != {"city": city}:
@@ -1129,11 +1145,11 @@ async def gateway_bench(report: Report, rounds: int) -> None:
         started = time.perf_counter()
         if chained:  # instructions again: the Responses API does not carry them over
             second = await respond(
-                client, instructions="Be brief.", previous_response_id=first.id, input=[result]
+                client, 1, instructions="Be brief.", previous_response_id=first.id, input=[result]
             )
         else:
             items += [item.model_dump(exclude_none=True) for item in first.output]
-            second = await respond(client, instructions="Be brief.", input=[*items, result])
+            second = await respond(client, 1, instructions="Be brief.", input=[*items, result])
         second_s = time.perf_counter() - started
         if second.status != "completed" or second.output_text != f"{city}: {weather}":
             raise BenchError(f"gateway responses, {city} step 2: {second.output_text!r}")
@@ -1149,7 +1165,7 @@ async def gateway_bench(report: Report, rounds: int) -> None:
             {"role": "user", "content": f"Weather in {city}?"},
         ]
         started = time.perf_counter()
-        first = await create(client, messages)
+        first = await create(client, messages, 0)
         first_s = time.perf_counter() - started
         calls = first.choices[0].message.tool_calls or []
         if (
@@ -1162,7 +1178,7 @@ async def gateway_bench(report: Report, rounds: int) -> None:
         messages.append(first.choices[0].message.model_dump(exclude_none=True))
         messages.append({"role": "tool", "tool_call_id": calls[0].id, "content": weather})
         started = time.perf_counter()
-        second = await create(client, messages)
+        second = await create(client, messages, 1)
         second_s = time.perf_counter() - started
         answer = second.choices[0].message.content
         if second.choices[0].finish_reason != "stop" or answer != f"{city}: {weather}":
@@ -1218,6 +1234,7 @@ async def gateway_bench(report: Report, rounds: int) -> None:
             await level(clients, 2 * max(GATEWAY_LEVELS))
             await asyncio.sleep(1.0)
             idle = replica_memory(proc.pid, seen, pss=True)
+            served.clear()
             for _ in range(rounds):
                 for door, n in runs:
                     current[0] = (door, n)
@@ -1233,6 +1250,7 @@ async def gateway_bench(report: Report, rounds: int) -> None:
                         latencies[door, n].extend((first_s, second_s))
                         steps[door, n][0].append(first_s)
                         steps[door, n][1].append(second_s)
+            timed_served = {r: (Counter(served[r][0]), Counter(served[r][1])) for r in runs}
             # The hostile neighbour: 4 clients' conversations alone, then beside one client
             # sending the backtracking-pattern and big-schema requests in a loop, alternated.
             current[0] = ("chat completions", HOSTILE_LEVEL)
@@ -1306,7 +1324,12 @@ async def gateway_bench(report: Report, rounds: int) -> None:
                 "ms",
                 f"step 1 (tool call) p50 {statistics.median(ms(steps[door, n][0])):.0f}, "
                 f"step 2 (answer) p50 {statistics.median(ms(steps[door, n][1])):.0f} ms; "
-                f"max {max(lat):.0f}",
+                f"max {max(lat):.0f}; processes: "
+                + "; ".join(
+                    f"step {i + 1} "
+                    + ", ".join(f"{k} {v}" for k, v in sorted(timed_served[door, n][i].items()))
+                    for i in (0, 1)
+                ),
             )
         )
     report.value(section, "replica RSS at idle after warm-up", idle.total_mib, "MiB",

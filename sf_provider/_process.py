@@ -16,6 +16,7 @@ import asyncio
 import atexit
 import contextlib
 import contextvars
+import logging
 import os
 import shutil
 import signal
@@ -35,9 +36,14 @@ from ._invoke import INTERRUPTS
 
 __all__ = ["CLISession", "QueryTransport", "Served", "WarmPool", "user_message"]
 
+_logger = logging.getLogger("sf_provider")
 _KILL_GRACE_SECONDS = 0.3
-#: A warm process is retired after this many queries, so nothing can grow without bound.
+#: A warm process is retired after at most this many queries (and `_RUN_LEEWAY`), so nothing
+#: can grow without bound (`WarmPool` retires some earlier: its processes never all go at once).
 WARM_MAX_QUERIES = 100
+#: Queries a process past its limit may still serve to finish an agent run in progress (its
+#: conversation waits for tool results): retired then, the run's next step would start afresh.
+_RUN_LEEWAY = 10
 #: Longest wait for the CLI to rewind a conversation before the process is given up.
 _REWIND_TIMEOUT_SECONDS = 5.0
 
@@ -165,6 +171,11 @@ class CLISession:
         #: The CLI's running per-model usage as of the last result (see `own_result`).
         self._model_usage: dict[str, Any] = {}
         self.queries = 0
+        #: Queries after which a warm pool retires this process (`WarmPool` sets it).
+        self.max_queries = WARM_MAX_QUERIES
+        #: A new process for this setup without history, started when the pool retires this
+        #: one (`WarmPool.take` sets it); None when nothing can start one.
+        self.renew: Callable[[], CLISession | None] | None = None
         #: Why the application stopped this process while it served a query (the provider
         #: was closed), for that query's error; None otherwise.
         self.stopped_by: str | None = None
@@ -398,13 +409,28 @@ Served = Literal["fresh", "warm", "continued"]
 class WarmPool:
     """The warm processes of one provider: at most `size` (idle and busy together are only
     exceeded by concurrent queries), least recently used first out, each stopped after
-    `idle_timeout` s unused."""
+    `idle_timeout` s unused, and retired after its `max_queries`, when a replacement starts
+    at once, in the background: no query waits for it.
+
+    Queries without history take the least recently used process, so the processes of a busy
+    pool age alike: with one limit for all, processes started together (the first burst of
+    queries) were all retired within a few queries of each other, and the next queries all
+    waited for new processes starting at once. A process started beside n others is retired
+    after `WARM_MAX_QUERIES` less (size - 1 - n) steps of WARM_MAX_QUERIES / (2 size) queries:
+    those started together go one at a time, and each replacement, started into a pool at full
+    strength, gets the whole limit, so the retirements stay spread out. Without the replacement,
+    a pool that retired processes under light load had shrunk when the load rose, and the
+    next burst of queries waited for several processes starting at once. A process whose
+    conversation waits for tool results (an agent run in progress) is kept past its limit, by
+    at most `_RUN_LEEWAY` queries, so that the run's next step continues on it.
+    """
 
     def __init__(self, size: int, idle_timeout: float | None) -> None:
         self.size = size
         self.idle_timeout = idle_timeout
         self._idle: list[CLISession] = []  # least recently used first
         self._busy: set[CLISession] = set()
+        #: Closes and replacements running in the background, waited for by `aclose`.
         self._closing: set[asyncio.Task[None]] = set()
         self._closed = False
 
@@ -418,9 +444,11 @@ class WarmPool:
         key: Hashable,
         history: list[dict[str, Any]],
         spawn: Callable[[], CLISession],
+        renew: Callable[[], CLISession | None] | None = None,
     ) -> tuple[CLISession, Served]:
         """A process for a query with this setup and history, busy until `give_back`, and how
-        it serves the query (`Served`).
+        it serves the query (`Served`). `renew` starts a process for this setup without history
+        (its replacement when it is retired).
 
         In order: the process whose conversation is exactly `history`, as JSON (`same_turns`),
         continued; for a query without history, an empty process, else the least recently used
@@ -461,11 +489,13 @@ class WarmPool:
         served: Served = "continued" if history else "warm"
         if found is None:
             found, served = spawn(), "fresh"
+            found.max_queries = self._query_limit()
         else:
             if found in self._idle:
                 self._idle.remove(found)
             found.cancel_expiry()
         self._busy.add(found)
+        found.renew = renew
         return found, served
 
     async def give_back(self, proc: CLISession, *, reusable: bool) -> None:
@@ -474,13 +504,13 @@ class WarmPool:
         Decided without waiting, so a pool closing meanwhile never parks a process.
         """
         self._busy.discard(proc)
-        keep = (
-            reusable
-            and not self._closed
-            and proc.queries < WARM_MAX_QUERIES
-            and proc.conversation is not None
+        due = proc.queries >= proc.max_queries and not (
+            _awaits_results(proc) and proc.queries < proc.max_queries + _RUN_LEEWAY
         )
+        keep = reusable and not self._closed and not due and proc.conversation is not None
         evicted: list[CLISession] = []
+        if reusable and not self._closed and due:
+            self._replace(proc)
         if keep:
             self._idle.append(proc)
             if self.idle_timeout is not None:
@@ -492,6 +522,45 @@ class WarmPool:
         with anyio.CancelScope(shield=True):
             for old in evicted:
                 await _stop(old)
+
+    def _replace(self, retired: CLISession) -> None:
+        """Start the replacement of a process retired by its query limit, in the background."""
+        if retired.renew is None:
+            return
+        task = asyncio.get_running_loop().create_task(self._start(retired.renew))
+        self._closing.add(task)
+        task.add_done_callback(self._closing.discard)
+
+    async def _start(self, renew: Callable[[], CLISession | None]) -> None:
+        """Start a new process and keep it idle. A process that fails to start is stopped, with
+        a warning on the `sf_provider` logger; the next query that needs one starts its own (and
+        fails with the error, if it is not passing)."""
+        try:
+            proc = renew()
+        except Exception as exc:
+            _logger.warning("a retired warm process was not replaced: %s", exc)
+            return
+        if proc is None:
+            return  # its provider is gone
+        proc.max_queries = self._query_limit()
+        self._busy.add(proc)  # aclose() stops it while it starts
+        ready = False
+        try:
+            await proc.connect()
+            ready = True
+        except Exception as exc:
+            if not self._closed:  # else: stopped by aclose() while it started
+                tail = "\n".join(proc.stderr)
+                _logger.warning("a retired warm process's replacement failed to start: %s%s",
+                                exc, f"\n{tail}" if tail else "")  # fmt: skip
+        finally:
+            await self.give_back(proc, reusable=ready)
+
+    def _query_limit(self) -> int:
+        """The query limit of a process starting now, beside the pool's others (see the class)."""
+        size = max(self.size, 1)
+        others = min(len(self._idle) + len(self._busy), size - 1)
+        return WARM_MAX_QUERIES - (size - 1 - others) * (WARM_MAX_QUERIES // (2 * size))
 
     def idle_for(self, key: Hashable) -> int:
         """Idle processes ready for queries with this setup and no history."""

@@ -699,7 +699,9 @@ class ClaudeAgentProvider:
         if not self.settings.warm_processes or plan.rules.budget_usd:
             return None, self._spawn(plan), "fresh"
         pool = self._warm_pool()
-        session, served = await pool.take(plan.key, history, lambda: self._spawn(plan))
+        session, served = await pool.take(
+            plan.key, history, lambda: self._spawn(plan), renew=_renewer(self, plan)
+        )
         return pool, session, served
 
     def _resolved_model(self, plan: _Plan) -> str | None:
@@ -1172,6 +1174,19 @@ def _system_prompt(parts: list[str], workdir: Path) -> str | SystemPromptFile | 
     path = workdir / "system-prompt.md"
     path.write_text(prompt, encoding="utf-8")
     return {"type": "file", "path": str(path)}
+
+
+def _renewer(provider: ClaudeAgentProvider, plan: _Plan) -> Callable[[], CLISession | None]:
+    """What starts a process for `plan`'s setup without history (a retired process's
+    replacement): None once the provider is gone (the pool must not keep it alive)."""
+    empty = replace(plan, conversation=replace(plan.conversation, history=[]))
+    ref = weakref.ref(provider)
+
+    def renew() -> CLISession | None:
+        alive = ref()
+        return None if alive is None else alive._spawn(empty)
+
+    return renew
 
 
 def _traced(plan: _Plan) -> TracedRequest:

@@ -32,6 +32,7 @@ from sf_provider import (
     TextDeltaPart,
     ToolRegistry,
     UnsupportedRequestError,
+    _process,
 )
 from sf_provider._process import CLISession
 from sf_provider.registry import GUIDANCE_TOOL_NAME
@@ -396,6 +397,35 @@ async def test_a_warm_process_that_died_while_idle_is_replaced() -> None:
         second = await provider.generate("SECRET-1")
     assert second.session_id != first.session_id
     assert second.text == "no tools for SECRET-1"
+
+
+async def test_a_retired_process_is_replaced_before_the_next_query_needs_one(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A process retired by its query limit is replaced in the background: the next query
+    gets a started process, emptied (warm), not one that starts as it waits (fresh)."""
+    monkeypatch.setattr(_process, "WARM_MAX_QUERIES", 2)
+    seen: list[tuple[str, int]] = []
+    tool = _tool("lookup", seen)
+    async with (
+        ScriptedMessagesAPI(_model) as api,
+        ClaudeAgentProvider(api.settings(warm_processes=1)) as provider,
+    ):
+        first = await provider.generate("Look up SECRET-0.", tools=[tool])
+        second = await provider.generate("Look up SECRET-1.", tools=[tool])  # its last query
+        for _ in range(1200):  # a "no hang" bound (120 s): the replacement starts meanwhile
+            if provider._warm_pool().idle:
+                break
+            await anyio.sleep(0.1)
+        assert provider._warm_pool().idle == 1
+        assert len(cli_processes()) == 1  # the retired one was stopped
+        third = await provider.generate("Look up SECRET-2.", tools=[tool])
+    assert not api.errors
+    served = [r.provider_details["process"] for r in (first, second, third)]
+    assert served == ["fresh", "warm", "warm"]
+    assert first.session_id == second.session_id != third.session_id
+    assert third.text == "result lookup:SECRET-2"
+    assert seen == [("lookup", 0), ("lookup", 1), ("lookup", 2)]
 
 
 async def test_a_timed_out_query_stops_its_warm_process() -> None:

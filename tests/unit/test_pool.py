@@ -7,12 +7,13 @@ processes is proven through the real CLI in tests/contract/test_warm.py and test
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
 from typing import Any, cast
 
 import anyio
 import pytest
 
-from sf_provider._process import CLISession, WarmPool
+from sf_provider._process import WARM_MAX_QUERIES, CLISession, WarmPool
 
 pytestmark = pytest.mark.anyio
 
@@ -26,6 +27,8 @@ class StandIn:
         self.rewindable = rewindable
         self.loop = asyncio.get_running_loop()
         self.queries = 1
+        self.max_queries = WARM_MAX_QUERIES
+        self.renew = None
         self.expiry = None
         self.closed = False
         self.rewinds = 0
@@ -37,6 +40,9 @@ class StandIn:
         self.rewinds += 1
         self.conversation = []
         return True
+
+    async def connect(self) -> None:
+        await anyio.sleep(0.01)  # the CLI starts
 
     async def close(self) -> None:
         await anyio.sleep(0.01)
@@ -120,6 +126,113 @@ async def test_a_process_started_from_a_history_is_never_emptied() -> None:
     await pool.give_back(session(spawned), reusable=True)
     assert replayed.closed  # least recently used first out: the pool holds one
     assert pool.idle == 1
+
+
+async def test_retired_processes_go_one_at_a_time_and_are_replaced_off_the_query_path() -> None:
+    """Eight clients, each starting a new conversation on the pool's least recently used
+    process: the eight processes age alike. With one query limit for all they were retired in
+    the same round, and the next queries waited for new processes all starting at once (the
+    gateway bench's chained Responses p99 of seconds). Now they go one at a time, and each is
+    replaced in the background: no query after the first round starts a process."""
+    size, rounds = 8, 2 * WARM_MAX_QUERIES + 10  # two generations of processes
+    pool = WarmPool(size, None)
+    started: list[StandIn] = []
+
+    def spawn() -> CLISession:
+        started.append(StandIn("k", []))
+        started[-1].queries = 0
+        return session(started[-1])
+
+    fresh_per_round, retired_per_round = [], []
+    for _ in range(rounds):
+        served: list[str] = []
+        retired_before, all_busy = sum(p.closed for p in started), Barrier(size)
+        async with anyio.create_task_group() as group:
+            for _ in range(size):
+                group.start_soon(one_query, pool, spawn, all_busy, served)
+        fresh_per_round.append(served.count("fresh"))
+        retired_per_round.append(sum(p.closed for p in started) - retired_before)
+        for _ in range(1000):  # a retired process's replacement starts in the background
+            if pool.idle == size:
+                break
+            await anyio.sleep(0.001)
+        assert pool.idle == size
+    assert fresh_per_round[0] == size  # the first burst starts them all
+    assert all(p.closed for p in started[:size])  # every first process was retired...
+    assert any(p.closed for p in started[size:])  # ...and a replacement too
+    assert all(p.queries <= WARM_MAX_QUERIES for p in started)
+    assert max(retired_per_round) == 1  # one at a time
+    assert sum(fresh_per_round[1:]) == 0  # no query waited for a process to start
+    await pool.aclose()
+
+
+async def test_an_agent_run_in_progress_finishes_on_its_process_past_the_query_limit() -> None:
+    """A process that reached its limit with a conversation waiting for tool results is kept
+    (the run's next step continues on it), and retired after that step; a run that goes on
+    past the leeway loses it (nothing grows without bound)."""
+    pool = WarmPool(2, None)
+    running = StandIn("k", turns("a", pending=True))
+    running.queries = running.max_queries
+    await pool.give_back(session(running), reusable=True)
+    assert not running.closed and pool.idle == 1
+    proc, served = await pool.take("k", turns("a", pending=True), never)
+    assert (proc, served) == (session(running), "continued")
+    running.queries += 1
+    running.conversation = turns("a", "b")  # the run's answer
+    await pool.give_back(proc, reusable=True)
+    assert running.closed and pool.idle == 0
+    endless = StandIn("k", turns("c", pending=True))
+    endless.queries = endless.max_queries + 10
+    await pool.give_back(session(endless), reusable=True)
+    assert endless.closed and pool.idle == 0
+
+
+async def test_a_replacement_that_fails_to_start_is_stopped_and_said(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    class Broken(StandIn):
+        stderr = ("Error: no API key",)
+
+        async def connect(self) -> None:
+            raise RuntimeError("the CLI exited at once")
+
+    pool = WarmPool(1, None)
+    retired, broken = StandIn("k", turns("a")), Broken("k", [])
+    retired.queries = retired.max_queries
+    retired.renew = lambda: session(broken)
+    await pool.give_back(session(retired), reusable=True)
+    for _ in range(1000):  # the replacement starts in the background
+        if broken.closed:
+            break
+        await anyio.sleep(0.001)
+    assert retired.closed and broken.closed and pool.idle == 0
+    assert "replacement failed to start: the CLI exited at once\nError: no API key" in caplog.text
+
+
+class Barrier:
+    """Released when `count` tasks wait on it."""
+
+    def __init__(self, count: int) -> None:
+        self.count, self.released = count, anyio.Event()
+
+    async def wait(self) -> None:
+        self.count -= 1
+        if not self.count:
+            self.released.set()
+        await self.released.wait()
+
+
+async def one_query(
+    pool: WarmPool, spawn: Callable[[], CLISession], all_busy: Barrier, served: list[str]
+) -> None:
+    """A query without history: take a process, serve it while the other clients take theirs,
+    give it back."""
+    proc, how = await pool.take("k", [], spawn, renew=spawn)
+    served.append(how)
+    await all_busy.wait()
+    cast(StandIn, proc).queries += 1
+    cast(StandIn, proc).conversation = turns("q")
+    await pool.give_back(proc, reusable=True)
 
 
 async def test_other_setups_never_share_a_process() -> None:
