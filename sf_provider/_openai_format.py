@@ -317,23 +317,12 @@ def _parts(content: Any, where: str) -> list[Mapping[str, Any]]:
     raise InvalidMessagesError(f"{where}: content must be a string or a list of content parts")
 
 
-def _bad_part(part: Mapping[str, Any], where: str, kinds: tuple[str, ...]) -> InvalidMessagesError:
-    """The error of a content part not of `kinds`, or of a text or refusal part without its
-    string (its field is named as its type is)."""
-    kind = part.get("type")
-    if kind in kinds:
-        return InvalidMessagesError(f"{where}: a {kind!r} part needs {kind!r} as a string")
-    return InvalidMessagesError(
-        f"{where}: a content part here must be {' or '.join(map(repr, kinds))}, not {kind!r}"
-    )
-
-
 def _text_blocks(content: Any, where: str) -> tuple[req.Text, ...]:
     """The text parts of a message that holds text only, each a text block."""
     blocks = []
     for part in _parts(content, where):
         if part.get("type") != "text" or not isinstance(part.get("text"), str):
-            raise _bad_part(part, where, ("text",))
+            raise wire.part_error(part, where, ("text",))
         blocks.append(req.Text(part["text"]))
     return tuple(blocks)
 
@@ -348,7 +337,7 @@ def _user_content(content: Any, where: str, path: str) -> tuple[req.Text | req.I
             url = _image_url(part.get("image_url"), where, f"{path}[{j}].image_url")
             blocks.append(req.Image(url=url))
         else:
-            raise _bad_part(part, where, ("text", "image_url"))
+            raise wire.part_error(part, where, ("text", "image_url"))
     return tuple(blocks)
 
 
@@ -391,7 +380,7 @@ def _assistant_content(message: Mapping[str, Any], where: str) -> tuple[req.Assi
         kind = part.get("type")
         text = part.get("text") if kind == "text" else part.get("refusal")
         if kind not in ("text", "refusal") or not isinstance(text, str):
-            raise _bad_part(part, where, ("text", "refusal"))
+            raise wire.part_error(part, where, ("text", "refusal"))
         if text:
             blocks.append(req.Text(text))
     refusal = message.get("refusal")

@@ -559,6 +559,10 @@ MALFORMED: dict[str, tuple[dict[str, Any], type[ProviderError], str, str]] = {
         {"output_config": {"format": {"type": "json_schema"}}}, UnsupportedRequestError,
         "output_config.format.schema", "must be a JSON Schema object",
     ),
+    "thinking-key": (
+        {"thinking": {"type": "adaptive", "budget_tokens": 2048}}, UnsupportedRequestError,
+        "thinking.budget_tokens", "drop it",
+    ),
     "tool_choice-string": (
         {"tool_choice": "auto"}, UnsupportedRequestError, "tool_choice", "an object with a 'type'"
     ),

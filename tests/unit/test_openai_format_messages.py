@@ -504,7 +504,7 @@ MALFORMED: dict[str, tuple[dict[str, Any], type[ProviderError], str, str]] = {
     ),
     "system-text-number": (
         {"messages": [{"role": "system", "content": [{"type": "text", "text": 5}]}, QUESTION]},
-        InvalidMessagesError, "messages[0] (system)", "a 'text' part needs 'text' as a string",
+        InvalidMessagesError, "messages[0] (system)", "'text' parts need 'text' as a string",
     ),
     "user-audio": (
         {"messages": [{"role": "user", "content": [{"type": "input_audio"}]}]},
@@ -513,7 +513,7 @@ MALFORMED: dict[str, tuple[dict[str, Any], type[ProviderError], str, str]] = {
     ),
     "user-text-null": (
         {"messages": [{"role": "user", "content": [{"type": "text", "text": None}]}]},
-        InvalidMessagesError, "messages[0] (user)", "a 'text' part needs 'text' as a string",
+        InvalidMessagesError, "messages[0] (user)", "'text' parts need 'text' as a string",
     ),
     "thinking-block-type": (
         _assistant(content="x", thinking_blocks=[{"type": "text", "text": "Hm."}]),
@@ -530,7 +530,7 @@ MALFORMED: dict[str, tuple[dict[str, Any], type[ProviderError], str, str]] = {
     ),
     "assistant-refusal-part-null": (
         _assistant(content=[{"type": "refusal"}]), InvalidMessagesError,
-        "messages[1] (assistant)", "a 'refusal' part needs 'refusal' as a string",
+        "messages[1] (assistant)", "'refusal' parts need 'refusal' as a string",
     ),
     "refusal-number": (
         _assistant(content="x", refusal=5), InvalidMessagesError, "messages[1] (assistant)",
@@ -663,3 +663,31 @@ def test_a_malformed_parameter_or_message_is_refused_naming_it_and_what_to_send(
         assert str(info.value).startswith(named)
     assert advice in str(info.value)
     assert error_info(info.value).status == 400
+
+
+def test_the_fields_that_shape_the_answer_become_call_options() -> None:
+    schema = {"type": "object", "properties": {"city": {"type": "string"}}}
+    image = {"type": "image_url", "image_url": PIXEL}  # LiteLLM's form: the URL alone
+    chat = chat_request(
+        {"messages": [{"role": "user", "content": [image]}], "tools": [_tool()],
+         "parallel_tool_calls": False, "stop": ["END", ""],
+         "response_format": {"type": "json_schema", "json_schema": {"schema": schema}}}
+    )  # fmt: skip
+    assert chat.options == {
+        "parallel_tool_calls": False,
+        "stop_sequences": ["END"],  # an empty stop stops nothing
+        "output_schema": schema,
+    }
+    assert chat.structured
+    assert chat.messages == [UserMessage((Image(url=PIXEL),))]
+
+
+@pytest.mark.parametrize(
+    ("arguments", "read"),
+    [({"city": "Paris"}, {"city": "Paris"}), ("", {}), (None, {}), (" ", {})],
+    ids=["object", "empty", "null", "blank"],
+)
+def test_tool_call_arguments_as_an_object_or_nothing_are_read(arguments: Any, read: Any) -> None:
+    call = {"id": "c1", "function": {"name": "get_weather", "arguments": arguments}}
+    converted = provider_messages([QUESTION, {"role": "assistant", "tool_calls": [call]}])
+    assert converted[1] == AssistantMessage((ToolCall("c1", "get_weather", read),))
