@@ -216,7 +216,9 @@ def _output_config(config: Any, options: JSON) -> bool:
     effort = config.get("effort")
     if effort is not None:
         if effort not in ("low", "medium", "high", "xhigh", "max"):
-            raise _refuse("output_config.effort", "one of low, medium, high, xhigh, max")
+            raise _refuse(
+                "output_config.effort", f"{effort!r}; use low, medium, high, xhigh or max"
+            )
         options["effort"] = effort
     schema_format = config.get("format")
     if schema_format is None:
@@ -312,7 +314,7 @@ def _messages(messages: Any) -> list[req.Message]:
         _check_keys(message, where, {"role", "content"}, set())
         role = message.get("role")
         if "content" not in message:
-            raise InvalidMessagesError(f"{where}.content: required")
+            raise InvalidMessagesError(f"{where}.content: required: a string or a list of blocks")
         content = message["content"]
         if role == "system":
             if any(not isinstance(m, req.SystemMessage) for m in converted):
@@ -440,7 +442,9 @@ def _user(content: Any, where: str) -> list[req.Message]:
                 f"tool_result",
             )
     if not results and not parts:
-        raise InvalidMessagesError(f"{where}: a user message needs content")
+        raise InvalidMessagesError(
+            f"{where}: a user message needs content: send text, image or tool_result blocks"
+        )
     out: list[req.Message] = [req.ToolMessage(tuple(results))] if results else []
     return out + ([req.UserMessage(tuple(parts))] if parts else [])
 
@@ -457,12 +461,17 @@ def _assistant(content: Any, where: str) -> req.AssistantMessage:
             _check_keys(block, here, {"type", *fields}, {"cache_control"})
             if kind == "thinking" and not all(isinstance(block.get(k), str) for k in fields):
                 raise InvalidMessagesError(
-                    f"{here}: a thinking block needs 'thinking', 'signature'"
+                    f"{here}: a thinking block needs string 'thinking' and 'signature'; send "
+                    f"it back as the API returned it"
                 )
             parts.append(wire.reasoning(block, here))
         elif kind == "tool_use":
             if block.get("caller") not in (None, {"type": "direct"}):
-                raise _refuse(f"{here}.caller", "only direct tool calls are supported")
+                raise _refuse(
+                    f"{here}.caller",
+                    "only direct tool calls can be sent back: leave it out or send "
+                    "{'type': 'direct'}",
+                )
             _check_keys(block, here, {"type", "id", "name", "input", "caller"}, {"cache_control"})
             call_id, name, arguments = block.get("id"), block.get("name"), block.get("input")
             if not isinstance(call_id, str) or not isinstance(name, str):

@@ -180,8 +180,9 @@ def _output_schema(response_format: Any) -> dict[str, Any] | None:
     extra = sorted(k for k in response_format if k not in ("type", "json_schema"))
     if extra:
         raise UnsupportedParameterError(
-            f"response_format.{extra[0]}", "not a response_format field this server knows"
-        )
+            f"response_format.{extra[0]}", "not a response_format field; send 'type' (and "
+            "'json_schema')",
+        )  # fmt: skip
     spec = response_format.get("json_schema")
     path = "response_format.json_schema"
     return wire.output_schema(response_format.get("type"), "response_format", spec, path)
@@ -321,9 +322,7 @@ def _text_blocks(content: Any, where: str) -> tuple[req.Text, ...]:
     blocks = []
     for part in _parts(content, where):
         if part.get("type") != "text" or not isinstance(part.get("text"), str):
-            raise InvalidMessagesError(
-                f"{where}: only text can go here, not a {part.get('type')!r} part"
-            )
+            raise wire.part_error(part, where, ("text",))
         blocks.append(req.Text(part["text"]))
     return tuple(blocks)
 
@@ -338,9 +337,7 @@ def _user_content(content: Any, where: str, path: str) -> tuple[req.Text | req.I
             url = _image_url(part.get("image_url"), where, f"{path}[{j}].image_url")
             blocks.append(req.Image(url=url))
         else:
-            raise InvalidMessagesError(
-                f"{where}: a user content part must be 'text' or 'image_url', not {kind!r}"
-            )
+            raise wire.part_error(part, where, ("text", "image_url"))
     return tuple(blocks)
 
 
@@ -383,9 +380,7 @@ def _assistant_content(message: Mapping[str, Any], where: str) -> tuple[req.Assi
         kind = part.get("type")
         text = part.get("text") if kind == "text" else part.get("refusal")
         if kind not in ("text", "refusal") or not isinstance(text, str):
-            raise InvalidMessagesError(
-                f"{where}: an assistant content part must be 'text' or 'refusal', not {kind!r}"
-            )
+            raise wire.part_error(part, where, ("text", "refusal"))
         if text:
             blocks.append(req.Text(text))
     refusal = message.get("refusal")

@@ -336,7 +336,9 @@ def _message(item: Mapping[str, Any], path: str, *, started: bool) -> req.Messag
         )
     texts = [p.text for p in parts if isinstance(p, req.Text)]
     if len(texts) != len(parts):
-        raise InvalidMessagesError(f"{path}: a {role} message holds text only")
+        raise InvalidMessagesError(
+            f"{path}: a {role} message holds text only: send input_text parts"
+        )
     return req.SystemMessage("\n".join(texts))
 
 
@@ -363,9 +365,7 @@ def _media(content: Any, path: str) -> tuple[req.Text | req.Image, ...]:
                 here, f"{kind} cannot be sent here: send the content as text or images"
             )
         else:
-            raise InvalidMessagesError(
-                f"{here}: a content part here is input_text or input_image, not {kind!r}"
-            )
+            raise wire.part_error(part, here, ("input_text", "input_image"))
     return tuple(found)
 
 
@@ -392,9 +392,7 @@ def _assistant_content(content: Any, path: str) -> list[req.AssistantPart]:
         if kind not in ("output_text", "input_text", "refusal") or not isinstance(
             part.get(key), str
         ):
-            raise InvalidMessagesError(
-                f"{here}: an assistant content part is output_text or refusal, not {kind!r}"
-            )
+            raise wire.part_error(part, here, ("output_text", "input_text", "refusal"))
         for extra in ("annotations", "logprobs"):  # sent back with every output_text
             if part.get(extra):
                 raise UnsupportedParameterError(
@@ -437,7 +435,7 @@ def _reasoning(item: Mapping[str, Any], path: str) -> list[req.Reasoning]:
             isinstance(p, Mapping) and p.get("type") == kind and isinstance(p.get("text"), str)
             for p in parts
         ):
-            raise InvalidMessagesError(f"{path}.{key}: a list of {kind} parts")
+            raise InvalidMessagesError(f"{path}.{key}: must be a list of {kind} parts")
         if not texts:  # the reasoning's own text, else its summary
             texts = [p["text"] for p in parts]
     text, sealed = "\n\n".join(texts), item.get("encrypted_content")

@@ -3,7 +3,8 @@
 sampling settings and what `drop_params` says of them, the hint of a stream taken back, and what
 OpenAI's two formats (Chat Completions and Responses) read alike: the parameters they know (and
 those accepted only at the value that asks for nothing), `tool_choice`, a JSON-schema output
-format, reasoning effort, a call's arguments, an image's detail, and the tools a history calls.
+format, reasoning effort, a call's arguments, an image's detail, the tools a history calls, and
+the error of a content part of the wrong type or without its text (`part_error`).
 
 Imports neither `provider` nor a wire-format module: they import it.
 """
@@ -37,6 +38,7 @@ __all__ = [
     "known_parameters",
     "model_option",
     "output_schema",
+    "part_error",
     "reasoning",
     "sampling",
     "stream_options",
@@ -322,6 +324,18 @@ def arguments(raw: Any, where: str) -> dict[str, Any]:
     if not isinstance(found, dict):
         raise InvalidMessagesError(f"{where}: 'arguments' must be a JSON object, as JSON text")
     return found
+
+
+def part_error(part: Mapping[str, Any], where: str, kinds: tuple[str, ...]) -> InvalidMessagesError:
+    """The error of a content part whose type is not one of `kinds`, or of one of them without
+    its text (`refusal` for a refusal part, else `text`)."""
+    kind = part.get("type")
+    if kind in kinds:
+        key = "refusal" if kind == "refusal" else "text"
+        return InvalidMessagesError(f"{where}: {kind!r} parts need {key!r} as a string")
+    *others, last = map(repr, kinds)
+    named = f"{', '.join(others)} or {last}" if others else last
+    return InvalidMessagesError(f"{where}: a content part here must be {named}, not {kind!r}")
 
 
 def tool_output(parts: Sequence[Text | Image]) -> str | tuple[Text | Image, ...]:

@@ -1293,11 +1293,17 @@ async def test_a_model_is_retrieved_and_an_unknown_one_is_a_404_in_the_clients_s
 # --------------------------------------------------------------------------- the command
 
 
-def test_a_public_host_without_keys_is_refused(capsys: pytest.CaptureFixture[str]) -> None:
+def test_a_public_host_without_keys_is_refused(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
     from sf_provider.cli import main
 
+    monkeypatch.delenv(SF_KEYS, raising=False)
     assert main(["gateway", "--host", "0.0.0.0"]) == 2
-    assert "--api-key" in capsys.readouterr().err
+    said = " ".join(capsys.readouterr().err.split())
+    assert "--host 0.0.0.0 is reachable from other machines, and no API key is set" in said
+    assert "anyone there could spend your Claude account" in said
+    assert f"Pass --api-key KEY (or set {SF_KEYS}), or --allow-no-auth if something" in said
 
 
 async def test_the_gateway_command_serves_and_its_shutdown_stops_every_cli() -> None:

@@ -33,6 +33,7 @@ from sf_provider import (
 from sf_provider._anthropic_format import (
     CLI_BETAS,
     EventMapper,
+    ThreadUnsupportedError,
     header_betas,
     message,
     parse_request,
@@ -516,6 +517,177 @@ def test_an_assistant_message_with_no_content_is_left_out_and_the_user_turns_joi
 def test_a_body_that_is_not_an_object_is_refused() -> None:
     with pytest.raises(UnsupportedRequestError, match="body"):
         parse_request([1, 2])
+
+
+def in_user(*blocks: Any) -> dict[str, Any]:
+    return {"messages": [{"role": "user", "content": list(blocks)}]}
+
+
+def in_assistant(*blocks: Any) -> dict[str, Any]:
+    turns = [{"role": "user", "content": "go"}, {"role": "assistant", "content": list(blocks)}]
+    return {"messages": [*turns, {"role": "user", "content": "next"}]}
+
+
+CALLED = {"type": "tool_use", "id": "t1", "name": "get_weather"}
+
+#: Malformed parameters and blocks: (overrides, error, the parameter the message starts with,
+#: what it says to send instead).
+MALFORMED: dict[str, tuple[dict[str, Any], type[ProviderError], str, str]] = {
+    "stream": ({"stream": "yes"}, UnsupportedRequestError, "stream", "must be true or false"),
+    "metadata": ({"metadata": "u1"}, UnsupportedRequestError, "metadata", "must be an object"),
+    "thread-not-object": ({"thread": "t1"}, UnsupportedRequestError, "thread", "an object"),
+    "thread-type": (
+        {"thread": {"type": "fork"}}, UnsupportedRequestError, "thread.type",
+        "'fork'; use 'create' or 'continue'",
+    ),
+    "thread-key": (
+        {"thread": {"type": "create", "ttl": 5}}, UnsupportedRequestError, "thread.ttl",
+        "drop it",
+    ),
+    "thread-continue-without-id": (
+        {"thread": {"type": "continue"}}, UnsupportedRequestError,
+        "thread.previous_message_id", "required: a message id string",
+    ),
+    "output_config": (
+        {"output_config": "high"}, UnsupportedRequestError, "output_config", "must be an object"
+    ),
+    "effort": (
+        {"output_config": {"effort": "huge"}}, UnsupportedRequestError, "output_config.effort",
+        "'huge'; use low, medium, high, xhigh or max",
+    ),
+    "format-without-schema": (
+        {"output_config": {"format": {"type": "json_schema"}}}, UnsupportedRequestError,
+        "output_config.format.schema", "must be a JSON Schema object",
+    ),
+    "thinking-key": (
+        {"thinking": {"type": "adaptive", "budget_tokens": 2048}}, UnsupportedRequestError,
+        "thinking.budget_tokens", "drop it",
+    ),
+    "tool_choice-string": (
+        {"tool_choice": "auto"}, UnsupportedRequestError, "tool_choice", "an object with a 'type'"
+    ),
+    "tool_choice-type": (
+        {"tool_choice": {"type": "required"}}, UnsupportedRequestError, "tool_choice.type",
+        "'required'; use 'auto', 'any', 'tool' or 'none'",
+    ),
+    "tool_choice-without-name": (
+        {"tools": [WEATHER], "tool_choice": {"type": "tool"}}, UnsupportedRequestError,
+        "tool_choice.name", "required for type 'tool'",
+    ),
+    "tools-object": ({"tools": WEATHER}, UnsupportedRequestError, "tools", "must be a list"),
+    "tool-not-object": (
+        {"tools": ["get_weather"]}, UnsupportedRequestError, "tools[0]", "must be an object"
+    ),
+    "system-number": (
+        {"system": 5}, InvalidMessagesError, "system", "a string or a list of text blocks"
+    ),
+    "system-image": (
+        {"system": [{"type": "image", "source": {}}]}, InvalidMessagesError, "system[0]",
+        "only text blocks are accepted here, not 'image'",
+    ),
+    "system-text-missing": (
+        {"system": [{"type": "text"}]}, InvalidMessagesError, "system[0].text",
+        "required: a string",
+    ),
+    "message-string": (
+        {"messages": ["hi"]}, InvalidMessagesError, "messages[0]",
+        "must be an object with 'role' and 'content'",
+    ),
+    "message-without-content": (
+        {"messages": [{"role": "user"}]}, InvalidMessagesError, "messages[0].content",
+        "required: a string or a list of blocks",
+    ),
+    "content-number": (
+        {"messages": [{"role": "user", "content": 5}]}, InvalidMessagesError,
+        "messages[0].content", "a string or a list of content blocks",
+    ),
+    "block-without-type": (
+        in_user({"text": "hi"}), InvalidMessagesError, "messages[0].content[0]",
+        "must be an object with a 'type'",
+    ),
+    "image-without-source": (
+        in_user({"type": "image"}), InvalidMessagesError, "messages[0].content[0].source",
+        "required: an object",
+    ),
+    "base64-without-media_type": (
+        in_user({"type": "image", "source": {"type": "base64", "data": PNG}}),
+        InvalidMessagesError, "messages[0].content[0].source",
+        "a base64 image needs string 'data' and 'media_type'",
+    ),
+    "image-url-ftp": (
+        in_user({"type": "image", "source": {"type": "url", "url": "ftp://e.com/a.png"}}),
+        InvalidMessagesError, "messages[0].content[0].source.url", "an http(s) URL",
+    ),
+    "tool_result-without-id": (
+        in_user({"type": "tool_result", "content": "21C"}), InvalidMessagesError,
+        "messages[0].content[0].tool_use_id", "required: a string",
+    ),
+    "user-empty": (
+        in_user(), InvalidMessagesError, "messages[0].content",
+        "a user message needs content: send text, image or tool_result blocks",
+    ),
+    "thinking-unsigned": (
+        in_assistant({"type": "thinking", "thinking": "Hm."}), InvalidMessagesError,
+        "messages[1].content[0]", "send it back as the API returned it",
+    ),
+    "tool_use-caller": (
+        in_assistant({**CALLED, "input": {}, "caller": {"type": "code_execution_20250825"}}),
+        UnsupportedRequestError, "messages[1].content[0].caller",
+        "leave it out or send {'type': 'direct'}",
+    ),
+    "tool_use-without-id": (
+        in_assistant({"type": "tool_use", "name": "get_weather", "input": {}}),
+        InvalidMessagesError, "messages[1].content[0]", "needs string 'id' and 'name'",
+    ),
+    "tool_use-input-text": (
+        in_assistant({**CALLED, "input": '{"city": "Paris"}'}), InvalidMessagesError,
+        "messages[1].content[0].input", "required: an object",
+    ),
+    "assistant-image": (
+        in_assistant({"type": "image", "source": {"type": "url", "url": "https://e.com/a"}}),
+        UnsupportedRequestError, "messages[1].content[0].type",
+        "use text, thinking or tool_use",
+    ),
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("case", list(MALFORMED), ids=list(MALFORMED))
+def test_a_malformed_parameter_or_block_is_refused_naming_it_and_what_to_send(case: str) -> None:
+    overrides, error, param, advice = MALFORMED[case]
+    with pytest.raises(ProviderError) as info:
+        parse_request(request(**overrides))
+    assert type(info.value) is error
+    assert str(info.value).startswith(f"{param}: ")
+    assert advice in str(info.value)
+
+
+@pytest.mark.parametrize(
+    "thread",
+    [{"type": "create"}, {"type": "continue", "previous_message_id": "msg_1"}],
+    ids=["create", "continue"],
+)
+def test_a_thread_is_refused_as_the_api_refuses_one_it_cannot_keep(thread: Any) -> None:
+    with pytest.raises(ThreadUnsupportedError) as info:
+        parse_request(request(thread=thread))
+    assert str(info.value).startswith("thread: this gateway holds no conversation")
+    assert "send the whole conversation without `thread`" in str(info.value)
+    assert info.value.details == {"error_code": "thread_unsupported_request"}
+
+
+def test_a_leading_system_message_joins_the_system_prompt() -> None:
+    turns = [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "hi"}]
+    call = parse_request(request(system="You help.", messages=turns))
+    assert call.messages == [
+        SystemMessage("You help."),
+        SystemMessage("Be brief."),
+        UserMessage((Text("hi"),)),
+    ]
+
+
+def test_effort_alone_asks_for_no_structured_output() -> None:
+    call = parse_request(request(output_config={"effort": "high"}))
+    assert call.options["effort"] == "high"
+    assert not call.structured and "output_schema" not in call.options
 
 
 # -- responses

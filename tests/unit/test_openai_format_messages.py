@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from sf_provider import InvalidMessagesError
+from sf_provider import InvalidMessagesError, ProviderError, UnsupportedRequestError
 from sf_provider._messages import convert_messages
 from sf_provider._openai_format import (
     UnsupportedParameterError,
@@ -447,3 +447,247 @@ def test_history_with_tool_calls_without_tools_is_refused_when_a_call_is_require
         chat_request(body)
     assert info.value.param == "tool_choice"
     assert "tool_choice 'required' needs at least one tool" in str(info.value)
+
+
+# -- malformed parameters and messages: each refused naming it, saying what to send
+
+
+def _assistant(**fields: Any) -> dict[str, Any]:
+    return {"messages": [QUESTION, {"role": "assistant", **fields}]}
+
+
+def _allowed(spec: Any) -> dict[str, Any]:
+    return {"tools": [_tool()], "tool_choice": {"type": "allowed_tools", "allowed_tools": spec}}
+
+
+def _call(**function: Any) -> dict[str, Any]:
+    return _assistant(content=None, tool_calls=[{"id": "c1", "function": function}])
+
+
+#: (body fields, error, what the message starts with: a `param` of UnsupportedParameterError,
+#: else the message's place, and what it says to send).
+MALFORMED: dict[str, tuple[dict[str, Any], type[ProviderError], str, str]] = {
+    "no-messages": (
+        {"messages": None}, InvalidMessagesError, "'messages' is required",
+        "a non-empty list of messages",
+    ),
+    "messages-text": (
+        {"messages": "hi"}, InvalidMessagesError, "'messages' must be",
+        "a non-empty list of messages",
+    ),
+    "message-text": ({"messages": ["hi"]}, InvalidMessagesError, "messages[0]", "an object"),
+    "function-role": (
+        {"messages": [{"role": "function", "name": "f", "content": "x"}]}, InvalidMessagesError,
+        "messages[0] (function)", "use 'tool' messages",
+    ),
+    "unknown-role": (
+        {"messages": [{"role": "bot", "content": "x"}]}, InvalidMessagesError, "messages[0]",
+        "use system, developer, user, assistant or tool",
+    ),
+    "late-developer": (
+        {"messages": [QUESTION, {"role": "developer", "content": "Be brief."}]},
+        UnsupportedRequestError, "messages[1] (developer)",
+        "put every system and developer message first",
+    ),
+    "tool-without-call-id": (
+        {"messages": [QUESTION, {"role": "tool", "content": "x"}]}, InvalidMessagesError,
+        "messages[1] (tool)", "needs its 'tool_call_id'",
+    ),
+    "content-number": (
+        {"messages": [{"role": "user", "content": 5}]}, InvalidMessagesError,
+        "messages[0] (user)", "content must be a string or a list of content parts",
+    ),
+    "system-image": (
+        {"messages": [{"role": "system", "content": [{"type": "image_url", "image_url": PIXEL}]},
+                      QUESTION]},
+        InvalidMessagesError, "messages[0] (system)", "must be 'text', not 'image_url'",
+    ),
+    "system-text-number": (
+        {"messages": [{"role": "system", "content": [{"type": "text", "text": 5}]}, QUESTION]},
+        InvalidMessagesError, "messages[0] (system)", "'text' parts need 'text' as a string",
+    ),
+    "user-audio": (
+        {"messages": [{"role": "user", "content": [{"type": "input_audio"}]}]},
+        InvalidMessagesError, "messages[0] (user)",
+        "must be 'text' or 'image_url', not 'input_audio'",
+    ),
+    "user-text-null": (
+        {"messages": [{"role": "user", "content": [{"type": "text", "text": None}]}]},
+        InvalidMessagesError, "messages[0] (user)", "'text' parts need 'text' as a string",
+    ),
+    "thinking-block-type": (
+        _assistant(content="x", thinking_blocks=[{"type": "text", "text": "Hm."}]),
+        InvalidMessagesError, "messages[1] (assistant).thinking_blocks[0]",
+        "must be of type 'thinking' or 'redacted_thinking', not 'text'",
+    ),
+    "reasoning_content-number": (
+        _assistant(content="x", reasoning_content=5), InvalidMessagesError,
+        "messages[1] (assistant)", "'reasoning_content' must be a string",
+    ),
+    "assistant-image": (
+        _assistant(content=[{"type": "image_url", "image_url": PIXEL}]), InvalidMessagesError,
+        "messages[1] (assistant)", "must be 'text' or 'refusal', not 'image_url'",
+    ),
+    "assistant-refusal-part-null": (
+        _assistant(content=[{"type": "refusal"}]), InvalidMessagesError,
+        "messages[1] (assistant)", "'refusal' parts need 'refusal' as a string",
+    ),
+    "refusal-number": (
+        _assistant(content="x", refusal=5), InvalidMessagesError, "messages[1] (assistant)",
+        "'refusal' must be a string",
+    ),
+    "tool_calls-object": (
+        _assistant(content=None, tool_calls=CALL), InvalidMessagesError,
+        "messages[1] (assistant)", "'tool_calls' must be a list",
+    ),
+    "tool_call-without-id": (
+        _assistant(content=None, tool_calls=[{"function": {"name": "get_weather"}}]),
+        InvalidMessagesError, "messages[1] (assistant), tool_calls[0]",
+        "needs an 'id' and a 'function' with 'name' and 'arguments'",
+    ),
+    "tool_call-without-name": (
+        _call(arguments="{}"), InvalidMessagesError, "messages[1] (assistant), tool_calls[0]",
+        "a tool call's function needs a 'name'",
+    ),
+    "arguments-list": (
+        _call(name="get_weather", arguments="[1]"), InvalidMessagesError,
+        "messages[1] (assistant), tool_calls[0]", "'arguments' must be a JSON object",
+    ),
+    "model-empty": ({"model": " "}, UnsupportedParameterError, "model", "a model name"),
+    "parallel_tool_calls": (
+        {"parallel_tool_calls": "no"}, UnsupportedParameterError, "parallel_tool_calls",
+        "must be true or false",
+    ),
+    "stream": ({"stream": 1}, UnsupportedParameterError, "stream", "must be true or false"),
+    "max_tokens": (
+        {"max_tokens": 0}, UnsupportedParameterError, "max_tokens", "a positive integer"
+    ),
+    "max_completion_tokens": (
+        {"max_completion_tokens": 1.5}, UnsupportedParameterError, "max_completion_tokens",
+        "a positive integer",
+    ),
+    "stop-numbers": (
+        {"stop": [1]}, UnsupportedParameterError, "stop", "a string or a list of strings"
+    ),
+    "stream_options-key": (
+        {"stream": True, "stream_options": {"include_usage": True, "chunk_size": 1}},
+        UnsupportedParameterError, "stream_options",
+        "an object of include_usage, include_obfuscation only",
+    ),
+    "response_format-text": (
+        {"response_format": "json"}, UnsupportedParameterError, "response_format",
+        "an object with a 'type'",
+    ),
+    "response_format-key": (
+        {"response_format": {"type": "json_object", "schema": {}}}, UnsupportedParameterError,
+        "response_format.schema", "send 'type' (and 'json_schema')",
+    ),
+    "response_format-type": (
+        {"response_format": {"type": "xml"}}, UnsupportedParameterError, "response_format",
+        "not one of text, json_object, json_schema",
+    ),
+    "json_schema-without-schema": (
+        {"response_format": {"type": "json_schema", "json_schema": {"name": "answer"}}},
+        UnsupportedParameterError, "response_format.json_schema.schema",
+        "required: a JSON Schema object",
+    ),
+    "json_schema-key": (
+        {"response_format": {"type": "json_schema", "json_schema": {"schema": {}, "x": 1}}},
+        UnsupportedParameterError, "response_format.json_schema.x",
+        "send name, description, schema, strict",
+    ),
+    "json_schema-name": (
+        {"response_format": {"type": "json_schema", "json_schema": {"schema": {}, "name": 1}}},
+        UnsupportedParameterError, "response_format.json_schema.name", "must be a string",
+    ),
+    "tools-object": (
+        {"tools": _tool()}, UnsupportedParameterError, "tools", "a list of function tools"
+    ),
+    "tools-hosted": (
+        {"tools": [{"type": "web_search"}]}, UnsupportedParameterError, "tools[0]",
+        "only 'function' tools",
+    ),
+    "tool-unknown-field": (
+        {"tools": [_tool(colour="red")]}, UnsupportedParameterError, "tools",
+        "tools[0].colour (tool 'get_weather') cannot be honoured",
+    ),
+    "allowed_tools-key": (
+        _allowed({"mode": "auto", "tools": [], "order": 1}), UnsupportedParameterError,
+        "tool_choice.allowed_tools", "must be {'mode': 'auto' | 'required', 'tools': [...]}",
+    ),
+    "allowed_tools-mode": (
+        _allowed({"mode": "any", "tools": []}), UnsupportedParameterError,
+        "tool_choice.allowed_tools.mode", "is not 'auto' or 'required'",
+    ),
+    "allowed_tools-tools-text": (
+        _allowed({"mode": "auto", "tools": "get_weather"}), UnsupportedParameterError,
+        "tool_choice.allowed_tools.tools", "a non-empty list of tools",
+    ),
+    "allowed_tools-tool-name": (
+        _allowed({"mode": "auto", "tools": ["get_weather"]}), UnsupportedParameterError,
+        "tool_choice.allowed_tools.tools[0]",
+        "must be {'type': 'function', 'function': {'name': ...}}",
+    ),
+    "allowed_tools-unknown-tool": (
+        _allowed({"mode": "auto", "tools": [{"type": "function", "function": {"name": "x"}}]}),
+        UnsupportedParameterError, "tool_choice.allowed_tools",
+        "name one of them or offer the tool",
+    ),
+    "tool_choice-hosted": (
+        {"tools": [_tool()], "tool_choice": {"type": "web_search"}}, UnsupportedParameterError,
+        "tool_choice", "only function tools are offered here",
+    ),
+    "tool_choice-any": (
+        {"tools": [_tool()], "tool_choice": "any"}, UnsupportedParameterError, "tool_choice",
+        "is not one of 'auto', 'none', 'required'",
+    ),
+    "results-without-calls-or-tools": (
+        {"messages": [QUESTION, {"role": "tool", "tool_call_id": "c1", "content": "x"}]},
+        UnsupportedParameterError, "tools", "send in 'tools' the tools the history calls",
+    ),
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("case", list(MALFORMED), ids=list(MALFORMED))
+def test_a_malformed_parameter_or_message_is_refused_naming_it_and_what_to_send(
+    case: str,
+) -> None:
+    fields, error, named, advice = MALFORMED[case]
+    with pytest.raises(ProviderError) as info:
+        chat_request({"messages": [QUESTION], **fields})
+    assert type(info.value) is error
+    if isinstance(info.value, UnsupportedParameterError):
+        assert info.value.param == named
+        assert str(info.value).startswith(f"parameter {named!r}: ")
+    else:
+        assert str(info.value).startswith(named)
+    assert advice in str(info.value)
+    assert error_info(info.value).status == 400
+
+
+def test_the_fields_that_shape_the_answer_become_call_options() -> None:
+    schema = {"type": "object", "properties": {"city": {"type": "string"}}}
+    image = {"type": "image_url", "image_url": PIXEL}  # LiteLLM's form: the URL alone
+    chat = chat_request(
+        {"messages": [{"role": "user", "content": [image]}], "tools": [_tool()],
+         "parallel_tool_calls": False, "stop": ["END", ""],
+         "response_format": {"type": "json_schema", "json_schema": {"schema": schema}}}
+    )  # fmt: skip
+    assert chat.options == {
+        "parallel_tool_calls": False,
+        "stop_sequences": ["END"],  # an empty stop stops nothing
+        "output_schema": schema,
+    }
+    assert chat.structured
+    assert chat.messages == [UserMessage((Image(url=PIXEL),))]
+
+
+@pytest.mark.parametrize(
+    ("arguments", "read"),
+    [({"city": "Paris"}, {"city": "Paris"}), ("", {}), (None, {}), (" ", {})],
+    ids=["object", "empty", "null", "blank"],
+)
+def test_tool_call_arguments_as_an_object_or_nothing_are_read(arguments: Any, read: Any) -> None:
+    call = {"id": "c1", "function": {"name": "get_weather", "arguments": arguments}}
+    converted = provider_messages([QUESTION, {"role": "assistant", "tool_calls": [call]}])
+    assert converted[1] == AssistantMessage((ToolCall("c1", "get_weather", read),))

@@ -9,7 +9,12 @@ from typing import Any
 
 import pytest
 
-from sf_provider import InvalidMessagesError, StreamRetractionError, UnsupportedRequestError
+from sf_provider import (
+    InvalidMessagesError,
+    ProviderError,
+    StreamRetractionError,
+    UnsupportedRequestError,
+)
 from sf_provider._request import (
     AssistantMessage,
     Image,
@@ -290,6 +295,131 @@ def test_malformed_items_are_invalid_messages() -> None:
     ]:
         with pytest.raises(InvalidMessagesError, match=words):
             messages([{"role": "user", "content": "hi"}, item], tools=[TOOL])
+
+
+def _after_hi(*items: Any) -> dict[str, Any]:
+    return {"input": [{"role": "user", "content": "hi"}, *items]}
+
+
+def _part(role: str, part: dict[str, Any]) -> dict[str, Any]:
+    return _after_hi({"role": role, "content": [part]})
+
+
+#: Malformed fields and items: (body, error, what the message starts with: the `param` of an
+#: UnsupportedParameterError, else the message's place, and what it says to send).
+MALFORMED: dict[str, tuple[dict[str, Any], type[ProviderError], str, str]] = {
+    "no-input": ({}, InvalidMessagesError, "'input' is required", "a string or a list"),
+    "input-number": ({"input": 5}, InvalidMessagesError, "'input' must be", "a string or a list"),
+    "previous_response_id": (
+        {"input": "hi", "previous_response_id": 5}, UnsupportedParameterError,
+        "previous_response_id", "must be a response id",
+    ),
+    "instructions": (
+        {"input": "hi", "instructions": ["Be brief."]}, UnsupportedParameterError,
+        "instructions", "must be a string",
+    ),
+    "store": ({"input": "hi", "store": "yes"}, UnsupportedParameterError, "store", "true or false"),
+    "include": (
+        {"input": "hi", "include": "reasoning.encrypted_content"}, UnsupportedParameterError,
+        "include", "must be a list of strings",
+    ),
+    "reasoning": (
+        {"input": "hi", "reasoning": "high"}, UnsupportedParameterError, "reasoning",
+        "must be an object",
+    ),
+    "reasoning-summary": (
+        {"input": "hi", "reasoning": {"summary": "long"}}, UnsupportedParameterError,
+        "reasoning.summary", '"long" is not one of auto, concise, detailed',
+    ),
+    "reasoning-key": (
+        {"input": "hi", "reasoning": {"budget": 5}}, UnsupportedParameterError,
+        "reasoning.budget", "leave it out",
+    ),
+    "text": ({"input": "hi", "text": "json"}, UnsupportedParameterError, "text", "an object"),
+    "text-key": (
+        {"input": "hi", "text": {"style": "terse"}}, UnsupportedParameterError, "text.style",
+        "leave it out",
+    ),
+    "tools-object": (
+        {"input": "hi", "tools": TOOL}, UnsupportedParameterError, "tools",
+        "must be a list of function tools",
+    ),
+    "tool-unknown-field": (
+        {"input": "hi", "tools": [{**TOOL, "colour": "red"}]}, UnsupportedParameterError,
+        "tools", "tools[0].colour (tool 'get_weather') cannot be honoured",
+    ),
+    "allowed_tools-mode": (
+        {"input": "hi", "tools": [TOOL],
+         "tool_choice": {"type": "allowed_tools", "mode": "any", "tools": []}},
+        UnsupportedParameterError, "tool_choice.mode", "is not 'auto' or 'required'",
+    ),
+    "allowed_tools-tool": (
+        {"input": "hi", "tools": [TOOL],
+         "tool_choice": {"type": "allowed_tools", "mode": "auto", "tools": [{"name": "x"}]}},
+        UnsupportedParameterError, "tool_choice.tools[0]",
+        "must be {'type': 'function', 'name': ...}",
+    ),
+    "system-image": (
+        {"input": [{"role": "system", "content": [{"type": "input_image", "image_url": PIXEL}]},
+                   {"role": "user", "content": "hi"}]},
+        InvalidMessagesError, "input[0]", "a system message holds text only: send input_text",
+    ),
+    "user-file": (
+        _part("user", {"type": "input_file", "file_id": "file_1"}), UnsupportedParameterError,
+        "input[1].content[0]", "send the content as text or images",
+    ),
+    "user-text-null": (
+        _part("user", {"type": "input_text", "text": None}), InvalidMessagesError,
+        "input[1].content[0]", "'input_text' parts need 'text' as a string",
+    ),
+    "user-output_text": (
+        _part("user", {"type": "output_text", "text": "x"}), InvalidMessagesError,
+        "input[1].content[0]", "must be 'input_text' or 'input_image', not 'output_text'",
+    ),
+    "image-without-url": (
+        _part("user", {"type": "input_image", "detail": "auto"}), UnsupportedParameterError,
+        "input[1].content[0].image_url", "the image as a data: URL",
+    ),
+    "assistant-image": (
+        _part("assistant", {"type": "input_image", "image_url": PIXEL}), InvalidMessagesError,
+        "input[1].content[0]", "must be 'output_text', 'input_text' or 'refusal'",
+    ),
+    "assistant-text-missing": (
+        _part("assistant", {"type": "output_text"}), InvalidMessagesError, "input[1].content[0]",
+        "'output_text' parts need 'text' as a string",
+    ),
+    "function_call-without-name": (
+        _after_hi({**CALL, "name": None}), InvalidMessagesError, "input[1]",
+        "a function_call needs its 'name'",
+    ),
+    "function_call_output-without-call_id": (
+        _after_hi({"type": "function_call_output", "output": "sunny"}), InvalidMessagesError,
+        "input[1]", "a function_call_output needs its 'call_id'",
+    ),
+    "reasoning-summary-part": (
+        _after_hi({"type": "reasoning", "summary": [{"type": "text", "text": "Hm."}]}),
+        InvalidMessagesError, "input[1].summary", "must be a list of summary_text parts",
+    ),
+    "reasoning-content-text": (
+        _after_hi({"type": "reasoning", "content": "Hm."}), InvalidMessagesError,
+        "input[1].content", "must be a list of reasoning_text parts",
+    ),
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("case", list(MALFORMED), ids=list(MALFORMED))
+def test_a_malformed_field_or_item_is_refused_naming_it_and_what_to_send(case: str) -> None:
+    body, error, named, advice = MALFORMED[case]
+    with pytest.raises(ProviderError) as info:
+        provider_call(parse_request(body))
+    assert type(info.value) is error
+    if isinstance(info.value, UnsupportedParameterError):
+        assert info.value.param == named
+        assert str(info.value).startswith(f"parameter {named!r}: ")
+    else:
+        assert str(info.value).startswith(named)
+    assert advice in str(info.value)
+    assert error_info(info.value).status == 400
 
 
 def test_the_previous_conversation_comes_first_and_errors_name_where_it_is() -> None:
@@ -599,6 +729,7 @@ def test_input_items_are_listed_in_pages_as_openai_lists_them() -> None:
                     "has_more": False}  # fmt: skip
     assert input_item_list(items, [("include[]", "reasoning.encrypted_content")]) == newest
     for query, named in [
+        ([("page", "2")], "page"),
         ([("limit", "101")], "limit"),
         ([("order", "up")], "order"),
         ([("after", "msg_9")], "after"),
