@@ -581,7 +581,8 @@ def _provider_messages(
             for block in _content_blocks(message.content):
                 if block.get("type") != "text":
                     raise InvalidMessagesError(
-                        f"{where}: only text can go here, not {block.get('type')!r}"
+                        f"{where}: a system message holds text only, not {block.get('type')!r}: "
+                        f"send it in a HumanMessage"
                     )
                 lines.append(str(block.get("text", "")))
             converted.append(door.SystemMessage("\n".join(lines)))
