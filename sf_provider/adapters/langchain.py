@@ -291,10 +291,12 @@ class ChatClaudeAgent(BaseChatModel):
         if not include_raw:
             return llm | parser
         # The reply also when it is not what was asked (text instead of the call or object):
-        # LangChain's convention is to hand it back with a `parsing_error`, not to raise.
-        parsed = RunnablePassthrough.assign(
+        # LangChain's convention is to hand it back with a `parsing_error`, not to raise. Parsed
+        # whole before anything is handed on: a fallback replaces only a stream not yet started.
+        parse = RunnablePassthrough.assign(
             parsed=itemgetter("raw") | parser, parsing_error=lambda _: None
-        ).with_fallbacks(
+        )
+        parsed = RunnableLambda(parse.invoke, parse.ainvoke, name="parse").with_fallbacks(
             [RunnablePassthrough.assign(parsed=lambda _: None)], exception_key="parsing_error"
         )
         return RunnableMap(raw=llm.bind(**{_KEEP_REPLY: True})) | parsed
