@@ -265,6 +265,35 @@ async def test_executor_mode_reports_provider_executed_calls() -> None:
     assert [(r.tool_call_id, r.content) for r in returns] == [(calls[0].tool_call_id, "20")]
 
 
+async def test_executor_mode_warns_that_a_tool_calls_limit_does_not_count_its_calls() -> None:
+    # pydantic-ai counts only the calls it runs itself: a limit that seems to hold would not.
+    from pydantic_ai.exceptions import UnsupportedSettingWarning
+    from pydantic_ai.usage import UsageLimits
+
+    runs: list[dict[str, Any]] = []
+    tool = FunctionTool(
+        name="get_celsius",
+        input_schema={"type": "object", "properties": {"city": {"type": "string"}}},
+        executor=lambda arguments: runs.append(arguments) or "20",
+    )
+    calls = [reply(tool_use("get_celsius", {"city": city})) for city in ("Paris", "Rome")]
+    async with ScriptedMessagesAPI([*calls, reply(text("20 °C in both."))]) as api:
+        model = ClaudeAgentModel(ClaudeAgentProvider(api.settings()), mode="executor", tools=[tool])
+        agent = Agent(model)
+        with pytest.warns(UnsupportedSettingWarning) as caught:
+            async with agent.run_stream(
+                "Weather in Paris and Rome?", usage_limits=UsageLimits(tool_calls_limit=1)
+            ) as streamed:
+                output = await streamed.get_output()
+    (warning,) = caught
+    assert str(warning.message) == (
+        "`UsageLimits(tool_calls_limit=1)` does not count the tools ClaudeAgentModel runs in "
+        "mode='executor' (inside the query, like a provider's native tools); bound them with "
+        "ProviderSettings.max_turns."
+    )
+    assert output == "20 °C in both." and runs == [{"city": "Paris"}, {"city": "Rome"}]
+
+
 async def test_executor_mode_keeps_an_image_result_for_the_next_run() -> None:
     from sf_provider.tools import ToolOutput
 
