@@ -269,7 +269,8 @@ class ChatClaudeAgent(BaseChatModel):
             )
         if kwargs:
             raise UnsupportedRequestError(
-                f"with_structured_output got unsupported arguments {sorted(kwargs)}"
+                f"with_structured_output got unsupported arguments {sorted(kwargs)}: it takes "
+                f"schema, include_raw, method and strict"
             )
         traced = {"kwargs": {"method": method, "strict": strict}, "schema": schema}
         parser: Runnable[Any, Any]

@@ -9,13 +9,15 @@ from typing import Any
 import pytest
 from pydantic import BaseModel
 from pydantic_ai import Agent
-from pydantic_ai.exceptions import UserError
+from pydantic_ai.exceptions import UnsupportedSettingWarning, UserError
 from pydantic_ai.messages import (
     ImageUrl,
     InstructionDeltaPart,
     ModelMessage,
     ModelRequest,
     ModelResponse,
+    NativeToolCallPart,
+    NativeToolReturnPart,
     SpeechPart,
     TextContent,
     TextPart,
@@ -30,6 +32,7 @@ from sf_provider import ClaudeAgentProvider, FunctionTool, NamedToolChoice, Prov
 from sf_provider import _request as req
 from sf_provider.adapters.pydantic_ai import (
     ClaudeAgentModel,
+    _model_options,
     _offered_tools,
     _to_provider_messages,
 )
@@ -206,3 +209,36 @@ async def test_a_spoken_response_is_a_user_error_that_prepare_messages_resolves(
         req.UserMessage((req.Text("Hello?"),)),
         req.AssistantMessage((req.Text("Hi."),)),
     ]
+
+
+@pytest.mark.anyio
+async def test_a_call_the_provider_ran_is_replayed_with_its_text_result() -> None:
+    # Executor mode's history: the call, and right after it its result (here text, not blocks).
+    response = ModelResponse(
+        parts=[
+            NativeToolCallPart("lookup", {"x": 1}, "c1", provider_name="claude-agent-sdk"),
+            NativeToolReturnPart("lookup", "20", "c1", provider_name="claude-agent-sdk"),
+            TextPart("It is 20."),
+        ]
+    )
+    assert await converted(response) == [
+        req.AssistantMessage((req.ToolCall("c1", "lookup", {"x": 1}),)),
+        req.ToolMessage((req.ToolResult("c1", "20", False),)),
+        req.AssistantMessage((req.Text("It is 20."),)),
+    ]
+
+
+# -- settings
+
+
+def test_a_setting_of_another_provider_warns_and_is_not_sent() -> None:
+    # Another model's settings (ModelSettings is a TypedDict: any key reaches the model).
+    settings: Any = {"anthropic_metadata": {"user_id": "u1"}, "max_tokens": 50}
+    with pytest.warns(UnsupportedSettingWarning) as caught:
+        options = _model_options(settings, None)
+    (warning,) = caught
+    assert str(warning.message) == (
+        "The `anthropic_metadata` setting is not supported by ClaudeAgentModel (the Claude Code "
+        "CLI has no switch for it) and will be ignored."
+    )
+    assert options == {"max_tokens": 50}
