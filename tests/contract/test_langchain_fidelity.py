@@ -215,6 +215,28 @@ async def test_structured_output_streamed_with_include_raw_hands_back_the_parsin
     assert answered["parsed"] == Answer(answer="Rome") and answered["parsing_error"] is None
 
 
+@pytest.mark.parametrize("streamed", [False, True], ids=["invoked", "streamed"])
+@pytest.mark.anyio
+async def test_a_call_off_its_schema_is_reported_in_invalid_tool_calls(streamed: bool) -> None:
+    # The call is handed back as the model made it (LangChain's tool runner refuses it), and the
+    # reply says why it is invalid.
+    async with ScriptedMessagesAPI([reply(tool_use("Weather", {"city": 5}))]) as api:
+        chat = ChatClaudeAgent(settings=api.settings()).bind_tools([Weather])
+        if streamed:
+            chunks = [chunk async for chunk in chat.astream("Weather in Paris?")]
+            answer: BaseMessage = chunks[0]
+            for chunk in chunks[1:]:
+                answer += chunk
+        else:
+            answer = await chat.ainvoke("Weather in Paris?")
+    assert isinstance(answer, AIMessage)
+    ((call_id, reason),) = answer.response_metadata["invalid_tool_calls"].items()
+    assert [(c["id"], c["name"], c["args"]) for c in answer.tool_calls] == [
+        (call_id, "Weather", {"city": 5})
+    ]
+    assert reason.startswith("arguments violate the schema of 'Weather': ")
+
+
 class AnswerV1(pydantic_v1.BaseModel):
     """An answer."""
 
