@@ -246,6 +246,28 @@ async def test_native_output_answered_in_text_gets_the_agents_own_retry() -> Non
     assert result.usage.requests == 2
 
 
+async def test_thinking_comes_back_as_a_signed_thinking_part_and_is_replayed() -> None:
+    from pydantic_ai.messages import ThinkingPart
+
+    from sf_provider.testing import thinking
+
+    script = [reply(thinking("Paris, surely.", "sig-1"), text("Paris.")), reply(text("Yes."))]
+    async with ScriptedMessagesAPI(script) as api:
+        agent = Agent(ClaudeAgentModel(ClaudeAgentProvider(api.settings())))
+        first = await agent.run("Capital of France?")
+        await agent.run("Sure?", message_history=first.all_messages())
+    response = first.all_messages()[-1]
+    assert isinstance(response, ModelResponse)
+    (part,) = [p for p in response.parts if isinstance(p, ThinkingPart)]
+    assert (part.content, part.signature, part.provider_name) == (
+        "Paris, surely.",
+        "sig-1",
+        "claude-agent-sdk",
+    )
+    (replayed,) = api.requests[1].blocks("thinking")
+    assert (replayed["thinking"], replayed["signature"]) == ("Paris, surely.", "sig-1")
+
+
 async def test_executor_mode_reports_provider_executed_calls() -> None:
     runs: list[dict[str, Any]] = []
     tool = FunctionTool(
