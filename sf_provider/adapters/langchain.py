@@ -269,7 +269,8 @@ class ChatClaudeAgent(BaseChatModel):
             )
         if kwargs:
             raise UnsupportedRequestError(
-                f"with_structured_output got unsupported arguments {sorted(kwargs)}"
+                f"with_structured_output got unsupported arguments {sorted(kwargs)}: it takes "
+                f"schema, include_raw, method and strict"
             )
         traced = {"kwargs": {"method": method, "strict": strict}, "schema": schema}
         parser: Runnable[Any, Any]
@@ -291,10 +292,12 @@ class ChatClaudeAgent(BaseChatModel):
         if not include_raw:
             return llm | parser
         # The reply also when it is not what was asked (text instead of the call or object):
-        # LangChain's convention is to hand it back with a `parsing_error`, not to raise.
-        parsed = RunnablePassthrough.assign(
+        # LangChain's convention is to hand it back with a `parsing_error`, not to raise. Parsed
+        # whole before anything is handed on: a fallback replaces only a stream not yet started.
+        parse = RunnablePassthrough.assign(
             parsed=itemgetter("raw") | parser, parsing_error=lambda _: None
-        ).with_fallbacks(
+        )
+        parsed = RunnableLambda(parse.invoke, parse.ainvoke, name="parse").with_fallbacks(
             [RunnablePassthrough.assign(parsed=lambda _: None)], exception_key="parsing_error"
         )
         return RunnableMap(raw=llm.bind(**{_KEEP_REPLY: True})) | parsed
@@ -581,7 +584,8 @@ def _provider_messages(
             for block in _content_blocks(message.content):
                 if block.get("type") != "text":
                     raise InvalidMessagesError(
-                        f"{where}: only text can go here, not {block.get('type')!r}"
+                        f"{where}: a system message holds text only, not {block.get('type')!r}: "
+                        f"send it in a HumanMessage"
                     )
                 lines.append(str(block.get("text", "")))
             converted.append(door.SystemMessage("\n".join(lines)))

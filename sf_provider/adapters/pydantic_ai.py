@@ -441,6 +441,13 @@ def _function_tool(definition: ToolDefinition) -> FunctionTool:
 
 # --------------------------------------------------------------------------- history
 
+#: What to do with a part only `Model.prepare_messages` translates (realtime speech, instruction
+#: and tool-availability changes): what pydantic-ai's own models tell a direct `Model.request()`.
+_UNPREPARED = (
+    "as it is: call model.prepare_messages(messages) first and pass the result (an Agent run "
+    "does this), or leave the part out"
+)
+
 
 async def _to_provider_messages(
     messages: Iterable[ModelMessage],
@@ -490,10 +497,7 @@ async def _request_messages(message: ModelRequest) -> list[door.Message]:
         elif isinstance(part, CompactionPart):  # the application's summary, as pydantic-ai sends it
             others.append(door.UserMessage((door.Text(_SUMMARY_FRAME.format(part.content or "")),)))
         else:
-            raise UserError(
-                f"ClaudeAgentModel cannot send a {type(part).__name__} (run it through an Agent, "
-                f"which prepares the history, or leave it out)"
-            )
+            raise UserError(f"ClaudeAgentModel cannot send a {type(part).__name__} {_UNPREPARED}")
     tool: list[door.Message] = [door.ToolMessage(tuple(results))] if results else []
     return tool + others
 
@@ -567,7 +571,7 @@ def _response_messages(
                 output = part.model_response_str(wrap_if_error=False)
             results.append(door.ToolResult(part.tool_call_id, output, failed))
         else:
-            raise UserError(f"ClaudeAgentModel cannot replay a {type(part).__name__}")
+            raise UserError(f"ClaudeAgentModel cannot replay a {type(part).__name__} {_UNPREPARED}")
     close()
     return out
 

@@ -42,6 +42,8 @@ from sf_provider import (
 from sf_provider import _request as req
 from sf_provider.adapters.langchain import ChatClaudeAgent, _provider_messages
 from sf_provider.testing import (
+    RecordedRequest,
+    Reply,
     ScriptedMessagesAPI,
     http_error,
     redacted_thinking,
@@ -178,6 +180,61 @@ async def test_structured_output_answered_in_text_is_a_parsing_error_with_includ
     assert "answered without" in str(result["parsing_error"])  # the provider's error message
     assert result["raw"].text == "Paris, I think."
     assert result["raw"].usage_metadata["output_tokens"] > 0
+
+
+@pytest.mark.parametrize(
+    ("method", "answered_by"),
+    [("function_calling", "Answer"), ("json_schema", "StructuredOutput")],
+)
+@pytest.mark.anyio
+async def test_structured_output_streamed_with_include_raw_hands_back_the_parsing_error(
+    method: str, answered_by: str
+) -> None:
+    # Streamed, the text reply was handed on as `raw`, then the parse raised
+    # (OutputParserException) after a chunk saying `parsing_error: None`: a fallback replaces
+    # only a stream that has not started. As `ainvoke` gives it, the reply and what it lacks.
+    def model(request: RecordedRequest) -> Reply:
+        if "France" in json.dumps(request.body["messages"][0]):
+            return reply(text("Paris, I think."))
+        return reply(tool_use(answered_by, {"answer": "Rome"}))
+
+    async with ScriptedMessagesAPI(model) as api:
+        chat = ChatClaudeAgent(settings=api.settings())
+        structured = chat.with_structured_output(Answer, method=method, include_raw=True)
+        failed: dict[str, Any] = {}
+        async for chunk in structured.astream("Capital of France?"):
+            failed |= chunk
+        answered: dict[str, Any] = {}
+        async for chunk in structured.astream("Capital of Italy?"):
+            answered |= chunk
+    assert failed["parsed"] is None
+    assert isinstance(failed["parsing_error"], OutputParserException)
+    assert "answered without" in str(failed["parsing_error"])  # the provider's error message
+    assert isinstance(failed["raw"], AIMessageChunk)
+    assert failed["raw"].text.startswith("Paris, I think.")
+    assert answered["parsed"] == Answer(answer="Rome") and answered["parsing_error"] is None
+
+
+@pytest.mark.parametrize("streamed", [False, True], ids=["invoked", "streamed"])
+@pytest.mark.anyio
+async def test_a_call_off_its_schema_is_reported_in_invalid_tool_calls(streamed: bool) -> None:
+    # The call is handed back as the model made it (LangChain's tool runner refuses it), and the
+    # reply says why it is invalid.
+    async with ScriptedMessagesAPI([reply(tool_use("Weather", {"city": 5}))]) as api:
+        chat = ChatClaudeAgent(settings=api.settings()).bind_tools([Weather])
+        if streamed:
+            chunks = [chunk async for chunk in chat.astream("Weather in Paris?")]
+            answer: BaseMessage = chunks[0]
+            for chunk in chunks[1:]:
+                answer += chunk
+        else:
+            answer = await chat.ainvoke("Weather in Paris?")
+    assert isinstance(answer, AIMessage)
+    ((call_id, reason),) = answer.response_metadata["invalid_tool_calls"].items()
+    assert [(c["id"], c["name"], c["args"]) for c in answer.tool_calls] == [
+        (call_id, "Weather", {"city": 5})
+    ]
+    assert reason.startswith("arguments violate the schema of 'Weather': ")
 
 
 class AnswerV1(pydantic_v1.BaseModel):

@@ -246,6 +246,28 @@ async def test_native_output_answered_in_text_gets_the_agents_own_retry() -> Non
     assert result.usage.requests == 2
 
 
+async def test_thinking_comes_back_as_a_signed_thinking_part_and_is_replayed() -> None:
+    from pydantic_ai.messages import ThinkingPart
+
+    from sf_provider.testing import thinking
+
+    script = [reply(thinking("Paris, surely.", "sig-1"), text("Paris.")), reply(text("Yes."))]
+    async with ScriptedMessagesAPI(script) as api:
+        agent = Agent(ClaudeAgentModel(ClaudeAgentProvider(api.settings())))
+        first = await agent.run("Capital of France?")
+        await agent.run("Sure?", message_history=first.all_messages())
+    response = first.all_messages()[-1]
+    assert isinstance(response, ModelResponse)
+    (part,) = [p for p in response.parts if isinstance(p, ThinkingPart)]
+    assert (part.content, part.signature, part.provider_name) == (
+        "Paris, surely.",
+        "sig-1",
+        "claude-agent-sdk",
+    )
+    (replayed,) = api.requests[1].blocks("thinking")
+    assert (replayed["thinking"], replayed["signature"]) == ("Paris, surely.", "sig-1")
+
+
 async def test_executor_mode_reports_provider_executed_calls() -> None:
     runs: list[dict[str, Any]] = []
     tool = FunctionTool(
@@ -263,6 +285,35 @@ async def test_executor_mode_reports_provider_executed_calls() -> None:
     returns = [p for p in parts if isinstance(p, NativeToolReturnPart)]
     assert [(c.tool_name, c.args) for c in calls] == [("get_celsius", {"city": "Paris"})]
     assert [(r.tool_call_id, r.content) for r in returns] == [(calls[0].tool_call_id, "20")]
+
+
+async def test_executor_mode_warns_that_a_tool_calls_limit_does_not_count_its_calls() -> None:
+    # pydantic-ai counts only the calls it runs itself: a limit that seems to hold would not.
+    from pydantic_ai.exceptions import UnsupportedSettingWarning
+    from pydantic_ai.usage import UsageLimits
+
+    runs: list[dict[str, Any]] = []
+    tool = FunctionTool(
+        name="get_celsius",
+        input_schema={"type": "object", "properties": {"city": {"type": "string"}}},
+        executor=lambda arguments: runs.append(arguments) or "20",
+    )
+    calls = [reply(tool_use("get_celsius", {"city": city})) for city in ("Paris", "Rome")]
+    async with ScriptedMessagesAPI([*calls, reply(text("20 °C in both."))]) as api:
+        model = ClaudeAgentModel(ClaudeAgentProvider(api.settings()), mode="executor", tools=[tool])
+        agent = Agent(model)
+        with pytest.warns(UnsupportedSettingWarning) as caught:
+            async with agent.run_stream(
+                "Weather in Paris and Rome?", usage_limits=UsageLimits(tool_calls_limit=1)
+            ) as streamed:
+                output = await streamed.get_output()
+    (warning,) = caught
+    assert str(warning.message) == (
+        "`UsageLimits(tool_calls_limit=1)` does not count the tools ClaudeAgentModel runs in "
+        "mode='executor' (inside the query, like a provider's native tools); bound them with "
+        "ProviderSettings.max_turns."
+    )
+    assert output == "20 °C in both." and runs == [{"city": "Paris"}, {"city": "Rome"}]
 
 
 async def test_executor_mode_keeps_an_image_result_for_the_next_run() -> None:

@@ -221,6 +221,32 @@ async def test_tool_choice_in_executor_mode_is_a_user_error() -> None:
     assert api.requests == []
 
 
+async def test_a_text_reply_to_tool_choice_required_is_the_providers_error() -> None:
+    # Asked for by `tool_choice` (not only for the Agent's output, which pydantic-ai retries):
+    # the provider's ToolChoiceViolationError, saying what to do, not a model API error.
+    async with ScriptedMessagesAPI([reply(text("No tool needed."))]) as api:
+        with pytest.raises(sf_errors.ToolChoiceViolationError) as caught:
+            await model_request(
+                model_for(api),
+                [ModelRequest.user_text_prompt("hi")],
+                model_settings={"tool_choice": "required"},
+                model_request_parameters=parameters(output=False),
+            )
+    assert str(caught.value).startswith("tool_choice required a call of ")
+    assert str(caught.value).endswith("retry, or relax tool_choice")
+    assert api.requests[0].body["tool_choice"] == ANY_TOOL
+
+
+async def test_an_empty_reply_is_the_providers_error() -> None:
+    # Neither text nor a call: nothing for the Agent to read, and not an API failure.
+    async with ScriptedMessagesAPI(lambda request: reply()) as api:
+        with pytest.raises(sf_errors.EmptyToolRoutingError) as caught:
+            await Agent(model_for(api)).run("hi")
+    message = str(caught.value)
+    assert message.startswith("the model returned neither a tool call nor text")
+    assert message.endswith("Retry, or check the prompt and tools")
+
+
 async def test_a_native_tool_is_a_user_error_before_the_cli_starts() -> None:
     # The model supports no native (built-in) tool: pydantic-ai's own check refuses it.
     from pydantic_ai.native_tools import WebSearchTool
