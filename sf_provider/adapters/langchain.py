@@ -940,9 +940,11 @@ def _response_metadata(
 def _ai_message(
     result: sf.GenerateResult, requested_model: str | None, lost: list[sf.CallWarning]
 ) -> AIMessage:
-    """A single-turn query's result as an `AIMessage`: the text, or, with signed or redacted
-    thinking or tool calls, the Messages API's content blocks as `ChatAnthropic` gives them
-    (the next request replays the thinking, which the API wants back with the calls)."""
+    """A query's result as an `AIMessage`: the text, or, with signed or redacted thinking or
+    tool calls, the Messages API's content blocks as `ChatAnthropic` gives them (the next
+    request replays the thinking, which the API wants back with the calls). The text is every
+    text block of the reply, as `astream` sends it: also a turn the CLI asked the model again
+    after (an `output_schema` answered in text first), which `result.text` leaves out."""
     for call in result.tool_calls:
         _app_call(call.provider_executed, call.tool_name)
     # The blocks as `/v1/messages` answers them (the id and model are not read here).
@@ -950,7 +952,11 @@ def _ai_message(
     invalid = {c.tool_call_id: c.invalid_reason or "" for c in result.tool_calls if c.invalid}
     warnings = [*lost, *result.warnings]
     return AIMessage(
-        content=blocks if any(b["type"] != "text" for b in blocks) else result.text,
+        content=(
+            blocks
+            if any(b["type"] != "text" for b in blocks)
+            else "".join(b["text"] for b in blocks)
+        ),
         tool_calls=[
             ToolCall(name=c.tool_name, args=c.input, id=c.tool_call_id) for c in result.tool_calls
         ],

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import base64
 import json
-from collections.abc import Callable, Sequence
+from collections.abc import AsyncIterable, Callable, Sequence
 from contextlib import AsyncExitStack
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
@@ -40,6 +40,7 @@ from pydantic_ai.messages import (
     ModelMessage,
     ModelRequest,
     ModelResponse,
+    TextPart,
     ToolCallPart,
     ToolReturnPart,
     UserPromptPart,
@@ -161,6 +162,9 @@ class Outcome:
 
     #: (id, tool name, arguments): the ids are the model's own, whoever ran the tools.
     calls: list[tuple[str, str, dict[str, Any]]] = field(default_factory=list)
+    #: With an `output`: the words of the reply besides the object, where the door hands the
+    #: reply back with it (the core, pydantic-ai's response, LangChain's raw message); on the
+    #: wire doors the object is the answer's text, and nothing else is.
     text: str = ""
     #: In the core's vocabulary: stop, length, tool-calls (other, error for the rest).
     finish: str | None = None
@@ -287,6 +291,7 @@ class CoreDoor(Door):
                     deltas = [(i, d) for i, d in deltas if i not in part.ids]
                 elif isinstance(part, FinishPart):
                     outcome.finish = part.finish_reason
+                    outcome.structured = part.structured_output
             outcome.text = "".join(d for _, d in deltas)
             return outcome
         calls: list[tuple[str, dict[str, Any]]] = []
@@ -294,7 +299,7 @@ class CoreDoor(Door):
             result = await provider.generate(messages, tools=tools, **options)
             calls += [(c.tool_call_id, c.tool_name, c.input) for c in result.tool_calls]
             if case.output:  # the object is the answer
-                return Outcome(calls, "", result.finish_reason, result.structured_output)
+                return Outcome(calls, result.text, result.finish_reason, result.structured_output)
             if not (case.run_tools and result.tool_calls):
                 return Outcome(calls, result.text, result.finish_reason)
             outputs = [
@@ -341,7 +346,9 @@ class PydanticAIDoor(Door):
             agent = Agent(model, output_type=output, model_settings=settings)
             for name in case.tools:
                 agent.tool_plain(TOOLS[name])
-            run = await agent.run(prompt)
+            run = await agent.run(
+                prompt, event_stream_handler=self._read_events if case.stream else None
+            )
             responses = [m for m in run.all_messages() if isinstance(m, ModelResponse)]
             calls = [
                 (p.tool_call_id, p.tool_name, p.args_as_dict())
@@ -350,7 +357,10 @@ class PydanticAIDoor(Door):
                 if isinstance(p, ToolCallPart)
             ]
             if case.output:
-                return Outcome(calls, structured=run.output.model_dump(), finish="stop")
+                # The object is the response's last text (as pydantic-ai reads native output).
+                texts = [p.content for r in responses for p in r.parts if isinstance(p, TextPart)]
+                said = "".join(texts[:-1])
+                return Outcome(calls, said, "stop", run.output.model_dump())
             return Outcome(calls, run.output, self._finish(responses[-1]))
         history: list[ModelMessage] = [ModelRequest(parts=[UserPromptPart(prompt)])]
         if case.history:
@@ -394,6 +404,12 @@ class PydanticAIDoor(Door):
     def _finish(self, response: ModelResponse) -> str | None:
         return self.FINISH.get(response.finish_reason, response.finish_reason)
 
+    @staticmethod
+    async def _read_events(_ctx: Any, events: AsyncIterable[Any]) -> None:
+        """With it, the Agent streams each model request (`request_stream`)."""
+        async for _ in events:
+            pass
+
 
 class LangChainDoor(Door):
     """`ChatClaudeAgent` with bound tools; the application runs them (LangChain's loop)."""
@@ -413,8 +429,8 @@ class LangChainDoor(Door):
         chat = ChatClaudeAgent(provider=provider, **extra)
         tools = {n: langchain_tool(TOOLS[n]) for n in case.tools}
         model: Any = chat
-        if case.output:
-            model = chat.with_structured_output(case.output, method="json_schema")
+        if case.output:  # the reply too: its text is what the model said besides the object
+            model = chat.with_structured_output(case.output, method="json_schema", include_raw=True)
         elif tools:
             choice = {"tool_choice": case.tool_choice} if case.tool_choice else {}
             if not case.parallel:
@@ -442,8 +458,13 @@ class LangChainDoor(Door):
             ]
         stop = {"stop": list(case.stop)} if case.stop else {}
         if case.output:
-            answer = await model.ainvoke(messages)
-            return Outcome(structured=answer.model_dump(), finish="stop")
+            if case.stream:  # the parser takes the whole reply: one chunk
+                *_, answer = [chunk async for chunk in model.astream(messages)]
+            else:
+                answer = await model.ainvoke(messages)
+            raw = answer["raw"]
+            finish = raw.response_metadata.get("finish_reason")
+            return Outcome(text=raw.text, finish=finish, structured=answer["parsed"].model_dump())
         if case.stream:
             chunks = [chunk async for chunk in model.astream(messages, **stop)]
             folded = chunks[0]
@@ -531,7 +552,10 @@ class OpenAIStyleDoor(Door):
                 for choice in chunk.choices:
                     text_parts.append(choice.delta.content or "")
                     finish = choice.finish_reason or finish
-            return Outcome(text="".join(text_parts), finish=self.FINISH.get(finish, finish))
+            finish = self.FINISH.get(finish, finish)
+            if case.output:  # the object is the answer's text on this wire
+                return Outcome(finish=finish, structured=json.loads("".join(text_parts)))
+            return Outcome(text="".join(text_parts), finish=finish)
         calls: list[tuple[str, dict[str, Any]]] = []
         while True:
             answer = await self.create(messages=messages, **request)
@@ -804,6 +828,8 @@ class ResponsesDoor(Door):
                     raise RuntimeError(event.message)
                 elif event.type in ("response.completed", "response.incomplete"):
                     finish = self._finish(event.response)
+            if case.output:  # the object is the answer's text on this wire
+                return Outcome(finish=finish, structured=json.loads("".join(text_parts)))
             return Outcome(text="".join(text_parts), finish=finish)
         calls: list[tuple[str, dict[str, Any]]] = []
         response = await client.responses.create(input=items, **request)
@@ -864,6 +890,14 @@ def structured(request: RecordedRequest) -> Reply:
     return reply(
         text("Here it is."), tool_use("StructuredOutput", {"city": "Paris", "celsius": 18})
     )
+
+
+def structured_after_text(request: RecordedRequest) -> Reply:
+    """Answers in text first; asked again (the CLI's "You MUST call the StructuredOutput tool",
+    or pydantic-ai's retry), answers with words and the object."""
+    if any(m["role"] == "assistant" for m in request.messages):
+        return reply(text("Paris."), tool_use("StructuredOutput", {"city": "Paris", "celsius": 18}))
+    return reply(text("Paris, I think."))
 
 
 def answers(*items: ScriptItem) -> Callable[[], list[ScriptItem]]:
@@ -984,6 +1018,25 @@ FORCED_OFF = {"type": "disabled"}  # thinking, with a forced tool choice
 
 def check_structured(api: ScriptedMessagesAPI) -> None:
     assert api.requests[0].tool_names == ["StructuredOutput"]
+
+
+def check_asked_again(api: ScriptedMessagesAPI) -> None:
+    first, second = api.requests
+    assert first.tool_names == ["StructuredOutput"]
+    said = [b["text"] for m in second.messages if m["role"] == "assistant" for b in m["content"]]
+    assert said == ["Paris, I think."], "the text answer stays in the conversation"
+
+
+PARIS = {"city": "Paris", "celsius": 18}
+#: The doors whose answer is the object (in the answer's text): the model's words are not sent.
+OBJECT_ONLY = {
+    door: Outcome(structured=PARIS, finish="stop")
+    for door in ("litellm", "chat-completions", "responses", "messages")
+}
+#: The model answered in text, was asked again, and answered with words and the object: every
+#: door hands back (or streams) the words of both turns, as the stream sends them and the
+#: conversation holds them.
+AFTER_TEXT = Outcome(text="Paris, I think.Paris.", structured=PARIS, finish="stop")
 
 
 CASES: dict[str, Expected] = {
@@ -1124,8 +1177,25 @@ CASES: dict[str, Expected] = {
     ),
     "structured-output": Expected(
         Case(lambda: structured, "Weather in Paris?", output=City),
-        Outcome(structured={"city": "Paris", "celsius": 18}, finish="stop"),
+        Outcome(text="Here it is.", structured=PARIS, finish="stop"),
         check_structured,
+        per_door=OBJECT_ONLY,
+    ),
+    "structured-output-after-text": Expected(
+        Case(lambda: structured_after_text, "Weather in Paris?", output=City),
+        AFTER_TEXT,
+        check_asked_again,
+        per_door={
+            **OBJECT_ONLY,
+            # `GenerateResult.text` is the last model turn's; `all_text` has both.
+            "core": Outcome(text="Paris.", structured=PARIS, finish="stop"),
+        },
+    ),
+    "structured-output-after-text-streamed": Expected(
+        Case(lambda: structured_after_text, "Weather in Paris?", output=City, stream=True),
+        AFTER_TEXT,
+        check_asked_again,
+        per_door=OBJECT_ONLY,
     ),
     "image": Expected(
         Case(answers(reply(text("A transparent pixel."))), "What is this?", image=True),
