@@ -9,7 +9,7 @@ PYTEST_WORKERS ?= 2
 # pip's output goes to a log, shown only when an install fails.
 QUIET = > $(VENV)/install.log 2>&1 || { cat $(VENV)/install.log; exit 1; }
 
-.PHONY: demo test test-fast test-newest-sdk lint format schemas bench docs clean
+.PHONY: demo test test-fast test-newest-sdk test-lowest lint format schemas bench docs clean
 
 # The demo needs the package alone (with the SDK and its bundled CLI); tests and lint the extras.
 $(RUNTIME): pyproject.toml
@@ -61,6 +61,24 @@ test-newest-sdk:
 	$(NEWEST)/bin/python -m pytest -n $(PYTEST_WORKERS) tests/contract \
 		tests/unit/test_private_apis.py tests/unit/test_options_coverage.py $(PYTEST_ARGS)
 
+# A third lane: the lowest releases pyproject.toml allows, each runtime dependency and each of the
+# extras' exactly at its `>=` floor (tests/lowest_versions.py), in a venv built afresh under build/:
+# the imports, then the unit tests. A floor that another dependency rules out fails the install,
+# naming it; a floor without a name the code imports fails the import check.
+LOWEST := build/venv-lowest
+LOWEST_EXTRAS := pydantic-ai langchain gateway litellm redis otel
+test-lowest:
+	rm -rf $(LOWEST) && $(PYTHON) -m venv $(LOWEST)
+	$(LOWEST)/bin/python tests/lowest_versions.py $(LOWEST_EXTRAS) > $(LOWEST)/floors.txt
+	$(LOWEST)/bin/python -m pip install -q uv  # uv: 1 minute where pip takes 5
+	$(LOWEST)/bin/uv pip install -q --python $(LOWEST)/bin/python -c $(LOWEST)/floors.txt \
+		-e ".[$$(echo $(LOWEST_EXTRAS) | tr ' ' ,)]" \
+		pytest pytest-xdist pytest-timeout hypothesis httpx opentelemetry-sdk
+	LITELLM_LOCAL_MODEL_COST_MAP=True $(LOWEST)/bin/python -c 'import sf_provider, \
+		sf_provider.adapters.pydantic_ai, sf_provider.adapters.langchain, \
+		sf_provider.adapters.litellm, sf_provider.gateway'
+	$(LOWEST)/bin/python -m pytest -n $(PYTEST_WORKERS) -q tests/unit $(PYTEST_ARGS)
+
 lint: $(STAMP)
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
@@ -82,4 +100,4 @@ docs: $(STAMP)
 	$(BIN)/mkdocs build --strict
 
 clean:
-	rm -rf $(VENV) $(NEWEST) site .pytest_cache .mypy_cache .ruff_cache .coverage .benchmarks
+	rm -rf $(VENV) $(NEWEST) $(LOWEST) site .pytest_cache .mypy_cache .ruff_cache .coverage .benchmarks

@@ -360,9 +360,11 @@ def _raise(exc: ProviderError, model: str, provider: str) -> NoReturn:
         args["response"] = httpx.Response(facts.status, request=httpx.Request("POST", url))
     elif kind is errors.RateLimitError and facts.retry_after:
         args["headers"] = {"retry-after": str(facts.retry_after)}
-    elif kind is errors.InternalServerError:
-        args["provider_status_code"] = upstream
-    raise kind(**args) from exc
+    error = kind(**args)
+    if type(error) is errors.InternalServerError:
+        # Set, not passed: LiteLLM before 1.110 has no `provider_status_code` parameter.
+        error.provider_status_code = upstream
+    raise error from exc
 
 
 def register(
