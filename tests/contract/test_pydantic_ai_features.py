@@ -8,6 +8,8 @@ be sent, or the processes left.
 
 from __future__ import annotations
 
+import json
+
 import pytest
 from conftest import cli_processes, leftover_query_dirs, no_cli_left
 from pydantic import BaseModel
@@ -29,7 +31,15 @@ from pydantic_ai.models import (
 
 from sf_provider import ClaudeAgentProvider
 from sf_provider.adapters.pydantic_ai import ClaudeAgentModel
-from sf_provider.testing import RecordedRequest, ScriptedMessagesAPI, fault, reply, text, tool_use
+from sf_provider.testing import (
+    RecordedRequest,
+    ScriptedMessagesAPI,
+    ScriptItem,
+    fault,
+    reply,
+    text,
+    tool_use,
+)
 
 pytestmark = [pytest.mark.anyio, pytest.mark.cli]
 
@@ -224,12 +234,20 @@ async def test_a_model_entered_twice_stops_its_processes_when_the_last_one_leave
 # -- stream cancellation
 
 LONG_TEXT = "word " * 50
-#: The start of a long text, then the stream drops and the CLI's non-streaming retry is never
-#: answered (`hang`): the query waits on the API, mid-stream, until it is cancelled.
-STALLED_MID_STREAM = [
-    fault("drop_mid_stream", events=4, reply=reply(text(LONG_TEXT))),
-    fault("hang"),
-]
+
+
+def stalled_mid_stream(request: RecordedRequest) -> ScriptItem:
+    """The first request streams the start of a long text, then the stream drops, and every
+    later request for that prompt (the CLI's retry or non-streaming fallback) is never answered
+    (`hang`): the query waits on the API, mid-stream, until it is cancelled. The next run's
+    prompt ("again") gets "after". A list script handed the `hang` to the second request, which
+    was the next run's when the cancel stopped the CLI before it sent its fallback (a loaded
+    machine), and that run then hung."""
+    if request.index == 0:
+        return fault("drop_mid_stream", events=4, reply=reply(text(LONG_TEXT)))
+    if "again" in json.dumps(request.body["messages"]):
+        return reply(text("after"))
+    return fault("hang")
 
 
 @pytest.mark.parametrize("debounce_by", [None, 0.1], ids=["between-pulls", "pull-under-way"])
@@ -241,7 +259,7 @@ async def test_cancel_stops_a_streamed_querys_cli_and_the_model_serves_the_next_
     the text ends where it was cut, and the response is recorded as interrupted. `stream_text()`
     debounces in a task of its own, whose pull is under way when the consumer cancels; without
     debouncing, the cancel lands between pulls."""
-    async with ScriptedMessagesAPI([*STALLED_MID_STREAM, reply(text("after"))]) as api:
+    async with ScriptedMessagesAPI(stalled_mid_stream) as api:
         provider = ClaudeAgentProvider(api.settings())
         agent = Agent(ClaudeAgentModel(provider))
         chunks: list[str] = []
@@ -263,13 +281,15 @@ async def test_cancel_stops_a_streamed_querys_cli_and_the_model_serves_the_next_
         assert (await agent.run("again")).output == "after"
         assert len(cli_processes()) == 1, "the next run's process, kept warm"
         await provider.aclose()
-    assert [r.body.get("stream") for r in api.requests] == [True, False, True]
+    # The cut stream, perhaps the CLI's retry or fallback, then the next run's request.
+    assert api.requests[0].body["stream"] is True
+    assert "again" in json.dumps(api.requests[-1].body["messages"])
 
 
 async def test_agent_run_cancel_ends_the_run_and_stops_its_cli() -> None:
     """`AgentRun.cancel()` ends the whole run (`RunCancelled`, pydantic-ai's outcome): the task
     that pulls the stream is cancelled, which stops the query's CLI."""
-    async with ScriptedMessagesAPI([*STALLED_MID_STREAM, reply(text("after"))]) as api:
+    async with ScriptedMessagesAPI(stalled_mid_stream) as api:
         provider = ClaudeAgentProvider(api.settings())
         agent = Agent(ClaudeAgentModel(provider))
         with pytest.raises(RunCancelled):
