@@ -8,6 +8,7 @@ import json
 from typing import Any
 
 import pytest
+from refusals import assert_refusal
 
 from sf_provider import (
     InvalidMessagesError,
@@ -412,14 +413,7 @@ def test_a_malformed_field_or_item_is_refused_naming_it_and_what_to_send(case: s
     body, error, named, advice = MALFORMED[case]
     with pytest.raises(ProviderError) as info:
         provider_call(parse_request(body))
-    assert type(info.value) is error
-    if isinstance(info.value, UnsupportedParameterError):
-        assert info.value.param == named
-        assert str(info.value).startswith(f"parameter {named!r}: ")
-    else:
-        assert str(info.value).startswith(named)
-    assert advice in str(info.value)
-    assert error_info(info.value).status == 400
+    assert_refusal(info.value, error, named, advice)
 
 
 def test_the_previous_conversation_comes_first_and_errors_name_where_it_is() -> None:
