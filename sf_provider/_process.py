@@ -550,9 +550,10 @@ class WarmPool:
             ready = True
         except Exception as exc:
             if not self._closed:  # else: stopped by aclose() while it started
-                tail = "\n".join(proc.stderr)
-                _logger.warning("a retired warm process's replacement failed to start: %s%s",
-                                exc, f"\n{tail}" if tail else "")  # fmt: skip
+                tail = "".join(f"\n{line}" for line in proc.stderr)
+                _logger.warning(
+                    "a retired warm process's replacement failed to start: %s%s", exc, tail
+                )
         finally:
             await self.give_back(proc, reusable=ready)
 
