@@ -201,7 +201,7 @@ def _thread(thread: Any) -> None:
     raise ThreadUnsupportedError(
         "thread: this gateway holds no conversation between requests (each request runs on the "
         "history it sends); send the whole conversation without `thread`. The SDKs' tool runners "
-        "do this by themselves; make `client.beta.messages.thread()` with "
+        "do this by themselves; call `client.beta.messages.thread()` with "
         "unsupported_request_behavior='continue_unthreaded'"
     )
 

@@ -10,7 +10,7 @@ import shutil
 import tempfile
 import time
 import weakref
-from collections import deque
+from collections import ChainMap, deque
 from collections.abc import AsyncGenerator, Callable, Hashable, Mapping, Sequence
 from contextlib import aclosing
 from dataclasses import dataclass, replace
@@ -995,10 +995,12 @@ def _ours(info: Any) -> bool:
 
 def _login_to_copy(env: Mapping[str, str]) -> Path | None:
     """The Claude login's credentials file an isolated query copies in: when no API key or
-    token is configured (`env` over the application's environment)."""
-    if any(env.get(k) or os.environ.get(k) for k in ("ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN")):
+    token is configured (`env` over the application's environment, as `check_auth` reads it: a
+    blank value in `env` hides the environment's)."""
+    merged: ChainMap[str, str] = ChainMap(dict(env), os.environ)
+    if any(merged.get(k) for k in ("ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN")):
         return None
-    return credentials_path({**os.environ, **env})
+    return credentials_path(merged)
 
 
 def _login_key(settings: ProviderSettings) -> tuple[int, int] | None:

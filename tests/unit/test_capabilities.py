@@ -427,6 +427,27 @@ def test_a_login_found_in_the_settings_config_dir_reaches_the_isolated_query(
     assert (Path(dirs["CLAUDE_CONFIG_DIR"]) / ".credentials.json").is_file()
 
 
+def test_a_blank_key_in_the_settings_hides_the_environment_s_and_the_login_is_copied(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # `env={"ANTHROPIC_API_KEY": ""}` keeps the machine's key from the CLI: the login answers.
+    # The copy read the environment's key past the blank, so the CLI got neither.
+    from sf_provider.provider import _isolated_dirs
+
+    monkeypatch.setenv("ANTHROPIC_API_KEY", SECRET)
+    login = tmp_path / "login"
+    login.mkdir()
+    (login / ".credentials.json").write_text("{}", "utf-8")
+    settings = ProviderSettings(env={"ANTHROPIC_API_KEY": "", "CLAUDE_CONFIG_DIR": str(login)})
+    assert check_auth(settings).method == "credentials-file"
+    workdir = tmp_path / "query"
+    workdir.mkdir()
+
+    dirs = _isolated_dirs(workdir, dict(settings.env))
+
+    assert (Path(dirs["CLAUDE_CONFIG_DIR"]) / ".credentials.json").is_file()
+
+
 def test_check_auth_without_anything_says_how_to_authenticate(tmp_path: Path) -> None:
     status = check_auth(ProviderSettings(), {"HOME": str(tmp_path)})
 
