@@ -49,20 +49,27 @@ _REWIND_TIMEOUT_SECONDS = 5.0
 
 
 class QueryTransport(SubprocessCLITransport):
-    """The SDK's subprocess transport, stopping the CLI at once when a query is abandoned.
+    """The SDK's subprocess transport, stopping the CLI at once when its session closes.
 
-    The SDK closes a query gently (end of input, then up to 5 s for the CLI to save its session
-    before SIGTERM, which the CLI takes seconds more to honour). Until the result message arrived,
-    closing means the query was cancelled, left early, timed out or failed: nothing is worth
-    saving (sessions are not persisted), so the CLI is stopped right away. The close may run
-    inside a cancelled wait of the SDK's own generator, hence a flag set on the result rather
-    than on the way out.
+    The SDK closes a process gently (end of input, then up to 5 s for the CLI to save its
+    session before SIGTERM, which the CLI takes seconds more to honour). A session closes when
+    its query is over (answered, failed, cancelled, left early, timed out) or its process is
+    retired: nothing is worth saving (sessions are not persisted), so the CLI is stopped right
+    away. When everything the CLI writes is in the session's own temp dir (`disposable`, the
+    default `isolate=True`), SIGKILL: what the CLI does on SIGTERM (about 0.1 s: it updates its
+    config file, removes its session registration and socket) lands in a dir removed next.
+    Otherwise SIGTERM, so it tidies the user's dirs, and SIGKILL after a short grace.
     """
 
-    finished = False
+    #: Whether the CLI's HOME, config dir and TMPDIR are all inside the session's temp dir
+    #: (`CLISession.start` sets it): then it is killed without a grace.
+    disposable = False
     #: Set when a tool interrupted the query (`CLISession.interrupt`): the CLI was killed on
     #: purpose, so its end is no error and nothing more is written to it.
     interrupted = False
+    #: How the CLI ended, once closed: its exit status, negative for the signal that ended it
+    #: (-9: SIGKILL); None while it runs or when it never started.
+    exit_status: int | None = None
 
     @property
     def pid(self) -> int | None:
@@ -72,17 +79,21 @@ class QueryTransport(SubprocessCLITransport):
 
     async def close(self) -> None:
         process = getattr(self, "_process", None)
-        if not self.finished and process is not None and process.returncode is None:
-            # SIGTERM first; the CLI takes seconds to shut down gracefully, so SIGKILL after a
-            # short grace: nothing of an abandoned query is worth waiting for.
+        if process is not None and process.returncode is None:
             with contextlib.suppress(ProcessLookupError):
-                process.terminate()
+                if self.disposable:
+                    process.kill()
+                else:
+                    # The CLI takes seconds to shut down gracefully: SIGKILL after a grace.
+                    process.terminate()
             with anyio.CancelScope(shield=True), anyio.move_on_after(_KILL_GRACE_SECONDS):
                 await process.wait()
             if process.returncode is None:
                 with contextlib.suppress(ProcessLookupError):
                     process.kill()
         await super().close()
+        if process is not None:
+            self.exit_status = process.returncode
         _close_pipes(process)
 
     def read_messages(self) -> AsyncIterator[dict[str, Any]]:
@@ -188,6 +199,7 @@ class CLISession:
     def start(self, options: sdk.ClaudeAgentOptions) -> None:
         """Set the CLI options; the process starts with the first query."""
         self.transport = QueryTransport(prompt=_no_messages(), options=options)
+        self.transport.disposable = _inside(self.workdir, options.env)
         self._client = sdk.ClaudeSDKClient(options, transport=self.transport)
 
     @property
@@ -351,7 +363,6 @@ class CLISession:
         if not hasattr(self, "_client"):
             self.kill_now()
             return
-        self.transport.finished = False  # nothing to save: stop it now
         try:
             with anyio.CancelScope(shield=True), anyio.move_on_after(10):
                 await self._client.disconnect()
@@ -640,6 +651,13 @@ def _close_pipes(process: Any) -> None:
     if pipes is not None:
         with contextlib.suppress(RuntimeError):
             pipes.close()
+
+
+def _inside(workdir: Path, env: dict[str, str]) -> bool:
+    """Whether the CLI's HOME, config dir and TMPDIR (from its environment) are all inside
+    `workdir`: then every file it writes is removed with that dir."""
+    names = ("HOME", "CLAUDE_CONFIG_DIR", "TMPDIR")
+    return all(name in env and Path(env[name]).is_relative_to(workdir) for name in names)
 
 
 def _awaits_results(proc: CLISession) -> bool:

@@ -624,7 +624,6 @@ class ClaudeAgentProvider:
                                 break
                         if isinstance(message, sdk.ResultMessage):
                             result = session.own_result(message)
-                            session.transport.finished = True
                             continue
                         for part in mapper.map(message):
                             collector.add(part)

@@ -1,0 +1,115 @@
+"""How a query's CLI is stopped: by SIGKILL at once when everything it writes is in the query's
+own temp dir (the default `isolate=True`), so a finished query waits for no shutdown of the CLI;
+by SIGTERM first when it writes to the user's dirs, so it tidies them. Either way the process has
+exited and been reaped, and the temp dir removed, when `generate` returns, the stream ends or the
+cancel returns.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+from pathlib import Path
+
+import anyio
+import pytest
+from conftest import leftover_query_dirs
+
+from sf_provider import ClaudeAgentProvider, TextDeltaPart, _process
+from sf_provider._process import CLISession
+from sf_provider.testing import RecordedRequest, Reply, ScriptedMessagesAPI, reply, text
+
+pytestmark = [pytest.mark.anyio, pytest.mark.cli]
+
+
+def children() -> list[str]:
+    """Every child process of this test process, `<defunct>` ones (exited, not reaped) too."""
+    out = subprocess.run(
+        ["ps", "-o", "pid=,stat=,args=", "--ppid", str(os.getpid())],
+        capture_output=True,
+        text=True,
+        check=False,
+    ).stdout
+    return [line for line in out.splitlines() if "claude" in line]
+
+
+class Served:
+    """A scripted model that notes the session serving each request (the one running CLI)."""
+
+    def __init__(self) -> None:
+        self.sessions: list[CLISession] = []
+
+    def __call__(self, _request: RecordedRequest) -> Reply:
+        [session] = [s for s in _process._LIVE if s.transport.pid is not None]
+        self.sessions.append(session)
+        return reply(text("hi"))
+
+
+@pytest.mark.parametrize("call", ["generate", "stream"])
+async def test_a_finished_query_s_cli_is_killed_and_reaped_before_the_call_returns(
+    call: str,
+) -> None:
+    model = Served()
+    async with ScriptedMessagesAPI(model) as api:
+        provider = ClaudeAgentProvider(api.settings(warm_processes=0))
+        if call == "generate":
+            assert (await provider.generate("hello")).text == "hi"
+        else:
+            async with provider.stream("hello") as parts:
+                assert "".join([p.delta async for p in parts if isinstance(p, TextDeltaPart)])
+        [session] = model.sessions
+        assert session.transport.disposable
+        # Nothing of the CLI was worth a graceful shutdown: killed, not asked to exit.
+        assert session.transport.exit_status == -signal.SIGKILL
+        assert children() == [], "the CLI had exited and been reaped"
+        assert not session.workdir.exists() and leftover_query_dirs() == []
+
+
+async def test_a_cancelled_query_s_cli_is_killed_and_reaped_before_the_cancel_returns() -> None:
+    asked = anyio.Event()
+    sessions: list[CLISession] = []
+
+    async def answer_never(_request: RecordedRequest) -> Reply:
+        sessions.extend(s for s in _process._LIVE if s.transport.pid is not None)
+        asked.set()
+        await anyio.sleep(60)
+        return reply(text("too late"))
+
+    async with ScriptedMessagesAPI(answer_never) as api:
+        provider = ClaudeAgentProvider(api.settings(warm_processes=0))
+        async with anyio.create_task_group() as group:
+            group.start_soon(provider.generate, "hello")
+            with anyio.fail_after(60):
+                await asked.wait()  # the query is now waiting on the API
+            group.cancel_scope.cancel()
+        [session] = sessions
+        assert session.transport.exit_status == -signal.SIGKILL
+        assert children() == []
+        assert leftover_query_dirs() == []
+
+
+async def test_a_cli_writing_to_the_user_s_dirs_is_asked_to_exit_first(tmp_path: Path) -> None:
+    """With `isolate=False` the CLI's HOME, config dir and TMPDIR are the user's: on SIGTERM it
+    removes its session registration and socket there, so it gets SIGTERM first (SIGKILL only
+    when it has not exited after the grace)."""
+    dirs = {name: tmp_path / name for name in ("home", "config", "tmp")}
+    for path in dirs.values():
+        path.mkdir()
+    model = Served()
+    async with ScriptedMessagesAPI(model) as api:
+        settings = api.settings(warm_processes=0)
+        env = {
+            **settings.env,
+            "HOME": str(dirs["home"]),
+            "CLAUDE_CONFIG_DIR": str(dirs["config"]),
+            "TMPDIR": str(dirs["tmp"]),
+        }
+        settings = settings.model_copy(update={"isolate": False, "env": env})
+        assert (await ClaudeAgentProvider(settings).generate("hello")).text == "hi"
+    [session] = model.sessions
+    assert not session.transport.disposable
+    # 143: the CLI's own exit on SIGTERM; -9 only if it took longer than the grace (load).
+    assert session.transport.exit_status in (128 + signal.SIGTERM, -signal.SIGKILL)
+    assert children() == []
+    assert list(dirs["tmp"].glob("sf-provider-*")) == []
