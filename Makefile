@@ -63,10 +63,13 @@ test-newest-sdk:
 
 # A third lane: the lowest releases pyproject.toml allows, each runtime dependency and each of the
 # extras' exactly at its `>=` floor (tests/lowest_versions.py), in a venv built afresh under build/:
-# the imports, then the unit tests. A floor that another dependency rules out fails the install,
-# naming it; a floor without a name the code imports fails the import check.
+# the imports, then the unit tests and LiteLLM's contract tests (the real CLI; about a minute),
+# which see what the unit tests cannot: LiteLLM 1.106 passed every unit test but billed each call
+# 0. A floor that another dependency rules out fails the install, naming it; a floor without a
+# name the code imports fails the import check.
 LOWEST := build/venv-lowest
 LOWEST_EXTRAS := pydantic-ai langchain gateway litellm redis otel
+LOWEST_CONTRACT := tests/contract/test_litellm.py
 test-lowest:
 	rm -rf $(LOWEST) && $(PYTHON) -m venv $(LOWEST)
 	$(LOWEST)/bin/python tests/lowest_versions.py $(LOWEST_EXTRAS) > $(LOWEST)/floors.txt
@@ -77,7 +80,7 @@ test-lowest:
 	LITELLM_LOCAL_MODEL_COST_MAP=True $(LOWEST)/bin/python -c 'import sf_provider, \
 		sf_provider.adapters.pydantic_ai, sf_provider.adapters.langchain, \
 		sf_provider.adapters.litellm, sf_provider.gateway'
-	$(LOWEST)/bin/python -m pytest -n $(PYTEST_WORKERS) -q tests/unit $(PYTEST_ARGS)
+	$(LOWEST)/bin/python -m pytest -n $(PYTEST_WORKERS) -q tests/unit $(LOWEST_CONTRACT) $(PYTEST_ARGS)
 
 lint: $(STAMP)
 	$(BIN)/ruff check .
