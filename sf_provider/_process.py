@@ -411,6 +411,8 @@ class _Replacement:
 
     def __init__(self, key: Hashable) -> None:
         self.key = key
+        #: Where it starts: only a query of this event loop can use it (or be woken from it).
+        self.loop = asyncio.get_running_loop()
         self.waiter: _Waiter | None = None
 
 
@@ -578,8 +580,11 @@ class WarmPool:
                     await self.give_back(spare, reusable=True)
 
     def _unclaimed(self, key: Hashable) -> _Replacement | None:
-        """The oldest starting replacement of this setup that no query waits for."""
-        return next((r for r in self._starting if r.key == key and r.waiter is None), None)
+        """The oldest starting replacement of this setup and event loop that no query waits
+        for."""
+        loop = asyncio.get_running_loop()
+        mine = (r for r in self._starting if r.key == key and r.loop is loop)
+        return next((r for r in mine if r.waiter is None), None)
 
     async def give_back(self, proc: CLISession, *, reusable: bool) -> None:
         """Return a process after its query: kept when `reusable` (a clean result), else stopped.
@@ -601,8 +606,9 @@ class WarmPool:
             while len(self._idle) > self.size:
                 evicted.append(self._idle.pop(0))
             for replacement in self._starting:  # a query waiting there may take this one
-                if replacement.key == proc.key and replacement.waiter is not None:
-                    replacement.waiter.woken.set()
+                waiter, loop = replacement.waiter, replacement.loop
+                if waiter is not None and replacement.key == proc.key and loop is proc.loop:
+                    waiter.woken.set()
         else:
             evicted.append(proc)
         with anyio.CancelScope(shield=True):

@@ -440,3 +440,39 @@ async def test_with_a_replacement_coming_a_run_in_progress_keeps_its_process() -
     assert got == [(session(replacement), "warm")]
     assert running.rewinds == 0
     assert await pool.take("k", turns("a", pending=True), never) == (session(running), "continued")
+
+
+async def test_a_query_never_waits_for_a_replacement_starting_on_another_event_loop() -> None:
+    """A provider used from two threads' event loops: a process of one loop is unusable on the
+    other, and its start could never wake a query there."""
+    import threading
+
+    pool = WarmPool(1, None)
+    retired, release = threading.Event(), threading.Event()
+
+    async def other_loop() -> None:
+        replacement = HeldStart("k")
+        await retire_into(pool, replacement)
+        retired.set()
+        await anyio.to_thread.run_sync(release.wait)
+        replacement.go.set()
+        for _ in range(1000):  # parked once started
+            if pool.idle:
+                break
+            await anyio.sleep(0.001)
+
+    thread = threading.Thread(target=asyncio.run, args=(other_loop(),))
+    thread.start()
+    try:
+        assert await anyio.to_thread.run_sync(retired.wait, 30)
+        own = StandIn("k", [])
+        with anyio.fail_after(60):  # a "no hang" bound: it waited there before
+            assert await pool.take("k", [], lambda: session(own)) == (session(own), "fresh")
+    finally:
+        release.set()
+        await anyio.to_thread.run_sync(thread.join, 30)
+    assert not thread.is_alive()
+    assert pool.idle == 1  # the replacement, for queries of its own loop
+    await pool.give_back(session(own), reusable=False)
+    await pool.aclose()
+    assert own.closed and pool.idle == 0
