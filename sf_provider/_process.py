@@ -417,11 +417,30 @@ class CLISession:
 Served = Literal["fresh", "warm", "continued"]
 
 
+class _Replacement:
+    """A retired process's replacement while it starts, and the query waiting for it, if any."""
+
+    def __init__(self, key: Hashable) -> None:
+        self.key = key
+        #: Where it starts: only a query of this event loop can use it (or be woken from it).
+        self.loop = asyncio.get_running_loop()
+        self.waiter: _Waiter | None = None
+
+
+class _Waiter:
+    """A query waiting for a replacement (`WarmPool.take`): woken when the replacement is
+    handed to it (`handed`), failed, or when a process of its setup was parked meanwhile."""
+
+    def __init__(self) -> None:
+        self.woken = asyncio.Event()
+        self.handed: CLISession | None = None
+
+
 class WarmPool:
     """The warm processes of one provider: at most `size` (idle and busy together are only
     exceeded by concurrent queries), least recently used first out, each stopped after
     `idle_timeout` s unused, and retired after its `max_queries`, when a replacement starts
-    at once, in the background: no query waits for it.
+    at once, in the background.
 
     Queries without history take the least recently used process, so the processes of a busy
     pool age alike: with one limit for all, processes started together (the first burst of
@@ -434,6 +453,16 @@ class WarmPool:
     next burst of queries waited for several processes starting at once. A process whose
     conversation waits for tool results (an agent run in progress) is kept past its limit, by
     at most `_RUN_LEEWAY` queries, so that the run's next step continues on it.
+
+    A query without history that finds no process while a replacement for its setup starts
+    waits for that replacement (one query per replacement) instead of starting its own: the
+    replacement started earlier, so it is ready sooner, and the pool keeps its size (with every
+    process busy, the query's own start was one process too many). A process of its setup
+    parked meanwhile serves it instead, unless its conversation waits for tool results (that
+    run's next step is on its way: with a replacement coming, the pool is not full for the
+    query). A replacement that fails to start sends its waiter back to the pool, and then to a
+    process of its own, which fails as any fresh start does. The wait has no clock of its own:
+    a start is bounded as every start is (the SDK's initialize timeout).
     """
 
     def __init__(self, size: int, idle_timeout: float | None) -> None:
@@ -441,6 +470,8 @@ class WarmPool:
         self.idle_timeout = idle_timeout
         self._idle: list[CLISession] = []  # least recently used first
         self._busy: set[CLISession] = set()
+        #: Replacements starting (their processes are busy meanwhile), oldest first.
+        self._starting: list[_Replacement] = []
         #: Closes and replacements running in the background, waited for by `aclose`.
         self._closing: set[asyncio.Task[None]] = set()
         self._closed = False
@@ -463,8 +494,30 @@ class WarmPool:
 
         In order: the process whose conversation is exactly `history`, as JSON (`same_turns`),
         continued; for a query without history, an empty process, else the least recently used
-        one rewound to empty (one waiting for tool results only when the pool is full): warm;
-        else a new one from `spawn`: fresh.
+        one rewound to empty (one waiting for tool results only when the pool is full and no
+        replacement is coming), else a replacement of a retired process that is starting,
+        waited for (see the class): warm; else a new one from `spawn`: fresh.
+        """
+        # With a replacement on its way, the pool is not full for this query.
+        coming = not history and self._unclaimed(key) is not None
+        found = await self._choose(key, history, patient=coming)
+        if found is None and not history:
+            found = await self._await_replacement(key)
+        served: Served = "continued" if history else "warm"
+        if found is None:
+            found, served = spawn(), "fresh"
+            found.max_queries = self._query_limit()
+            self._busy.add(found)
+        found.renew = renew
+        return found, served
+
+    async def _choose(
+        self, key: Hashable, history: list[dict[str, Any]], *, patient: bool
+    ) -> CLISession | None:
+        """An idle process for the query (see `take`), made busy; None when there is none.
+
+        `patient`: a replacement is on its way to this query, so the pool is never full for
+        it, and a conversation waiting for tool results is left to the run it belongs to.
         """
         loop = asyncio.get_running_loop()
         # Made under another event loop (unusable here), or exited while idle (killed from
@@ -474,40 +527,75 @@ class WarmPool:
             proc.kill_now()
         mine = [p for p in self._idle if p.key == key]
         found = next((p for p in reversed(mine) if same_turns(p.conversation, history)), None)
-        if found is None and not history:
-            # A conversation waiting for tool results is an agent run in progress: taken only
-            # when the pool is full. One that ended with an answer is most likely over.
-            full = len(self._idle) + len(self._busy) >= self.size
-            spare = [p for p in mine if p.rewindable and (full or not _awaits_results(p))]
-            for proc in sorted(spare, key=_awaits_results):
-                self._idle.remove(proc)
-                proc.cancel_expiry()
-                # Busy while it rewinds, so aclose() sees it; a cancel meanwhile leaves it in
-                # an unknown state: stopped, never lost between the two lists.
-                self._busy.add(proc)
-                try:
-                    rewound = await proc.rewind()
-                except BaseException:
-                    self._busy.discard(proc)
-                    with anyio.CancelScope(shield=True):
-                        await proc.close()
-                    raise
-                if rewound:
-                    found = proc
-                    break
-                self._busy.discard(proc)
-                await proc.close()
-        served: Served = "continued" if history else "warm"
-        if found is None:
-            found, served = spawn(), "fresh"
-            found.max_queries = self._query_limit()
-        else:
-            if found in self._idle:
-                self._idle.remove(found)
+        if found is not None:
+            self._idle.remove(found)
             found.cancel_expiry()
-        self._busy.add(found)
-        found.renew = renew
-        return found, served
+            self._busy.add(found)
+            return found
+        if history:
+            return None
+        # A conversation waiting for tool results is an agent run in progress: taken only
+        # when the pool is full. One that ended with an answer is most likely over.
+        full = not patient and len(self._idle) + len(self._busy) >= self.size
+        spare = [p for p in mine if p.rewindable and (full or not _awaits_results(p))]
+        for proc in sorted(spare, key=_awaits_results):
+            if proc not in self._idle:
+                continue  # taken by another query while an earlier one rewound
+            self._idle.remove(proc)
+            proc.cancel_expiry()
+            # Busy while it rewinds, so aclose() sees it; a cancel meanwhile leaves it in
+            # an unknown state: stopped, never lost between the two lists.
+            self._busy.add(proc)
+            try:
+                rewound = await proc.rewind()
+            except BaseException:
+                self._busy.discard(proc)
+                with anyio.CancelScope(shield=True):
+                    await proc.close()
+                raise
+            if rewound:
+                return proc
+            self._busy.discard(proc)
+            await proc.close()
+        return None
+
+    async def _await_replacement(self, key: Hashable) -> CLISession | None:
+        """Wait for a starting replacement of this setup that no other query waits for (see
+        the class), or for a process of this setup parked first; None when there is no such
+        replacement, or it failed to start and no process is idle for the query. A cancel
+        leaves the replacement to the pool.
+        """
+        replacement = self._unclaimed(key)
+        if replacement is None:
+            return None
+        waiter = replacement.waiter = _Waiter()
+        try:
+            while replacement in self._starting:
+                await waiter.woken.wait()
+                waiter.woken.clear()
+                handed, waiter.handed = waiter.handed, None
+                if handed is not None:
+                    return handed
+                if replacement in self._starting:  # a process was parked: taken if it fits
+                    found = await self._choose(key, [], patient=True)
+                    if found is not None:
+                        return found
+            # It failed to start: what the pool holds now, else the query starts its own.
+            return await self._choose(key, [], patient=False)
+        finally:
+            if replacement.waiter is waiter:
+                replacement.waiter = None
+            if waiter.handed is not None:  # handed over while this query took another, or left
+                spare, waiter.handed = waiter.handed, None
+                with anyio.CancelScope(shield=True):
+                    await self.give_back(spare, reusable=True)
+
+    def _unclaimed(self, key: Hashable) -> _Replacement | None:
+        """The oldest starting replacement of this setup and event loop that no query waits
+        for."""
+        loop = asyncio.get_running_loop()
+        mine = (r for r in self._starting if r.key == key and r.loop is loop)
+        return next((r for r in mine if r.waiter is None), None)
 
     async def give_back(self, proc: CLISession, *, reusable: bool) -> None:
         """Return a process after its query: kept when `reusable` (a clean result), else stopped.
@@ -528,6 +616,10 @@ class WarmPool:
                 proc.expiry = proc.loop.call_later(self.idle_timeout, self._expire, proc)
             while len(self._idle) > self.size:
                 evicted.append(self._idle.pop(0))
+            for replacement in self._starting:  # a query waiting there may take this one
+                waiter, loop = replacement.waiter, replacement.loop
+                if waiter is not None and replacement.key == proc.key and loop is proc.loop:
+                    waiter.woken.set()
         else:
             evicted.append(proc)
         with anyio.CancelScope(shield=True):
@@ -535,38 +627,60 @@ class WarmPool:
                 await _stop(old)
 
     def _replace(self, retired: CLISession) -> None:
-        """Start the replacement of a process retired by its query limit, in the background."""
+        """Start the replacement of a process retired by its query limit, in the background.
+        Known to `take` from now on (`_starting`), so a query can wait for it at once."""
         if retired.renew is None:
             return
-        task = asyncio.get_running_loop().create_task(self._start(retired.renew))
+        replacement = _Replacement(retired.key)
+        self._starting.append(replacement)
+        task = asyncio.get_running_loop().create_task(self._start(replacement, retired.renew))
         self._closing.add(task)
         task.add_done_callback(self._closing.discard)
+        # A task cancelled before it ran (its loop ended) never reached its `finally`.
+        task.add_done_callback(lambda _task: self._settle(replacement))
 
-    async def _start(self, renew: Callable[[], CLISession | None]) -> None:
-        """Start a new process and keep it idle. A process that fails to start is stopped, with
-        a warning on the `sf_provider` logger; the next query that needs one starts its own (and
-        fails with the error, if it is not passing)."""
-        try:
-            proc = renew()
-        except Exception as exc:
-            _logger.warning("a retired warm process was not replaced: %s", exc)
-            return
-        if proc is None:
-            return  # its provider is gone
-        proc.max_queries = self._query_limit()
-        self._busy.add(proc)  # aclose() stops it while it starts
+    async def _start(
+        self, replacement: _Replacement, renew: Callable[[], CLISession | None]
+    ) -> None:
+        """Start a new process and hand it to the query waiting for it, else keep it idle. A
+        process that fails to start is stopped, with a warning on the `sf_provider` logger;
+        its waiter, and the next query that needs one, start their own (and fail with the
+        error, if it is not passing)."""
+        proc: CLISession | None = None
         ready = False
         try:
-            await proc.connect()
-            ready = True
-        except Exception as exc:
-            if not self._closed:  # else: stopped by aclose() while it started
-                tail = "".join(f"\n{line}" for line in proc.stderr)
-                _logger.warning(
-                    "a retired warm process's replacement failed to start: %s%s", exc, tail
-                )
+            try:
+                proc = renew()
+            except Exception as exc:
+                _logger.warning("a retired warm process was not replaced: %s", exc)
+                return
+            if proc is None:
+                return  # its provider is gone
+            proc.max_queries = self._query_limit()
+            self._busy.add(proc)  # aclose() stops it while it starts
+            try:
+                await proc.connect()
+                ready = True
+            except Exception as exc:
+                if not self._closed:  # else: stopped by aclose() while it started
+                    tail = "".join(f"\n{line}" for line in proc.stderr)
+                    _logger.warning(
+                        "a retired warm process's replacement failed to start: %s%s", exc, tail
+                    )
         finally:
-            await self.give_back(proc, reusable=ready)
+            waiter = replacement.waiter
+            if proc is not None and ready and waiter is not None and not self._closed:
+                waiter.handed, proc = proc, None  # stays busy: the waiting query's now
+            self._settle(replacement)
+            if proc is not None:
+                await self.give_back(proc, reusable=ready)
+
+    def _settle(self, replacement: _Replacement) -> None:
+        """The replacement is ready or failed: no longer waited for; its waiter is woken."""
+        if replacement in self._starting:
+            self._starting.remove(replacement)
+        if replacement.waiter is not None:
+            replacement.waiter.woken.set()
 
     def _query_limit(self) -> int:
         """The query limit of a process starting now, beside the pool's others (see the class)."""

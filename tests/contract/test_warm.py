@@ -428,6 +428,159 @@ async def test_a_retired_process_is_replaced_before_the_next_query_needs_one(
     assert seen == [("lookup", 0), ("lookup", 1), ("lookup", 2)]
 
 
+def _hold_start(monkeypatch: pytest.MonkeyPatch, which: int, go: anyio.Event) -> list[CLISession]:
+    """The CLI processes started (connected), in order; the start of the `which`-th (from 1)
+    waits for `go`."""
+    started: list[CLISession] = []
+    connect = CLISession.connect
+
+    async def held(self: CLISession) -> None:
+        if not self.started and self not in started:
+            started.append(self)
+            if len(started) == which:
+                await go.wait()
+        await connect(self)
+
+    monkeypatch.setattr(CLISession, "connect", held)
+    return started
+
+
+async def test_a_query_waits_for_a_starting_replacement_instead_of_starting_a_cli(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Every process busy (here the pool's only one was just retired) while a replacement
+    starts: the next query takes the replacement when it is ready. It started a CLI of its own
+    before, one process more than the pool holds, and later than the replacement."""
+    monkeypatch.setattr(_process, "WARM_MAX_QUERIES", 2)
+    go = anyio.Event()
+    started = _hold_start(monkeypatch, 2, go)  # the replacement's start waits for the query
+    seen: list[tuple[str, int]] = []
+    tool = _tool("lookup", seen)
+    results: list[GenerateResult] = []
+
+    async with (
+        ScriptedMessagesAPI(_model) as api,
+        ClaudeAgentProvider(api.settings(warm_processes=1)) as provider,
+    ):
+
+        async def ask(n: int) -> None:
+            results.append(await provider.generate(f"Look up SECRET-{n}.", tools=[tool]))
+
+        await ask(0)
+        await ask(1)  # its process's last query: retired, its replacement starts
+        async with anyio.create_task_group() as tasks:
+            tasks.start_soon(ask, 2)
+            await anyio.wait_all_tasks_blocked()  # the query started a CLI, or waits
+            go.set()
+        assert len(cli_processes()) == 1
+    assert not api.errors
+    assert [r.provider_details["process"] for r in results] == ["fresh", "warm", "warm"]
+    assert len(started) == 2  # the first process and its replacement, nothing else
+    assert results[2].session_id != results[0].session_id
+    assert results[2].text == "result lookup:SECRET-2"
+    assert seen == [("lookup", 0), ("lookup", 1), ("lookup", 2)]
+
+
+async def test_a_query_cancelled_while_it_waits_for_a_replacement_leaves_it_to_the_pool(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(_process, "WARM_MAX_QUERIES", 2)
+    go = anyio.Event()
+    started = _hold_start(monkeypatch, 2, go)
+    async with (
+        ScriptedMessagesAPI(_model) as api,
+        ClaudeAgentProvider(api.settings(warm_processes=1)) as provider,
+    ):
+        await provider.generate("SECRET-0")
+        await provider.generate("SECRET-1")  # retired: its replacement starts
+        async with anyio.create_task_group() as tasks:
+            tasks.start_soon(provider.generate, "SECRET-2")
+            await anyio.wait_all_tasks_blocked()  # waiting for the replacement
+            tasks.cancel_scope.cancel()
+        go.set()
+        pool = provider._warm_pool()
+        for _ in range(1200):  # a "no hang" bound (120 s): the replacement starts meanwhile
+            if pool.idle:
+                break
+            await anyio.sleep(0.1)
+        assert pool._idle == started[1:]  # in the pool, not lost with the query
+        fourth = await provider.generate("SECRET-3")
+        assert len(cli_processes()) == 1
+    await no_cli_left()
+    assert cli_processes() == [] and leftover_query_dirs() == []
+    assert fourth.provider_details["process"] == "warm"
+    assert fourth.text == "no tools for SECRET-3"
+    assert len(started) == 2
+    assert [_secrets(r) for r in api.requests] == [{0}, {1}, {3}]
+
+
+@pytest.mark.parametrize("own_start", ["works", "fails"])
+async def test_a_query_whose_replacement_fails_to_start_starts_its_own_or_fails_as_fresh_does(
+    monkeypatch: pytest.MonkeyPatch,
+    caplog: pytest.LogCaptureFixture,
+    tmp_path: Any,
+    own_start: str,
+) -> None:
+    """The replacement the query waits for cannot start (its CLI is missing): the query starts
+    its own process, and fails, when that cannot start either, with a fresh start's error."""
+    import dataclasses
+
+    monkeypatch.setattr(_process, "WARM_MAX_QUERIES", 2)
+    go = anyio.Event()
+    started = _hold_start(monkeypatch, 2, go)
+    missing = str(tmp_path / "no-such-claude")
+    made: list[int] = []
+
+    def options_of(provider: ClaudeAgentProvider, broken: set[int]) -> None:
+        real = provider._sdk_options
+
+        def options(*args: Any, **kwargs: Any) -> Any:
+            made.append(1)
+            opts = real(*args, **kwargs)
+            return dataclasses.replace(opts, cli_path=missing) if len(made) in broken else opts
+
+        monkeypatch.setattr(provider, "_sdk_options", options)
+
+    async with (
+        ScriptedMessagesAPI(_model) as api,
+        ClaudeAgentProvider(api.settings(warm_processes=1)) as provider,
+    ):
+        options_of(provider, {2} if own_start == "works" else {2, 3})
+        await provider.generate("SECRET-0")
+        await provider.generate("SECRET-1")  # retired: its replacement starts, and fails
+        outcome: list[GenerateResult | ProviderError] = []
+
+        async def third() -> None:
+            try:
+                outcome.append(await provider.generate("SECRET-2"))
+            except ProviderError as exc:
+                outcome.append(exc)
+
+        async with anyio.create_task_group() as tasks:
+            tasks.start_soon(third)
+            await anyio.wait_all_tasks_blocked()  # waiting for the replacement
+            starts_meanwhile = len(started)
+            go.set()
+    await no_cli_left()
+    assert cli_processes() == [] and leftover_query_dirs() == []
+    assert "replacement failed to start" in caplog.text
+    assert starts_meanwhile == 2  # none of its own while it waited
+    assert len(started) == 3  # the query's own start after the replacement's
+    (got,) = outcome
+    if own_start == "works":
+        assert isinstance(got, GenerateResult), got
+        assert got.provider_details["process"] == "fresh"
+        assert got.text == "no tools for SECRET-2"
+        return
+    async with ScriptedMessagesAPI(_model) as api:
+        made.clear()
+        fresh = ClaudeAgentProvider(api.settings(warm_processes=0))
+        options_of(fresh, {1})
+        with pytest.raises(ProviderError) as info:
+            await fresh.generate("SECRET-2")
+    assert type(got) is type(info.value) and str(got) == str(info.value)
+
+
 async def test_a_timed_out_query_stops_its_warm_process() -> None:
     script = [reply(text("first")), fault("hang"), reply(text("third"))]
     # The idle clock also runs while a process starts (the first and third queries): 20 s is

@@ -270,3 +270,209 @@ def test_a_result_without_model_usage_keeps_the_baseline_of_the_running_totals()
     third = own(result({"m": {"inputTokens": 300, "costUSD": 0.3, "contextWindow": 9}}, 0.3))
     assert third.model_usage == {"m": {"inputTokens": 200, "costUSD": 0.2, "contextWindow": 9}}
     assert third.total_cost_usd == pytest.approx(0.2)
+
+
+class HeldStart(StandIn):
+    """A replacement whose start waits for `go`, then fails when `fails`."""
+
+    def __init__(self, key: str, *, fails: bool = False) -> None:
+        super().__init__(key, [])
+        self.queries = 0
+        self.go = anyio.Event()
+        self.connecting = anyio.Event()
+        self.fails = fails
+        self.stderr = ("Error: simulated",)
+
+    async def connect(self) -> None:
+        self.connecting.set()
+        await self.go.wait()
+        if self.fails:
+            raise RuntimeError("the CLI exited at once")
+
+
+async def retire_into(pool: WarmPool, replacement: HeldStart, key: str = "k") -> None:
+    """Hand back a process at its query limit, so `replacement` starts in its place."""
+    retired = StandIn(key, turns("a"))
+    retired.queries = retired.max_queries
+    retired.renew = lambda: session(replacement)
+    await pool.give_back(session(retired), reusable=True)
+    assert retired.closed
+    await replacement.connecting.wait()
+
+
+async def test_a_query_waits_for_the_starting_replacement_instead_of_starting_a_process() -> None:
+    pool = WarmPool(1, None)
+    replacement = HeldStart("k")
+    await retire_into(pool, replacement)
+    got: list[tuple[CLISession, str]] = []
+    async with anyio.create_task_group() as group:
+        group.start_soon(lambda: take_into(pool, "k", got))
+        await anyio.wait_all_tasks_blocked()
+        assert got == []  # waiting, no process of its own
+        replacement.go.set()
+    assert got == [(session(replacement), "warm")]
+    assert pool.idle == 0
+    await pool.give_back(got[0][0], reusable=True)
+    assert pool.idle == 1
+
+
+async def take_into(pool: WarmPool, key: str, got: list[tuple[CLISession, str]]) -> None:
+    got.append(await pool.take(key, [], never))
+
+
+async def test_one_query_waits_per_replacement_and_other_setups_never_wait() -> None:
+    """A second query, or a query of another setup (another partition: another key), would
+    wait longer than the replacement takes for one: it starts its own."""
+    pool = WarmPool(2, None)
+    replacement = HeldStart("k")
+    await retire_into(pool, replacement)
+    got: list[tuple[CLISession, str]] = []
+    async with anyio.create_task_group() as group:
+        group.start_soon(lambda: take_into(pool, "k", got))
+        await anyio.wait_all_tasks_blocked()
+        second, other = StandIn("k", []), StandIn("other", [])
+        assert await pool.take("k", [], lambda: session(second)) == (session(second), "fresh")
+        assert await pool.take("other", [], lambda: session(other)) == (session(other), "fresh")
+        replacement.go.set()
+    assert got == [(session(replacement), "warm")]
+    await pool.aclose()
+
+
+async def test_a_cancelled_wait_leaves_the_replacement_to_the_pool() -> None:
+    pool = WarmPool(1, None)
+    replacement = HeldStart("k")
+    await retire_into(pool, replacement)
+    async with anyio.create_task_group() as group:
+        group.start_soon(lambda: take_into(pool, "k", []))
+        await anyio.wait_all_tasks_blocked()
+        group.cancel_scope.cancel()
+    replacement.go.set()
+    for _ in range(1000):  # it starts in the background
+        if pool.idle:
+            break
+        await anyio.sleep(0.001)
+    assert pool.idle == 1 and not replacement.closed
+    assert await pool.take("k", [], never) == (session(replacement), "warm")
+
+
+async def test_a_replacement_handed_over_as_its_query_is_cancelled_returns_to_the_pool() -> None:
+    pool = WarmPool(1, None)
+    replacement = HeldStart("k")
+    await retire_into(pool, replacement)
+    async with anyio.create_task_group() as group:
+        group.start_soon(lambda: take_into(pool, "k", []))
+        await anyio.wait_all_tasks_blocked()
+        replacement.go.set()  # handed over when its start ends, before the query runs again
+        group.cancel_scope.cancel()
+    for _ in range(1000):
+        if pool.idle:
+            break
+        await anyio.sleep(0.001)
+    assert pool.idle == 1 and not replacement.closed
+
+
+async def test_a_replacement_that_fails_to_start_sends_its_waiter_to_a_process_of_its_own(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    pool = WarmPool(1, None)
+    replacement = HeldStart("k", fails=True)
+    await retire_into(pool, replacement)
+    own = StandIn("k", [])
+    got: list[tuple[CLISession, str]] = []
+
+    async def take() -> None:
+        got.append(await pool.take("k", [], lambda: session(own)))
+
+    async with anyio.create_task_group() as group:
+        group.start_soon(take)
+        await anyio.wait_all_tasks_blocked()
+        replacement.go.set()
+    assert got == [(session(own), "fresh")]
+    for _ in range(1000):  # stopped in the background
+        if replacement.closed:
+            break
+        await anyio.sleep(0.001)
+    assert replacement.closed and pool.idle == 0
+    assert "replacement failed to start: the CLI exited at once" in caplog.text
+
+
+async def test_a_waiting_query_takes_a_process_parked_first_but_not_a_run_in_progress() -> None:
+    pool = WarmPool(3, None)
+    replacement = HeldStart("k")
+    await retire_into(pool, replacement)
+    running, finished = StandIn("k", turns("a", pending=True)), StandIn("k", turns("b"))
+    for proc in (running, finished):
+        await pool.give_back(session(proc), reusable=True)
+        pool._idle.remove(session(proc))  # busy with queries, as far as the pool knows
+        pool._busy.add(session(proc))
+    got: list[tuple[CLISession, str]] = []
+    async with anyio.create_task_group() as group:
+        group.start_soon(lambda: take_into(pool, "k", got))
+        await anyio.wait_all_tasks_blocked()
+        await pool.give_back(session(running), reusable=True)  # its run's next step comes
+        await anyio.wait_all_tasks_blocked()
+        assert got == [] and running.rewinds == 0
+        await pool.give_back(session(finished), reusable=True)  # this conversation is over
+    assert got == [(session(finished), "warm")] and finished.rewinds == 1
+    replacement.go.set()
+    for _ in range(1000):  # the replacement, no longer waited for, is parked
+        if pool.idle == 2:
+            break
+        await anyio.sleep(0.001)
+    assert pool.idle == 2
+    await pool.aclose()
+
+
+async def test_with_a_replacement_coming_a_run_in_progress_keeps_its_process() -> None:
+    """The pool counts a starting replacement as busy, so it looked full, and a new
+    conversation emptied the process of an agent run waiting for its tool results: that run's
+    next step then started a process of its own (bench section 11: a fresh step 2)."""
+    pool = WarmPool(2, None)
+    replacement = HeldStart("k")
+    await retire_into(pool, replacement)
+    running = StandIn("k", turns("a", pending=True))
+    await pool.give_back(session(running), reusable=True)  # idle 1 + starting 1: full
+    got: list[tuple[CLISession, str]] = []
+    async with anyio.create_task_group() as group:
+        group.start_soon(lambda: take_into(pool, "k", got))
+        await anyio.wait_all_tasks_blocked()
+        replacement.go.set()
+    assert got == [(session(replacement), "warm")]
+    assert running.rewinds == 0
+    assert await pool.take("k", turns("a", pending=True), never) == (session(running), "continued")
+
+
+async def test_a_query_never_waits_for_a_replacement_starting_on_another_event_loop() -> None:
+    """A provider used from two threads' event loops: a process of one loop is unusable on the
+    other, and its start could never wake a query there."""
+    import threading
+
+    pool = WarmPool(1, None)
+    retired, release = threading.Event(), threading.Event()
+
+    async def other_loop() -> None:
+        replacement = HeldStart("k")
+        await retire_into(pool, replacement)
+        retired.set()
+        await anyio.to_thread.run_sync(release.wait)
+        replacement.go.set()
+        for _ in range(1000):  # parked once started
+            if pool.idle:
+                break
+            await anyio.sleep(0.001)
+
+    thread = threading.Thread(target=asyncio.run, args=(other_loop(),))
+    thread.start()
+    try:
+        assert await anyio.to_thread.run_sync(retired.wait, 30)
+        own = StandIn("k", [])
+        with anyio.fail_after(60):  # a "no hang" bound: it waited there before
+            assert await pool.take("k", [], lambda: session(own)) == (session(own), "fresh")
+    finally:
+        release.set()
+        await anyio.to_thread.run_sync(thread.join, 30)
+    assert not thread.is_alive()
+    assert pool.idle == 1  # the replacement, for queries of its own loop
+    await pool.give_back(session(own), reusable=False)
+    await pool.aclose()
+    assert own.closed and pool.idle == 0
