@@ -36,16 +36,18 @@ for _key in ("ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN", "ANTHROPIC_BASE_URL"):
 tempfile.tempdir = None  # re-read TMPDIR
 
 
-def cli_processes() -> list[str]:
-    """Command lines of running bundled-CLI processes started by this test process (not a
-    `<defunct>` one: it has exited, and asyncio's child watcher is about to reap it)."""
+def cli_processes(*, defunct: bool = False) -> list[str]:
+    """Command lines of running bundled-CLI processes started by this test process; a
+    `<defunct>` one (it has exited, and asyncio's child watcher is about to reap it) only with
+    `defunct`."""
     out = subprocess.run(
         ["ps", "-o", "pid=,ppid=,args=", "--ppid", str(os.getpid())],
         capture_output=True,
         text=True,
         check=False,
     ).stdout
-    return [line for line in out.splitlines() if "claude" in line and "<defunct>" not in line]
+    lines = [line for line in out.splitlines() if "claude" in line]
+    return lines if defunct else [line for line in lines if "<defunct>" not in line]
 
 
 async def no_cli_left(seconds: float = 30.0) -> None:

@@ -7,31 +7,18 @@ cancel returns.
 
 from __future__ import annotations
 
-import os
 import signal
-import subprocess
 from pathlib import Path
 
 import anyio
 import pytest
-from conftest import leftover_query_dirs
+from conftest import cli_processes, leftover_query_dirs
 
 from sf_provider import ClaudeAgentProvider, TextDeltaPart, _process
 from sf_provider._process import CLISession
 from sf_provider.testing import RecordedRequest, Reply, ScriptedMessagesAPI, reply, text
 
 pytestmark = [pytest.mark.anyio, pytest.mark.cli]
-
-
-def children() -> list[str]:
-    """Every child process of this test process, `<defunct>` ones (exited, not reaped) too."""
-    out = subprocess.run(
-        ["ps", "-o", "pid=,stat=,args=", "--ppid", str(os.getpid())],
-        capture_output=True,
-        text=True,
-        check=False,
-    ).stdout
-    return [line for line in out.splitlines() if "claude" in line]
 
 
 class Served:
@@ -62,7 +49,7 @@ async def test_a_finished_query_s_cli_is_killed_and_reaped_before_the_call_retur
         assert session.transport.disposable
         # Nothing of the CLI was worth a graceful shutdown: killed, not asked to exit.
         assert session.transport.exit_status == -signal.SIGKILL
-        assert children() == [], "the CLI had exited and been reaped"
+        assert cli_processes(defunct=True) == [], "the CLI had exited and been reaped"
         assert not session.workdir.exists() and leftover_query_dirs() == []
 
 
@@ -85,7 +72,7 @@ async def test_a_cancelled_query_s_cli_is_killed_and_reaped_before_the_cancel_re
             group.cancel_scope.cancel()
         [session] = sessions
         assert session.transport.exit_status == -signal.SIGKILL
-        assert children() == []
+        assert cli_processes(defunct=True) == []
         assert leftover_query_dirs() == []
 
 
@@ -111,5 +98,5 @@ async def test_a_cli_writing_to_the_user_s_dirs_is_asked_to_exit_first(tmp_path:
     assert not session.transport.disposable
     # 143: the CLI's own exit on SIGTERM; -9 only if it took longer than the grace (load).
     assert session.transport.exit_status in (128 + signal.SIGTERM, -signal.SIGKILL)
-    assert children() == []
+    assert cli_processes(defunct=True) == []
     assert list(dirs["tmp"].glob("sf-provider-*")) == []
