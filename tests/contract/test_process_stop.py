@@ -26,7 +26,7 @@ pytestmark = [pytest.mark.anyio, pytest.mark.cli]
 def children() -> list[str]:
     """Every child process of this test process, `<defunct>` ones (exited, not reaped) too."""
     out = subprocess.run(
-        ["ps", "-o", "pid=,stat=,args=", "--ppid", str(os.getpid())],
+        ["ps", "-ww", "-o", "pid=,stat=,args=", "--ppid", str(os.getpid())],
         capture_output=True,
         text=True,
         check=False,
