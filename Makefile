@@ -63,13 +63,16 @@ test-newest-sdk:
 
 # A third lane: the lowest releases pyproject.toml allows, each runtime dependency and each of the
 # extras' exactly at its `>=` floor (tests/lowest_versions.py), in a venv built afresh under build/:
-# the imports, then the unit tests and LiteLLM's contract tests (the real CLI; about a minute),
-# which see what the unit tests cannot: LiteLLM 1.106 passed every unit test but billed each call
-# 0. A floor that another dependency rules out fails the install, naming it; a floor without a
-# name the code imports fails the import check.
+# the imports, then the unit tests and the contract tests (the real CLI) of what a floor decides:
+# LiteLLM's, and the LangChain and pydantic-ai adapters' fidelity to their framework (about five
+# minutes in all), which see what the unit tests cannot: LiteLLM 1.106 passed every unit test but
+# billed each call 0; langchain-core 1.2 has no `ContextOverflowError` to raise, pydantic-ai 2.66
+# frames a summary otherwise. A floor that another dependency rules out fails the install, naming
+# it; a floor without a name the code imports fails the import check.
 LOWEST := build/venv-lowest
 LOWEST_EXTRAS := pydantic-ai langchain gateway litellm redis otel
-LOWEST_CONTRACT := tests/contract/test_litellm.py
+LOWEST_CONTRACT := tests/contract/test_litellm.py tests/contract/test_langchain_fidelity.py \
+	tests/contract/test_pydantic_ai_fidelity.py tests/contract/test_pydantic_ai_features.py
 test-lowest:
 	rm -rf $(LOWEST) && $(PYTHON) -m venv $(LOWEST)
 	$(LOWEST)/bin/python tests/lowest_versions.py $(LOWEST_EXTRAS) > $(LOWEST)/floors.txt

@@ -371,7 +371,7 @@ def child_clis() -> list[int]:
     import subprocess
 
     out = subprocess.run(
-        ["ps", "--ppid", str(os.getpid()), "-o", "pid=,args="],
+        ["ps", "-ww", "--ppid", str(os.getpid()), "-o", "pid=,args="],
         capture_output=True,
         text=True,
         check=False,
@@ -1633,7 +1633,7 @@ def leftover_processes() -> list[str]:
     """Any CLI or serve process still running, ours or not (the brief's `ps aux` check)."""
     import subprocess
 
-    out = subprocess.run(["ps", "-eo", "pid=,args="], capture_output=True, text=True).stdout
+    out = subprocess.run(["ps", "-ww", "-eo", "pid=,args="], capture_output=True, text=True).stdout
     return [
         line.strip()
         for line in out.splitlines()

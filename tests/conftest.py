@@ -39,9 +39,11 @@ tempfile.tempdir = None  # re-read TMPDIR
 def cli_processes(*, defunct: bool = False) -> list[str]:
     """Command lines of running bundled-CLI processes started by this test process; a
     `<defunct>` one (it has exited, and asyncio's child watcher is about to reap it) only with
-    `defunct`."""
+    `defunct`. `-ww`: a command line of full width, which ps otherwise cuts to 80 columns where no
+    terminal says how wide (a venv under a long path, as build/venv-lowest in a worktree, lost
+    the "claude")."""
     out = subprocess.run(
-        ["ps", "-o", "pid=,ppid=,args=", "--ppid", str(os.getpid())],
+        ["ps", "-ww", "-o", "pid=,ppid=,args=", "--ppid", str(os.getpid())],
         capture_output=True,
         text=True,
         check=False,

@@ -1056,25 +1056,26 @@ def _chunk(message: AIMessageChunk) -> ChatGenerationChunk:
 # --------------------------------------------------------------------------- errors out
 
 
-#: The name of LangChain's standard model error (`langchain_core.exceptions`) for each kind of
-#: error (`_error_kinds.classify`), as ChatAnthropic maps the Messages API's; None for failures of
-#: the CLI itself and replies that were not what was asked.
-_LANGCHAIN_ERRORS: dict[ErrorKind, str | None] = {
-    ErrorKind.INVALID_REQUEST: "ModelInvalidRequestError",  # what the API would refuse (400)
-    ErrorKind.REQUEST_REJECTED: "ModelInvalidRequestError",
-    ErrorKind.AUTHENTICATION: "ModelAuthenticationError",
-    ErrorKind.PERMISSION: "ModelPermissionDeniedError",
-    ErrorKind.RATE_LIMIT: "ModelRateLimitError",
-    ErrorKind.OVERLOADED: "ModelAPIError",  # the API's 529, as its other 5xx
-    ErrorKind.TIMEOUT: "ModelTimeoutError",
-    ErrorKind.CONNECTION: "ModelConnectionError",
-    ErrorKind.CONTEXT_WINDOW: "ContextOverflowError",
-    ErrorKind.NOT_FOUND: "ModelNotFoundError",
-    ErrorKind.TOO_LARGE: "ModelInvalidRequestError",
-    ErrorKind.UPSTREAM: "ModelAPIError",  # 5xx, 408, 409: retryable, as the provider's error says
+#: LangChain's standard model error (`langchain_core.exceptions`, langchain-core 1.6 on) for each
+#: kind of error (`_error_kinds.classify`), as ChatAnthropic maps the Messages API's; None for
+#: failures of the CLI itself and replies that were not what was asked.
+_LANGCHAIN_ERRORS: dict[ErrorKind, type[langchain_errors.ModelError] | None] = {
+    ErrorKind.INVALID_REQUEST: langchain_errors.ModelInvalidRequestError,  # what the API refuses
+    ErrorKind.REQUEST_REJECTED: langchain_errors.ModelInvalidRequestError,
+    ErrorKind.AUTHENTICATION: langchain_errors.ModelAuthenticationError,
+    ErrorKind.PERMISSION: langchain_errors.ModelPermissionDeniedError,
+    ErrorKind.RATE_LIMIT: langchain_errors.ModelRateLimitError,
+    ErrorKind.OVERLOADED: langchain_errors.ModelAPIError,  # the API's 529, as its other 5xx
+    ErrorKind.TIMEOUT: langchain_errors.ModelTimeoutError,
+    ErrorKind.CONNECTION: langchain_errors.ModelConnectionError,
+    ErrorKind.CONTEXT_WINDOW: langchain_errors.ContextOverflowError,
+    ErrorKind.NOT_FOUND: langchain_errors.ModelNotFoundError,
+    ErrorKind.TOO_LARGE: langchain_errors.ModelInvalidRequestError,
+    # 5xx, 408, 409: retryable, as the provider's error says.
+    ErrorKind.UPSTREAM: langchain_errors.ModelAPIError,
     ErrorKind.BAD_OUTPUT: None,
     # A stream cut off for the client (what LangChain's retry middleware retries).
-    ErrorKind.STREAM_RETRACTED: "ModelConnectionError",
+    ErrorKind.STREAM_RETRACTED: langchain_errors.ModelConnectionError,
     ErrorKind.PROVIDER: None,
     ErrorKind.INTERNAL: None,
 }
@@ -1087,10 +1088,9 @@ _MIXED: dict[tuple[type[ProviderError], type[Exception]], type[ProviderError]] =
 def _as_langchain_error(exc: ProviderError) -> None:
     """Make `exc` also LangChain's standard model error (a class deriving from both, the
     original name kept), which LangChain's agent middleware acts on, while code catching the
-    provider's error still catches it. Kept as it is with a langchain-core without them."""
-    name = _LANGCHAIN_ERRORS[door.classify(exc).kind]
-    kind = getattr(langchain_errors, name, None) if name else None
-    if isinstance(kind, type) and issubclass(kind, Exception) and not isinstance(exc, kind):
+    provider's error still catches it."""
+    kind = _LANGCHAIN_ERRORS[door.classify(exc).kind]
+    if kind is not None and not isinstance(exc, kind):
         exc.__class__ = _mixed(type(exc), kind)
 
 

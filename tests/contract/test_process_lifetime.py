@@ -88,7 +88,10 @@ def run_script(how: str) -> tuple[subprocess.CompletedProcess[str], int, str]:
 def children(pid: int) -> list[str]:
     """The bundled-CLI processes `pid` started."""
     out = subprocess.run(
-        ["ps", "-o", "pid=,args=", "--ppid", str(pid)], capture_output=True, text=True, check=False
+        ["ps", "-ww", "-o", "pid=,args=", "--ppid", str(pid)],
+        capture_output=True,
+        text=True,
+        check=False,
     ).stdout
     return [line for line in out.splitlines() if "claude" in line]
 
