@@ -268,13 +268,18 @@ async def test_thinking_comes_back_as_a_signed_thinking_part_and_is_replayed() -
     assert (replayed["thinking"], replayed["signature"]) == ("Paris, surely.", "sig-1")
 
 
-async def test_executor_mode_reports_provider_executed_calls() -> None:
-    runs: list[dict[str, Any]] = []
-    tool = FunctionTool(
+def celsius_tool(runs: list[dict[str, Any]]) -> FunctionTool:
+    """`get_celsius`, run by the provider (executor mode): notes its arguments in `runs`."""
+    return FunctionTool(
         name="get_celsius",
         input_schema={"type": "object", "properties": {"city": {"type": "string"}}},
         executor=lambda arguments: runs.append(arguments) or "20",
     )
+
+
+async def test_executor_mode_reports_provider_executed_calls() -> None:
+    runs: list[dict[str, Any]] = []
+    tool = celsius_tool(runs)
     script = [reply(tool_use("get_celsius", {"city": "Paris"})), reply(text("20 °C."))]
     async with ScriptedMessagesAPI(script) as api:
         model = ClaudeAgentModel(ClaudeAgentProvider(api.settings()), mode="executor", tools=[tool])
@@ -293,11 +298,7 @@ async def test_executor_mode_warns_that_a_tool_calls_limit_does_not_count_its_ca
     from pydantic_ai.usage import UsageLimits
 
     runs: list[dict[str, Any]] = []
-    tool = FunctionTool(
-        name="get_celsius",
-        input_schema={"type": "object", "properties": {"city": {"type": "string"}}},
-        executor=lambda arguments: runs.append(arguments) or "20",
-    )
+    tool = celsius_tool(runs)
     calls = [reply(tool_use("get_celsius", {"city": city})) for city in ("Paris", "Rome")]
     async with ScriptedMessagesAPI([*calls, reply(text("20 °C in both."))]) as api:
         model = ClaudeAgentModel(ClaudeAgentProvider(api.settings()), mode="executor", tools=[tool])
