@@ -355,19 +355,23 @@ class CLISession:
         return True
 
     async def close(self) -> None:
-        """Stop the CLI at once and remove the process's temp dirs. Safe to call twice."""
+        """Stop the CLI at once and remove the process's temp dirs. Safe to call twice.
+
+        The dirs are removed in a worker thread (a few to tens of milliseconds on a loaded
+        disk): meanwhile the event loop serves other queries' streams (a gateway's clients)."""
         if self._closed:
             return
         self._closed = True
         self.cancel_expiry()
-        if not hasattr(self, "_client"):
-            self.kill_now()
-            return
         try:
-            with anyio.CancelScope(shield=True), anyio.move_on_after(10):
-                await self._client.disconnect()
+            with anyio.CancelScope(shield=True):
+                if hasattr(self, "_client"):
+                    with anyio.move_on_after(10):
+                        await self._client.disconnect()
+                self._kill()  # nothing writes to the dir while it is removed
+                await anyio.to_thread.run_sync(shutil.rmtree, self.workdir, True)
         finally:
-            self.kill_now()
+            self.kill_now()  # what is left: all of it when the thread could not run
 
     def stop_soon(self) -> None:
         """Stop from synchronous code (a finalizer): closed on its own event loop when that
@@ -395,6 +399,12 @@ class CLISession:
             return
         self._closed = True
         self.cancel_expiry()
+        self._kill()
+        shutil.rmtree(self.workdir, ignore_errors=True)
+        _LIVE.discard(self)
+
+    def _kill(self) -> None:
+        """SIGKILL the CLI if it still runs, and close its pipes."""
         transport = getattr(self, "transport", None)  # None when start() never ran
         pid = transport.pid if transport is not None else None
         if pid is not None:
@@ -402,8 +412,6 @@ class CLISession:
                 os.kill(pid, signal.SIGKILL)
         if transport is not None:
             _close_pipes(getattr(transport, "_process", None))
-        shutil.rmtree(self.workdir, ignore_errors=True)
-        _LIVE.discard(self)
 
     def cancel_expiry(self) -> None:
         """Forget the idle timer (the process is in use or closing)."""

@@ -7,8 +7,11 @@ cancel returns.
 
 from __future__ import annotations
 
+import shutil
 import signal
+import threading
 from pathlib import Path
+from typing import Any
 
 import anyio
 import pytest
@@ -51,6 +54,30 @@ async def test_a_finished_query_s_cli_is_killed_and_reaped_before_the_call_retur
         assert session.transport.exit_status == -signal.SIGKILL
         assert cli_processes(defunct=True) == [], "the CLI had exited and been reaped"
         assert not session.workdir.exists() and leftover_query_dirs() == []
+
+
+async def test_the_temp_dir_is_removed_off_the_event_loop(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Removing a query's temp dir takes milliseconds to tens on a loaded disk: done in a worker
+    thread, the event loop serves other queries' streams meanwhile; still gone when the call
+    returns."""
+    removed: list[tuple[Path, bool]] = []  # (path, removed on the event loop's thread)
+    loop_thread = threading.current_thread()
+    rmtree = shutil.rmtree
+
+    def recording_rmtree(path: Path, ignore_errors: bool = False, **kwargs: Any) -> None:
+        if path.exists():
+            removed.append((path, threading.current_thread() is loop_thread))
+        rmtree(path, ignore_errors, **kwargs)
+
+    model = Served()
+    async with ScriptedMessagesAPI(model) as api:
+        provider = ClaudeAgentProvider(api.settings(warm_processes=0))
+        monkeypatch.setattr(shutil, "rmtree", recording_rmtree)
+        assert (await provider.generate("hello")).text == "hi"
+        monkeypatch.undo()
+        [session] = model.sessions
+        assert not session.workdir.exists()
+        assert removed == [(session.workdir, False)]
 
 
 async def test_a_cancelled_query_s_cli_is_killed_and_reaped_before_the_cancel_returns() -> None:
