@@ -22,7 +22,7 @@ import shutil
 import signal
 import uuid
 from collections import deque
-from collections.abc import AsyncGenerator, AsyncIterator, Callable, Hashable, Iterable
+from collections.abc import AsyncGenerator, AsyncIterator, Callable, Hashable, Iterable, Mapping
 from dataclasses import replace
 from pathlib import Path
 from typing import Any, Literal
@@ -58,12 +58,15 @@ class QueryTransport(SubprocessCLITransport):
     away. When everything the CLI writes is in the session's own temp dir (`disposable`, the
     default `isolate=True`), SIGKILL: what the CLI does on SIGTERM (about 0.1 s: it updates its
     config file, removes its session registration and socket) lands in a dir removed next.
-    Otherwise SIGTERM, so it tidies the user's dirs, and SIGKILL after a short grace.
+    Otherwise SIGTERM, so it tidies the user's dirs, and SIGKILL after a short grace (then its
+    session registration and socket there are removed for it: `_remove_registration`).
     """
 
     #: Whether the CLI's HOME, config dir and TMPDIR are all inside the session's temp dir
     #: (`CLISession.start` sets it): then it is killed without a grace.
     disposable = False
+    #: The environment the session gives the CLI over the application's (`CLISession.start`).
+    env: Mapping[str, str] = {}
     #: Set when a tool interrupted the query (`CLISession.interrupt`): the CLI was killed on
     #: purpose, so its end is no error and nothing more is written to it.
     interrupted = False
@@ -91,6 +94,8 @@ class QueryTransport(SubprocessCLITransport):
             if process.returncode is None:
                 with contextlib.suppress(ProcessLookupError):
                     process.kill()
+                if not self.disposable:  # what it would have removed on exit
+                    _remove_registration(int(process.pid), {**os.environ, **self.env})
         await super().close()
         if process is not None:
             self.exit_status = process.returncode
@@ -200,6 +205,7 @@ class CLISession:
         """Set the CLI options; the process starts with the first query."""
         self.transport = QueryTransport(prompt=_no_messages(), options=options)
         self.transport.disposable = _inside(self.workdir, options.env)
+        self.transport.env = options.env
         self._client = sdk.ClaudeSDKClient(options, transport=self.transport)
 
     @property
@@ -773,6 +779,18 @@ def _close_pipes(process: Any) -> None:
     if pipes is not None:
         with contextlib.suppress(RuntimeError):
             pipes.close()
+
+
+def _remove_registration(pid: int, env: Mapping[str, str]) -> None:
+    """Remove what a CLI killed before it could exit registers in the user's dirs: its session
+    registration (`<config dir>/sessions/<pid>.json` and `<pid>.<hash>.key`) and its socket
+    (`$TMPDIR/cc-socks/<pid>.sock`). It removes them itself on SIGTERM, given the time."""
+    config = env.get("CLAUDE_CONFIG_DIR") or os.path.join(env.get("HOME") or "~", ".claude")
+    tmp = env.get("TMPDIR") or env.get("TMP") or env.get("TEMP") or "/tmp"
+    sessions = Path(config).expanduser() / "sessions"
+    for path in [*sessions.glob(f"{pid}.*"), Path(tmp) / "cc-socks" / f"{pid}.sock"]:
+        with contextlib.suppress(OSError):
+            path.unlink()
 
 
 def _inside(workdir: Path, env: dict[str, str]) -> bool:

@@ -103,10 +103,15 @@ async def test_a_cancelled_query_s_cli_is_killed_and_reaped_before_the_cancel_re
         assert leftover_query_dirs() == []
 
 
-async def test_a_cli_writing_to_the_user_s_dirs_is_asked_to_exit_first(tmp_path: Path) -> None:
+@pytest.mark.parametrize("grace", [_process._KILL_GRACE_SECONDS, 0.0], ids=["grace", "no-grace"])
+async def test_a_cli_writing_to_the_user_s_dirs_is_asked_to_exit_first(
+    tmp_path: Path, grace: float, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """With `isolate=False` the CLI's HOME, config dir and TMPDIR are the user's: on SIGTERM it
     removes its session registration and socket there, so it gets SIGTERM first (SIGKILL only
-    when it has not exited after the grace)."""
+    when it has not exited after the grace: a loaded machine, or no grace at all here). Killed,
+    its registration and socket are removed for it: nothing of it is left in the user's dirs."""
+    monkeypatch.setattr(_process, "_KILL_GRACE_SECONDS", grace)
     dirs = {name: tmp_path / name for name in ("home", "config", "tmp")}
     for path in dirs.values():
         path.mkdir()
@@ -127,3 +132,5 @@ async def test_a_cli_writing_to_the_user_s_dirs_is_asked_to_exit_first(tmp_path:
     assert session.transport.exit_status in (128 + signal.SIGTERM, -signal.SIGKILL)
     assert cli_processes(defunct=True) == []
     assert list(dirs["tmp"].glob("sf-provider-*")) == []
+    # Its session registration, key and socket (`sessions/<pid>.*`, `cc-socks/<pid>.sock`).
+    assert [*dirs["config"].glob("sessions/*"), *dirs["tmp"].glob("cc-socks/*")] == []
