@@ -100,7 +100,7 @@ async def test_the_timeout_counts_the_wait_for_the_model_list(tmp_path: Path) ->
             with pytest.raises(QueryTimeoutError) as info:
                 await provider.generate("hi", timeout=SHORT, thinking="least")
             assert_waited_out(info.value)
-            assert cli.starts <= 1  # the process reading the model list; the query's never
+            assert cli.starts <= 1  # only the process reading the model list, stopped
             await no_cli_left()
             assert cli_processes() == [] and leftover_query_dirs() == []
             cli.release_starts()
@@ -135,7 +135,7 @@ async def test_the_timeout_counts_the_wait_for_a_starting_replacement(
                 await provider.generate("third", timeout=SHORT)
             assert_waited_out(info.value)
             assert cli.starts == 2  # the first process and its replacement: none of the query's
-            assert len(cli_processes()) == 1
+            assert len(cli_processes()) == 1  # the replacement, held
             # Still starting, busy meanwhile, and free for the next query to wait for.
             (replacement,) = pool._starting
             assert replacement.waiter is None and len(pool._busy) == 1 and pool.idle == 0
