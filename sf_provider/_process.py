@@ -476,7 +476,9 @@ class WarmPool:
     run's next step is on its way: with a replacement coming, the pool is not full for the
     query). A replacement that fails to start sends its waiter back to the pool, and then to a
     process of its own, which fails as any fresh start does. The wait has no clock of its own:
-    a start is bounded as every start is (the SDK's initialize timeout).
+    the query's `timeout` bounds it, as it bounds the whole query (a cancelled wait leaves the
+    replacement to the pool); without one, a start is bounded as every start is (the SDK's
+    initialize timeout).
     """
 
     def __init__(self, size: int, idle_timeout: float | None) -> None:

@@ -5,10 +5,10 @@ from __future__ import annotations
 import contextvars
 import functools
 import json
+import math
 import os
 import shutil
 import tempfile
-import time
 import weakref
 from collections import ChainMap, deque
 from collections.abc import AsyncGenerator, Callable, Hashable, Mapping, Sequence
@@ -573,18 +573,24 @@ class ClaudeAgentProvider:
         # The query's span (a no-op unless tracing is configured): current only around awaits
         # of the CLI, where its process starts and its tools are called, never across a yield.
         query = start_query(_traced(plan))
+        # The whole-query timeout counts from here: getting a process is part of the query.
+        clock = _Deadlines(plan.timeout, self.settings.idle_timeout)
+        served: tuple[WarmPool | None, CLISession, Served] | None = None
         try:
-            with query.current():
+            with query.current(), clock.before_first_message():
                 if plan.recheck is not None:  # `claude --version`, off the event loop
                     report = await anyio.to_thread.run_sync(plan.recheck, abandon_on_cancel=True)
                     if report.problems:
                         raise refusal(report)
                 if plan.thinking == "least":
                     plan = await self._least_thinking(plan)
-                pool, session, process = await self._session(plan)
+                served = await self._session(plan)
+            if served is None:  # the timeout expired first; what started was stopped
+                raise clock.expired()
         except BaseException as exc:
             query.end(exc)
             raise
+        pool, session, process = served
         query.served_by(process)
         stderr = session.stderr
         clean = False  # a process is kept only after a clean result
@@ -605,7 +611,6 @@ class ClaudeAgentProvider:
             result: sdk.ResultMessage | None = None
             failure: ProviderError | None = None
             try:
-                clock = _Deadlines(plan.timeout, self.settings.idle_timeout)
                 prompt = plan.conversation.prompt
                 check = functools.partial(_model_problem, plan)
                 async with aclosing(session.messages(prompt, check=check)) as messages:
@@ -744,14 +749,16 @@ class ClaudeAgentProvider:
             session, _ = await pool.take(plan.key, [], lambda: self._spawn(empty))
         else:
             session = self._spawn(empty)
+        ready = False
         try:
             await session.connect()
+            ready = True
         except sdk.ClaudeSDKError:
             pass  # the query's own start reports it
         finally:
             self._learnt(session)
-            if pool is not None:
-                await pool.give_back(session, reusable=session.started)
+            if pool is not None:  # kept only when it started (not cancelled, not failed)
+                await pool.give_back(session, reusable=ready)
             else:
                 await session.close()
 
@@ -853,7 +860,11 @@ class QueryStream:
 
 
 class _Deadlines:
-    """The whole-query and idle timeouts, applied to each wait for the CLI's next message.
+    """The whole-query and idle timeouts of one query, the whole-query clock started when the
+    query starts (`_run`), so every wait counts against it: the waits for a process to serve
+    the query (`before_first_message`: its CLI's version check, reading the model list, a warm
+    process's rewind, a starting replacement) and each wait for the CLI's next message (`next`,
+    where the idle timeout applies too).
 
     Each wait gets its own cancel scope, entered and left inside one `await`, never across a
     `yield` of the stream.
@@ -862,17 +873,26 @@ class _Deadlines:
     def __init__(self, timeout: float | None, idle_timeout: float | None) -> None:
         self._timeout = timeout
         self._idle = idle_timeout
-        self._deadline = None if timeout is None else time.monotonic() + timeout
+        self._deadline = math.inf if timeout is None else anyio.current_time() + timeout
         self._which: Literal["timeout", "idle_timeout"] = "idle_timeout"
+        #: Whether the query got its process, so a timeout stops its CLI.
+        self._served = False
+
+    def before_first_message(self) -> anyio.CancelScope:
+        """The scope of the waits before the query has a process: only the whole-query timeout
+        applies (the idle timeout counts the CLI's silence once it serves the query). It
+        swallows its own expiry: the caller checks `cancelled_caught` and raises `expired()`."""
+        self._which = "timeout"
+        return anyio.CancelScope(deadline=self._deadline)
 
     async def next(self, messages: AsyncGenerator[Any, None]) -> Any | None:
         """The next SDK message, or None when a timeout expired first."""
+        self._served = True
         limit = self._idle
         self._which = "idle_timeout"
-        if self._deadline is not None:
-            left = max(self._deadline - time.monotonic(), 0.0)
-            if limit is None or left <= limit:
-                limit, self._which = left, "timeout"
+        left = max(self._deadline - anyio.current_time(), 0.0)
+        if limit is None or left <= limit:
+            limit, self._which = left, "timeout"
         with anyio.move_on_after(limit):
             return await anext(messages)
         return None  # only reached when the limit expired
@@ -880,10 +900,15 @@ class _Deadlines:
     def expired(self) -> QueryTimeoutError:
         """The error for the timeout that expired."""
         if self._which == "timeout":
+            what = (
+                "the CLI was stopped"
+                if self._served
+                else "it was still waiting for a CLI process to serve it (nothing was sent)"
+            )
             return QueryTimeoutError(
-                f"the query did not finish within timeout={self._timeout:g} s; the CLI was "
-                f"stopped. Raise the timeout for long tasks (the call's timeout, which frameworks "
-                f"set from their own timeout setting, else ProviderSettings.timeout)",
+                f"the query did not finish within timeout={self._timeout:g} s; {what}. Raise "
+                f"the timeout for long tasks (the call's timeout, which frameworks set from "
+                f"their own timeout setting, else ProviderSettings.timeout)",
                 kind="timeout",
                 seconds=float(self._timeout or 0),
             )

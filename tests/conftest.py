@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import atexit
 import os
+import shlex
 import shutil
 import socket
 import subprocess
@@ -16,6 +17,7 @@ from typing import Any
 
 import anyio
 import anyio.abc
+import anyio.to_thread
 import pytest
 
 _ISOLATED = Path(tempfile.mkdtemp(prefix="sf-provider-tests-"))
@@ -193,3 +195,74 @@ def no_login(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Path:
     monkeypatch.setenv("CLAUDE_CONFIG_DIR", str(config))
     monkeypatch.setenv("HOME", str(tmp_path / "home"))
     return config
+
+
+class HeldCLI:
+    """The real bundled CLI behind a wrapper script (`path`, for `ProviderSettings.cli_path`)
+    that the test holds, waiting on files, never on a clock:
+
+    - its `--version` waits until `let_it_answer` (no version stamp lies beside the wrapper, so
+      the provider asks it); every run waits, and all of them answer once `answer` is there (the
+      gateway's start-up readiness check asks too);
+    - between `hold_starts` and `release_starts`, every start of the CLI waits before running
+      the real one (a CLI that takes long to start). `starts` counts the starts.
+    """
+
+    def __init__(self, where: Path, says: str | None = None) -> None:
+        from sf_provider.capabilities import find_cli
+
+        bundled = find_cli().path
+        assert bundled is not None
+        self.asked, self.answer = where / "asked", where / "answer"
+        self.held, self._hold, self._starts = where / "held", where / "hold", where / "starts"
+        self.path = where / "claude"
+        q = shlex.quote
+        self.path.write_text(
+            "#!/bin/sh\n"
+            'if [ "$1" = "--version" ]; then\n'
+            f"  touch {q(str(self.asked))}\n"
+            f"  while [ ! -e {q(str(self.answer))} ]; do sleep 0.05; done\n"
+            f"  cat {q(str(self.answer))}\n"
+            "  exit 0\n"
+            "fi\n"
+            f"echo started >> {q(str(self._starts))}\n"
+            f"if [ -e {q(str(self._hold))} ]; then\n"
+            f"  touch {q(str(self.held))}\n"
+            f"  while [ -e {q(str(self._hold))} ]; do sleep 0.05; done\n"
+            "fi\n"
+            f'exec {q(bundled)} "$@"\n'
+        )
+        self.path.chmod(0o755)
+        version = Path(bundled).with_name("claude.version").read_text().split()[0]
+        self.says = says if says is not None else f"{version} (Claude Code)"
+
+    async def wait_until_asked(self) -> None:
+        await _appears(self.asked)
+
+    def let_it_answer(self) -> None:
+        written = self.answer.with_suffix(".part")
+        written.write_text(f"{self.says}\n")
+        written.rename(self.answer)  # whole, at once
+
+    def hold_starts(self) -> None:
+        self._hold.touch()
+
+    async def wait_until_held(self) -> None:
+        """Until a start waits (`hold_starts`)."""
+        await _appears(self.held)
+
+    def release_starts(self) -> None:
+        self._hold.unlink(missing_ok=True)
+
+    @property
+    def starts(self) -> int:
+        """How often the CLI was started (not counting `--version`)."""
+        return len(self._starts.read_text().splitlines()) if self._starts.exists() else 0
+
+
+async def _appears(path: Path) -> None:
+    def wait() -> None:
+        while not path.exists():
+            time.sleep(0.05)
+
+    await anyio.to_thread.run_sync(wait)

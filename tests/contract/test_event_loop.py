@@ -12,9 +12,7 @@ Through the gateway, the real CLI behind it and the scripted Messages API behind
 
 from __future__ import annotations
 
-import shlex
 import threading
-import time
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -23,11 +21,10 @@ from typing import Any
 import anyio
 import httpx
 import pytest
-from conftest import serving
+from conftest import HeldCLI, serving
 
 import sf_provider.tools as tools_module
 from sf_provider import ClaudeAgentProvider
-from sf_provider.capabilities import find_cli
 from sf_provider.errors import ProviderCompatibilityError
 from sf_provider.gateway import GatewaySettings, create_app
 from sf_provider.gateway._http import MAX_JSON_DEPTH, MAX_JSON_VALUES
@@ -187,43 +184,6 @@ async def test_a_body_nested_past_the_limit_is_a_named_400_and_text_holding_brac
     assert f"nests deeper than {MAX_JSON_DEPTH} levels" in answer.json()["error"]["message"]
     assert fine.status_code == 200, fine.text
     assert any(brackets in b.get("text", "") for b in api.requests[0].blocks("text"))
-
-
-class HeldCLI:
-    """The real CLI behind a wrapper (no version stamp beside it) whose `--version` waits
-    until the test lets it answer. Every run waits, and all of them answer once `answer` is
-    there (the gateway's start-up readiness check asks too)."""
-
-    def __init__(self, where: Path, says: str | None = None) -> None:
-        bundled = find_cli().path
-        assert bundled is not None
-        self.asked, self.answer = where / "asked", where / "answer"
-        self.path = where / "claude"
-        self.path.write_text(
-            "#!/bin/sh\n"
-            'if [ "$1" = "--version" ]; then\n'
-            f"  touch {shlex.quote(str(self.asked))}\n"
-            f"  while [ ! -e {shlex.quote(str(self.answer))} ]; do sleep 0.05; done\n"
-            f"  cat {shlex.quote(str(self.answer))}\n"
-            "  exit 0\n"
-            "fi\n"
-            f'exec {shlex.quote(bundled)} "$@"\n'
-        )
-        self.path.chmod(0o755)
-        version = Path(bundled).with_name("claude.version").read_text().split()[0]
-        self.says = says if says is not None else f"{version} (Claude Code)"
-
-    async def wait_until_asked(self) -> None:
-        def wait() -> None:
-            while not self.asked.exists():
-                time.sleep(0.05)
-
-        await anyio.to_thread.run_sync(wait)
-
-    def let_it_answer(self) -> None:
-        written = self.answer.with_suffix(".part")
-        written.write_text(f"{self.says}\n")
-        written.rename(self.answer)  # whole, at once
 
 
 async def test_healthz_answers_while_the_cli_answers_its_version_check(tmp_path: Path) -> None:
