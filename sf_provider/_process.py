@@ -439,6 +439,9 @@ class _Replacement:
         #: Where it starts: only a query of this event loop can use it (or be woken from it).
         self.loop = asyncio.get_running_loop()
         self.waiter: _Waiter | None = None
+        #: Its start (`WarmPool._start`), cancelled when the pool closes: the SDK never fails an
+        #: `initialize` whose process was stopped, and would wait out its timeout (60 s).
+        self.task: asyncio.Task[None] | None = None
 
 
 class _Waiter:
@@ -650,6 +653,7 @@ class WarmPool:
         replacement = _Replacement(retired.key)
         self._starting.append(replacement)
         task = asyncio.get_running_loop().create_task(self._start(replacement, retired.renew))
+        replacement.task = task
         self._closing.add(task)
         task.add_done_callback(self._closing.discard)
         # A task cancelled before it ran (its loop ended) never reached its `finally`.
@@ -723,6 +727,9 @@ class WarmPool:
         self._idle.clear()
         self._busy.clear()
         await stop_all(procs, PROVIDER_CLOSED)
+        for replacement in self._starting:  # stopped above; its start would wait 60 s
+            if replacement.task is not None:
+                replacement.task.cancel()
         if self._closing:
             with anyio.CancelScope(shield=True):
                 await asyncio.gather(*self._closing, return_exceptions=True)
