@@ -181,6 +181,9 @@ class CLISession:
         self.model_list: list[dict[str, Any]] = []
         self._context: contextvars.Context | None = None
         self._connected = False
+        #: The SDK's connect while the CLI starts (`connect`), cancelled by `close`.
+        self._starting: anyio.CancelScope | None = None
+        self._start_ended = anyio.Event()
         self._closed = False
         self._foreign = False  # in a forked child: the parent's process, never stopped here
         self._cost_usd = 0.0
@@ -224,8 +227,12 @@ class CLISession:
             self._connected = True
             self._keeper = self._stop_with_loop()
             await anext(self._keeper)
+            # `close` cancels it: the SDK does not fail an `initialize` whose process it
+            # stopped, and would wait out its 60 s start-up limit.
+            starting = self._starting = anyio.CancelScope()
             try:
-                await self._client.connect()
+                with starting:
+                    await self._client.connect()
             except Exception as exc:
                 # The SDK's initialize timeout (60 s) is a bare Exception; anything else is
                 # raised as it is.
@@ -235,6 +242,11 @@ class CLISession:
                     f"the CLI started but never answered the SDK's initialize request ({exc}): "
                     f"it hung before its first message"
                 ) from exc
+            finally:
+                self._starting = None
+                self._start_ended.set()
+            if starting.cancelled_caught:
+                raise sdk.CLIConnectionError("the CLI was stopped while it started")
             info = await self._client.get_server_info() or {}
             self.model_list = [m for m in info.get("models") or [] if isinstance(m, dict)]
             for model in self.model_list:
@@ -371,6 +383,9 @@ class CLISession:
         self.cancel_expiry()
         try:
             with anyio.CancelScope(shield=True):
+                if self._starting is not None:  # a query (or the pool) waits for the start
+                    self._starting.cancel()
+                    await self._start_ended.wait()  # the SDK disconnects it then
                 if hasattr(self, "_client"):
                     with anyio.move_on_after(10):
                         await self._client.disconnect()
@@ -439,9 +454,6 @@ class _Replacement:
         #: Where it starts: only a query of this event loop can use it (or be woken from it).
         self.loop = asyncio.get_running_loop()
         self.waiter: _Waiter | None = None
-        #: Its start (`WarmPool._start`), cancelled when the pool closes: the SDK never fails an
-        #: `initialize` whose process was stopped, and would wait out its timeout (60 s).
-        self.task: asyncio.Task[None] | None = None
 
 
 class _Waiter:
@@ -653,7 +665,6 @@ class WarmPool:
         replacement = _Replacement(retired.key)
         self._starting.append(replacement)
         task = asyncio.get_running_loop().create_task(self._start(replacement, retired.renew))
-        replacement.task = task
         self._closing.add(task)
         task.add_done_callback(self._closing.discard)
         # A task cancelled before it ran (its loop ended) never reached its `finally`.
@@ -727,9 +738,6 @@ class WarmPool:
         self._idle.clear()
         self._busy.clear()
         await stop_all(procs, PROVIDER_CLOSED)
-        for replacement in self._starting:  # stopped above; its start would wait 60 s
-            if replacement.task is not None:
-                replacement.task.cancel()
         if self._closing:
             with anyio.CancelScope(shield=True):
                 await asyncio.gather(*self._closing, return_exceptions=True)

@@ -15,9 +15,9 @@ from typing import Any
 
 import anyio
 import pytest
-from conftest import cli_processes, leftover_query_dirs
+from conftest import HeldCLI, cli_processes, leftover_query_dirs, no_cli_left
 
-from sf_provider import ClaudeAgentProvider, TextDeltaPart, _process
+from sf_provider import ClaudeAgentProvider, ProcessDiedError, TextDeltaPart, _process
 from sf_provider._process import CLISession
 from sf_provider.testing import RecordedRequest, Reply, ScriptedMessagesAPI, reply, text
 
@@ -134,3 +134,39 @@ async def test_a_cli_writing_to_the_user_s_dirs_is_asked_to_exit_first(
     assert list(dirs["tmp"].glob("sf-provider-*")) == []
     # Its session registration, key and socket (`sessions/<pid>.*`, `cc-socks/<pid>.sock`).
     assert [*dirs["config"].glob("sessions/*"), *dirs["tmp"].glob("cc-socks/*")] == []
+
+
+@pytest.mark.parametrize("warm", [0, 1], ids=["fresh", "warm-pool"])
+async def test_aclose_while_the_cli_starts_ends_the_query_at_once(
+    tmp_path: Path, warm: int
+) -> None:
+    """A provider closed while a query's CLI is still starting: the query fails with the reason
+    by the time `aclose` returns. (The SDK does not fail the start-up handshake of a process it
+    stopped: the query waited out its 60 s limit.)"""
+    cli = HeldCLI(tmp_path)
+    cli.let_it_answer()
+    errors: list[Exception] = []
+
+    async def query(provider: ClaudeAgentProvider) -> None:
+        try:
+            await provider.generate("hello")
+        except ProcessDiedError as exc:
+            errors.append(exc)
+
+    async with ScriptedMessagesAPI(lambda _request: reply(text("hi"))) as api:
+        provider = ClaudeAgentProvider(api.settings(warm_processes=warm, cli_path=str(cli.path)))
+        cli.hold_starts()
+        try:
+            async with anyio.create_task_group() as group:
+                group.start_soon(query, provider)
+                await cli.wait_until_held()  # the CLI is starting, the query waits for it
+                await provider.aclose()
+                await anyio.wait_all_tasks_blocked()
+                assert [str(e) for e in errors] == [
+                    f"{_process.PROVIDER_CLOSED}: its CLI was stopped before the query finished"
+                ]
+        finally:
+            cli.release_starts()
+    assert api.requests == []
+    await no_cli_left()
+    assert leftover_query_dirs() == []
