@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from claude_agent_sdk import (
     AssistantMessage,
@@ -24,7 +24,6 @@ from claude_agent_sdk import (
 )
 
 from ._bridge import app_tool_name
-from ._envelope import HeldText, ParsedEnvelope, parse_envelope
 from ._outcome import APIFailure, QueryOutcome, finish_part
 from .tools import FunctionTool, arguments_too_deep
 from .types import (
@@ -51,6 +50,11 @@ from .types import (
     ToolResultPart,
     Usage,
 )
+
+if TYPE_CHECKING:
+    # Only single-turn mode holds text back as a possible envelope: `_EnvelopeHold` imports
+    # the parser (its dataclasses and regexes) then, so an executor-mode query never loads it.
+    from ._envelope import HeldText, ParsedEnvelope
 
 __all__ = ["STRUCTURED_OUTPUT_TOOL", "PartMapper", "ResultCollector"]
 
@@ -175,6 +179,8 @@ class _EnvelopeHold:
     def hold(self, part_id: str) -> bool:
         """Start holding a text block, in single-turn mode: whether it is held."""
         if self._active:
+            from ._envelope import HeldText  # see TYPE_CHECKING above
+
             self._held[part_id] = HeldText()
         return self._active
 
@@ -192,6 +198,8 @@ class _EnvelopeHold:
 
     def end(self, part_id: str) -> str | None:
         """A held block ended: its whole text, or None when it is the envelope (kept)."""
+        from ._envelope import parse_envelope  # see TYPE_CHECKING above
+
         text = self._held.pop(part_id).text()
         envelope = parse_envelope(text)  # once per text block, when it ends
         if envelope is not None and self._envelope is None:

@@ -7,7 +7,8 @@ schema and is gated, plus the mode the request would run in. `ensure_capabilitie
 cheap part of the check (no subprocess) before starting the CLI.
 """
 
-from __future__ import annotations
+# No `from __future__ import annotations` here: pydantic would eval() the annotation strings of
+# the models below at import (see sf_provider/types.py).
 
 import functools
 import os

@@ -15,7 +15,7 @@ from collections.abc import AsyncGenerator, Callable, Hashable, Mapping, Sequenc
 from contextlib import aclosing
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any, Literal, get_args
+from typing import TYPE_CHECKING, Any, Literal, get_args
 
 import anyio
 import anyio.to_thread
@@ -26,11 +26,10 @@ from ._bridge import bridge_tool_name, build_bridge_server, unavailable_tools
 from ._failures import ResultRules, exception_failure, process_died, result_failure
 from ._history import write_transcript
 from ._mapping import PartMapper, ResultCollector
-from ._messages import TOOLS_NEEDED, Conversation, MessagesInput, convert_messages
+from ._options import CallOptions
+from ._options import call_options as _checked_options
 from ._outcome import finish_part
 from ._process import PROVIDER_CLOSED, CLISession, Served, WarmPool, stop_all
-from ._request import CallOptions
-from ._request import call_options as _checked_options
 from ._tool_choice import NamedToolChoice, ToolChoice, exposed_tools
 from ._tracing import TracedRequest, refused, start_query
 from .capabilities import (
@@ -63,6 +62,12 @@ from .types import (
     StreamPart,
     StreamStartPart,
 )
+
+if TYPE_CHECKING:
+    # The messages are read by `_messages` (and its typed messages, `_request`), imported when
+    # the first query is prepared: ten frozen dataclasses, most of what importing this module
+    # would cost (tests/unit/test_import_cost.py).
+    from ._messages import Conversation, MessagesInput
 
 __all__ = ["CallOptions", "ClaudeAgentProvider", "NamedToolChoice", "QueryStream", "ToolChoice"]
 
@@ -330,6 +335,8 @@ class ClaudeAgentProvider:
                 )
         if options.stop_sequences and options.output_schema is not None:
             raise UnsupportedRequestError(_STOP_WITH_OUTPUT_SCHEMA)
+        from ._messages import TOOLS_NEEDED, convert_messages  # see TYPE_CHECKING above
+
         conversation = convert_messages(messages)
         if conversation.history and not self.settings.isolate:
             raise UnsupportedRequestError(

@@ -1,6 +1,7 @@
 """Provider settings."""
 
-from __future__ import annotations
+# No `from __future__ import annotations` here: pydantic would eval() the annotation strings of
+# the model below at import (see sf_provider/types.py).
 
 from typing import Annotated, Literal
 
@@ -202,7 +203,7 @@ class ProviderSettings(BaseModel):
     )
 
     @model_validator(mode="after")
-    def _one_source_per_setting(self) -> ProviderSettings:
+    def _one_source_per_setting(self) -> "ProviderSettings":
         for field, variables in _SETTING_VARIABLES.items():
             if field not in self.model_fields_set or getattr(self, field) is None:
                 continue

@@ -52,6 +52,11 @@ _OPTIONAL = (
     "sf_provider._scenarios_cli",
 )
 
+#: Modules the provider imports when it prepares its first query, not before: reading the
+#: messages (`_messages`) and their ten frozen dataclasses (`_request`) were a fifth of what
+#: importing it cost.
+_FIRST_QUERY = ("sf_provider._messages", "sf_provider._request")
+
 
 @functools.cache
 def _probe() -> dict[str, list[str]]:
@@ -75,6 +80,54 @@ def test_import_loads_no_third_party_module_beyond_the_sdk_and_no_optional_part(
     # HTTP stack or anything else new would be paid by every application at startup.
     assert third_party == []
     assert [name for name in added if name.startswith(_OPTIONAL)] == []
+
+
+def test_the_message_types_are_imported_when_the_first_query_is_prepared() -> None:
+    assert [name for name in _probe()["added"] if name in _FIRST_QUERY] == []
+    probe = (
+        "import sys\n"
+        "from sf_provider import ClaudeAgentProvider, InvalidMessagesError\n"
+        f"first = {_FIRST_QUERY!r}\n"
+        "provider = ClaudeAgentProvider()\n"
+        "print('BEFORE', [m for m in first if m in sys.modules])\n"
+        "try:\n"
+        "    provider.stream([{'role': 'robot', 'content': 'hi'}])\n"
+        "except InvalidMessagesError as exc:\n"
+        "    print('REFUSED', exc)\n"
+        "print('AFTER', [m for m in first if m in sys.modules])\n"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", probe], capture_output=True, text=True, check=True, timeout=120
+    ).stdout
+    assert "BEFORE []" in out
+    # The deferred import works: the messages are read, and bad ones refused, as before.
+    assert "REFUSED message 0: unknown role 'robot'" in out
+    assert f"AFTER {list(_FIRST_QUERY)!r}" in out
+
+
+def test_the_envelope_parser_is_imported_by_single_turn_mode_only() -> None:
+    # Executor mode (tools with executors, no tools) streams text as it comes; only single-turn
+    # mode holds text back as a possible legacy JSON envelope.
+    assert "sf_provider._envelope" not in _probe()["added"]
+    probe = (
+        "import sys\n"
+        "from sf_provider._mapping import _EnvelopeHold\n"
+        "executor = _EnvelopeHold(False)\n"
+        "print('EXECUTOR', executor.hold('t0'), 'sf_provider._envelope' in sys.modules)\n"
+        "single = _EnvelopeHold(True)\n"
+        "single.hold('t0')\n"
+        "print('HELD', single.add('t0', '{\"tool\": \"get_time\", \"input\": {}}'))\n"
+        "print('END', single.end('t0'))\n"
+        "text, envelope = single.take()\n"
+        "print('CALLS', [(c.tool_name, c.input) for c in envelope.calls])\n"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", probe], capture_output=True, text=True, check=True, timeout=120
+    ).stdout
+    assert "EXECUTOR False False" in out
+    assert "HELD None" in out  # still held: it may be an envelope
+    assert "END None" in out  # it is one: kept for the end of the reply
+    assert "CALLS [('get_time', {})]" in out
 
 
 def test_public_models_build_their_validators_on_first_use() -> None:
