@@ -58,11 +58,16 @@ _OPTIONAL = (
 _FIRST_QUERY = ("sf_provider._messages", "sf_provider._request")
 
 
+def _python(code: str) -> str:
+    """What `code` prints, run in a fresh interpreter."""
+    return subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=120
+    ).stdout
+
+
 @functools.cache
 def _probe() -> dict[str, list[str]]:
-    out = subprocess.run(
-        [sys.executable, "-c", _PROBE], capture_output=True, text=True, check=True, timeout=120
-    ).stdout
+    out = _python(_PROBE)
     result: dict[str, list[str]] = json.loads(out.strip().splitlines()[-1])
     return result
 
@@ -96,9 +101,7 @@ def test_the_message_types_are_imported_when_the_first_query_is_prepared() -> No
         "    print('REFUSED', exc)\n"
         "print('AFTER', [m for m in first if m in sys.modules])\n"
     )
-    out = subprocess.run(
-        [sys.executable, "-c", probe], capture_output=True, text=True, check=True, timeout=120
-    ).stdout
+    out = _python(probe)
     assert "BEFORE []" in out
     # The deferred import works: the messages are read, and bad ones refused, as before.
     assert "REFUSED message 0: unknown role 'robot'" in out
@@ -121,9 +124,7 @@ def test_the_envelope_parser_is_imported_by_single_turn_mode_only() -> None:
         "text, envelope = single.take()\n"
         "print('CALLS', [(c.tool_name, c.input) for c in envelope.calls])\n"
     )
-    out = subprocess.run(
-        [sys.executable, "-c", probe], capture_output=True, text=True, check=True, timeout=120
-    ).stdout
+    out = _python(probe)
     assert "EXECUTOR False False" in out
     assert "HELD None" in out  # still held: it may be an envelope
     assert "END None" in out  # it is one: kept for the end of the reply
@@ -155,8 +156,6 @@ def test_the_command_answers_help_and_argument_errors_without_importing_the_sdk(
         "    print('EXIT', exc.code)\n"
         f"print('LOADED', sorted(m for m in sys.modules if m.split('.')[0] in {_HEAVY!r}))\n"
     )
-    out = subprocess.run(
-        [sys.executable, "-c", probe], capture_output=True, text=True, check=True, timeout=120
-    ).stdout
+    out = _python(probe)
     assert f"EXIT {code}" in out
     assert "LOADED []" in out
