@@ -6,6 +6,7 @@ import atexit
 import os
 import shlex
 import shutil
+import signal
 import socket
 import subprocess
 import tempfile
@@ -61,6 +62,18 @@ async def no_cli_left(seconds: float = 30.0) -> None:
     `not leftover_query_dirs()`) after it."""
     for _ in range(int(seconds * 10)):
         if not cli_processes() and not leftover_query_dirs():
+            return
+        await anyio.sleep(0.1)
+
+
+async def kill_idle_warm_process(provider: Any) -> None:
+    """SIGKILL the provider's one idle warm process from outside, and wait (at most 30 s, a
+    "no hang" bound) until the provider has seen it exit (its child watcher reaped it); its dir
+    stays until the pool next looks at it."""
+    (proc,) = provider._warm_pool()._idle
+    os.kill(proc.transport.pid, signal.SIGKILL)
+    for _ in range(300):
+        if proc.transport.pid is None:
             return
         await anyio.sleep(0.1)
 

@@ -11,15 +11,13 @@ from __future__ import annotations
 
 import base64
 import json
-import os
 import re
-import signal
 from collections.abc import Awaitable, Callable
 from typing import Any
 
 import anyio
 import pytest
-from conftest import cli_processes, leftover_query_dirs, no_cli_left
+from conftest import cli_processes, kill_idle_warm_process, leftover_query_dirs, no_cli_left
 
 from sf_provider import ClaudeAgentProvider, FunctionTool, GenerateResult
 from sf_provider.testing import (
@@ -446,9 +444,7 @@ async def test_a_process_that_died_between_steps_is_replaced_by_the_fresh_path()
     ):
         messages = first_messages(4)
         first = await provider.generate(messages, tools=ROUTED)
-        (line,) = cli_processes()
-        os.kill(int(line.split()[0]), signal.SIGKILL)  # killed from outside while idle
-        await no_cli_left()
+        await kill_idle_warm_process(provider)
         second = await provider.generate(next_messages(messages, first), tools=ROUTED)
     assert process(second) == "fresh"
     assert second.tool_calls[0].input == {"n": 1004}

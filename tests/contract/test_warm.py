@@ -9,16 +9,14 @@ from __future__ import annotations
 
 import contextvars
 import json
-import os
 import re
-import signal
 from collections.abc import Iterator
 from typing import Any
 
 import anyio
 import anyio.lowlevel
 import pytest
-from conftest import cli_processes, leftover_query_dirs, no_cli_left
+from conftest import cli_processes, kill_idle_warm_process, leftover_query_dirs, no_cli_left
 
 from sf_provider import (
     APIError,
@@ -391,12 +389,7 @@ async def test_a_warm_process_that_died_while_idle_is_replaced() -> None:
         ClaudeAgentProvider(api.settings(warm_processes=1)) as provider,
     ):
         first = await provider.generate("SECRET-0")
-        (line,) = cli_processes()
-        os.kill(int(line.split()[0]), signal.SIGKILL)  # killed from outside while idle
-        for _ in range(300):  # a "no hang" bound (30 s); its dir goes when the pool sees it
-            if not cli_processes():
-                break
-            await anyio.sleep(0.1)
+        await kill_idle_warm_process(provider)
         second = await provider.generate("SECRET-1")
     assert second.session_id != first.session_id
     assert second.text == "no tools for SECRET-1"
@@ -586,15 +579,15 @@ async def test_a_query_whose_replacement_fails_to_start_starts_its_own_or_fails_
 
 async def test_a_timed_out_query_stops_its_warm_process() -> None:
     script = [reply(text("first")), fault("hang"), reply(text("third"))]
-    # The idle clock also runs while a process starts (the first and third queries): 20 s is
-    # room for a loaded machine; the hung request holds the wait.
     async with (
         ScriptedMessagesAPI(script) as api,
-        ClaudeAgentProvider(api.settings(warm_processes=1, idle_timeout=20.0)) as provider,
+        ClaudeAgentProvider(api.settings(warm_processes=1)) as provider,
     ):
         first = await provider.generate("SECRET-0")
+        # On the started process: 8 s is room for its rewind and turn on a loaded machine; the
+        # hung request holds the wait.
         with pytest.raises(QueryTimeoutError):
-            await provider.generate("SECRET-1")
+            await provider.generate("SECRET-1", timeout=8.0)
         third = await provider.generate("SECRET-2")
     assert third.text == "third"
     assert third.session_id != first.session_id
