@@ -888,7 +888,7 @@ class _Deadlines:
     def before_first_message(self) -> anyio.CancelScope:
         """The scope of the waits before the query has a process: only the whole-query timeout
         applies (the idle timeout counts the CLI's silence once it serves the query). It
-        swallows its own expiry: the caller checks `cancelled_caught` and raises `expired()`."""
+        swallows its own expiry: the caller, left without a process, raises `expired()`."""
         self._which = "timeout"
         return anyio.CancelScope(deadline=self._deadline)
 
