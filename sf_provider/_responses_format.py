@@ -43,6 +43,7 @@ __all__ = [
     "reference",
     "response_id",
     "response_object",
+    "stored_response_query",
 ]
 
 JSON = dict[str, Any]
@@ -528,6 +529,28 @@ def input_item_list(items: Sequence[Mapping[str, Any]], query: Sequence[tuple[st
         "last_id": page[-1]["id"] if page else None,
         "has_more": len(listed) > len(page),
     }
+
+
+def stored_response_query(query: Sequence[tuple[str, str]]) -> None:
+    """Check the query of `GET /v1/responses/{id}`: `include` (every response holds the
+    encrypted reasoning already); `stream` only false, since only a background response can be
+    streamed again, and none is run here. Any other parameter is refused by name."""
+    for name, value in query:
+        if name == "stream" and value.lower() != "false":
+            raise UnsupportedParameterError(
+                "stream",
+                f"{value!r} cannot be honoured: only a background response can be streamed "
+                f"again, and background responses are not run here; GET it without stream",
+            )
+    for name, value in query:
+        if name in ("include", "include[]"):
+            _include([value])
+        elif name != "stream":
+            raise UnsupportedParameterError(
+                name,
+                "not a query parameter of GET /v1/responses/{id} this server honours (include, "
+                "stream false; starting_after and include_obfuscation only go with stream)",
+            )
 
 
 def _listed(item: Mapping[str, Any]) -> JSON:

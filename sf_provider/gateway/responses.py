@@ -39,6 +39,7 @@ from .._responses_format import (
     reference,
     response_id,
     response_object,
+    stored_response_query,
 )
 from ..errors import ProviderError
 from ..provider import ClaudeAgentProvider as Provider
@@ -316,6 +317,7 @@ def response_routes(kept: ResponseStore) -> list[Route]:
             if not await kept.delete(owner, response_id):
                 raise _not_found(response_id, 404)
             return JSONResponse({"id": response_id, "object": "response", "deleted": True})
+        stored_response_query(request.query_params.multi_items())
         record = await kept.get(owner, response_id)
         if record is None:
             raise _not_found(response_id, 404)

@@ -477,6 +477,35 @@ async def test_a_stored_response_is_read_and_deleted_and_then_unknown() -> None:
     assert len(api.requests) == 1, "nothing ran for the unknown id"
 
 
+async def test_reading_a_stored_response_refuses_a_query_it_cannot_honour_by_name() -> None:
+    """Only a background response can be streamed again (none is run here), and every response
+    holds all the gateway can include: `stream`, another `include`, or any other query of GET
+    /v1/responses/{id} is a 400 naming it, never a JSON body the client reads as an empty
+    stream."""
+    async with (
+        ScriptedMessagesAPI([reply(text("Sunny."))]) as api,
+        gateway(api.settings()) as (base_url, client),
+        httpx.AsyncClient(timeout=60, headers={"authorization": "Bearer sk-test"}) as http,
+    ):
+        created = await client.responses.create(model=MODEL, input="Weather?")
+        read = await client.responses.retrieve(created.id, include=["reasoning.encrypted_content"])
+        with pytest.raises(openai.BadRequestError) as streamed:
+            await client.responses.retrieve(created.id, stream=True)
+        with pytest.raises(openai.BadRequestError) as resumed:
+            async with client.responses.stream(response_id=created.id, starting_after=2):
+                pass
+        with pytest.raises(openai.BadRequestError) as logprobs:
+            await client.responses.retrieve(created.id, include=["message.output_text.logprobs"])
+        unknown = await http.get(f"{base_url}/v1/responses/{created.id}?page=2")
+    assert read.output_text == "Sunny."
+    assert streamed.value.param == resumed.value.param == "stream"
+    assert "background" in streamed.value.message
+    assert logprobs.value.param == "include"
+    assert unknown.status_code == 400, unknown.text
+    assert unknown.json()["error"]["param"] == "page"
+    assert len(api.requests) == 1
+
+
 async def test_the_store_keeps_as_many_responses_as_the_gateway_is_told() -> None:
     script = [reply(text("One.")), reply(text("Two."))]
     async with (
