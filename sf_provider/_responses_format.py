@@ -16,7 +16,7 @@ import json
 import re
 import time
 import uuid
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -29,6 +29,7 @@ from .errors import InvalidMessagesError, UnsupportedRequestError
 from .tools import FunctionTool
 
 __all__ = [
+    "DROPPABLE",
     "EventMapper",
     "ResponsesRequest",
     "UnsupportedParameterError",
@@ -77,6 +78,15 @@ _ONLY_DEFAULT: dict[str, tuple[tuple[Any, ...], str]] = {
     "prompt": ((), "stored prompts are not kept here: send instructions and input"),
 }
 
+#: What `drop` (the gateway's `--drop-params`) may leave out, as on Chat Completions: the
+#: sampling settings, and a value above or of `text.verbosity` that cannot be honoured. Not
+#: `conversation` or `prompt` (left out, the model would get another question) nor `background`
+#: (its client expects to be answered at once and to come back for the answer).
+DROPPABLE = frozenset(
+    {*wire.SAMPLING, "truncation", "top_logprobs", "service_tier", "text.verbosity"}
+)
+_VERBOSITY = "the Claude Code CLI has no verbosity setting"
+
 #: `include` values: encrypted reasoning is in every reasoning item anyway.
 _INCLUDABLE = frozenset({"reasoning.encrypted_content"})
 
@@ -103,12 +113,26 @@ class ResponsesRequest:
     structured: bool = False
     #: The request fields a response object repeats (`response_object`).
     echo: JSON = field(default_factory=dict)
+    #: A `parameter-dropped` warning for each parameter `drop` left out.
+    dropped: list[t.CallWarning] = field(default_factory=list)
 
 
-def parse_request(body: Mapping[str, Any]) -> ResponsesRequest:
-    """Read a Responses API request body; refuse what cannot be honoured, naming the field."""
+def parse_request(body: Mapping[str, Any], drop: Collection[str] = ()) -> ResponsesRequest:
+    """Read a Responses API request body; refuse what cannot be honoured, naming the field. Of
+    the `DROPPABLE` parameters named in `drop` (`--drop-params`), the sampling settings and a
+    value that cannot be honoured are left out instead, each with a warning."""
     given = {k: v for k, v in body.items() if v is not None}
-    wire.known_parameters(given, "a Responses API field", _HONOURED | _IGNORED, _ONLY_DEFAULT)
+    droppable = DROPPABLE.intersection(drop)
+    read = _HONOURED | _IGNORED
+    dropped = wire.known_parameters(given, "a Responses API field", read, _ONLY_DEFAULT, droppable)
+    text = given.get("text")
+    if (
+        "text.verbosity" in droppable
+        and isinstance(text, Mapping)
+        and text.get("verbosity") not in (None, "medium")
+    ):
+        dropped.append(wire.dropped("text.verbosity", _VERBOSITY))
+        given["text"] = {k: v for k, v in text.items() if k != "verbosity"}
     previous = given.get("previous_response_id")
     if previous is not None and (not isinstance(previous, str) or not previous):
         raise UnsupportedParameterError("previous_response_id", "must be a response id")
@@ -169,6 +193,7 @@ def parse_request(body: Mapping[str, Any]) -> ResponsesRequest:
         previous_response_id=previous,
         structured=schema is not None,
         echo=echo,
+        dropped=dropped,
     )
 
 
@@ -220,8 +245,8 @@ def _output_schema(text: Any) -> JSON | None:
     if text.get("verbosity") not in (None, "medium"):
         raise UnsupportedParameterError(
             "text.verbosity",
-            f"{json.dumps(text['verbosity'])} cannot be honoured: the Claude Code CLI has no "
-            f"verbosity setting; leave it out (or send 'medium')",
+            f"{json.dumps(text['verbosity'])} cannot be honoured: {_VERBOSITY}; leave it out "
+            f"(or send 'medium')",
         )
     spec = text.get("format")
     kind = spec.get("type") if isinstance(spec, Mapping) else None

@@ -28,6 +28,7 @@ from starlette.routing import Route
 
 from .. import _door as door
 from .._responses_format import (
+    DROPPABLE,
     EventMapper,
     ResponsesRequest,
     input_item_list,
@@ -248,11 +249,9 @@ def response_routes(kept: ResponseStore) -> list[Route]:
     async def read(
         request: Request, body: dict[str, Any], provider: Provider, drop_params: bool
     ) -> ModelCall:
-        # --drop-params: the sampling settings are left out, each with a warning.
-        dropped = [door.dropped(n) for n in door.SAMPLING if drop_params and n in body]
-        given = {k: v for k, v in body.items() if not (drop_params and k in door.SAMPLING)}
         # Off the event loop, as `model_endpoint` parses the others: the tools' schema checks.
-        call = await anyio.to_thread.run_sync(parse_request, given)
+        drop = DROPPABLE if drop_params else ()
+        call = await anyio.to_thread.run_sync(parse_request, body, drop)
         owner = _owner(request)
         previous = await _conversation(kept, owner, call)
         new_id = response_id()
@@ -308,7 +307,7 @@ def response_routes(kept: ResponseStore) -> list[Route]:
             yield sse(last, last["type"])
 
         parsed = door.request(messages, tools, provider=provider, **options)
-        return ModelCall(parsed, complete, events if call.stream else None, dropped)
+        return ModelCall(parsed, complete, events if call.stream else None, call.dropped)
 
     async def stored(request: Request) -> Response:
         response_id = request.path_params["response_id"]

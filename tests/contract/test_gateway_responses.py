@@ -624,6 +624,32 @@ async def test_what_cannot_be_honoured_is_a_400_naming_it(
     assert api.all_requests == []
 
 
+async def test_drop_params_leaves_out_what_cannot_be_honoured_and_says_so() -> None:
+    """`--drop-params` on the Responses API as on Chat Completions: an OpenAI Agents SDK
+    `ModelSettings(truncation="auto", verbosity="low", temperature=...)` is served, each setting
+    left out with a warning in the `sf-provider-warnings` header."""
+    async with (
+        ScriptedMessagesAPI([reply(text("Sunny."))]) as api,
+        gateway(api.settings(), drop_params=True) as (_, client),
+    ):
+        raw = await client.responses.with_raw_response.create(
+            model=MODEL,
+            input="Weather?",
+            temperature=0.1,
+            truncation="auto",
+            service_tier="priority",
+            text={"verbosity": "low"},
+        )
+    response = raw.parse()
+    assert response.output_text == "Sunny."
+    assert (response.truncation, response.service_tier) == ("disabled", "default")
+    warnings = json.loads(raw.headers["sf-provider-warnings"])
+    assert {w["code"] for w in warnings} == {"parameter-dropped"}
+    named = {w["message"].split("'")[1] for w in warnings}
+    assert named == {"temperature", "truncation", "service_tier", "text.verbosity"}
+    assert "temperature" not in api.requests[0].body
+
+
 async def test_an_upstream_error_before_any_content_keeps_its_status() -> None:
     script = [http_error(429, retry_after=7), http_error(529)]
     async with ScriptedMessagesAPI(script) as api, gateway(api.settings()) as (_, client):
