@@ -646,7 +646,8 @@ def output_items(
 ) -> list[JSON]:
     """The output items of a `GenerateResult`, in the order the model wrote them: reasoning,
     one message per text block, and the function calls the client must run; their ids are
-    those of response `response` (`item_id`)."""
+    those of response `response` (`item_id`). With `structured`, the only message is the
+    structured output (none when the model calls tools instead), as `EventMapper` streams it."""
     items: list[JSON] = []
 
     def next_id(kind: str) -> str:
@@ -661,7 +662,7 @@ def output_items(
     for message in result.response_messages:
         for block in message["content"] if message["role"] == "assistant" else []:
             kind = block["type"]
-            if kind == "text":
+            if kind == "text" and not structured:
                 items.append(_message_item(next_id("message"), block["text"]))
             elif kind == "reasoning":
                 signature, redacted = block.get("signature"), block.get("redacted")

@@ -15,6 +15,7 @@ import openai
 import pytest
 from conftest import serving
 from openai import AsyncOpenAI
+from pydantic import BaseModel
 
 from sf_provider.gateway import GatewaySettings, create_app
 from sf_provider.settings import ProviderSettings
@@ -213,6 +214,30 @@ async def test_a_json_schema_text_format_answers_with_the_object(stream: bool) -
     assert api.requests[0].tool_names == ["StructuredOutput"]
     offered = api.requests[0].tools[0]["input_schema"]
     assert (offered["title"], offered["required"]) == ("weather", ["city", "celsius"])
+
+
+@pytest.mark.parametrize("stream", [False, True], ids=["whole", "streamed"])
+async def test_a_json_schema_answer_that_calls_a_tool_hands_back_the_call_only(
+    stream: bool,
+) -> None:
+    """With `text.format` a json_schema, every message is the structured output: the words the
+    model writes before a call are no message, streamed or not, so `responses.parse` (which
+    parses every message as the format) gets the call and no text it cannot parse."""
+
+    class Weather(BaseModel):
+        city: str
+
+    script = [reply(text("Let me check."), tool_use("get_weather", {"city": "Paris"}))]
+    async with ScriptedMessagesAPI(script) as api, gateway(api.settings()) as (_, client):
+        request: Any = {"model": MODEL, "input": "Weather?", "tools": [WEATHER_TOOL]}
+        if stream:
+            async with client.responses.stream(**request, text_format=Weather) as events:
+                response = await events.get_final_response()
+        else:
+            response = await client.responses.parse(**request, text_format=Weather)
+    assert [i.type for i in response.output] == ["function_call"]
+    assert response.output_parsed is None
+    assert len(api.requests) == 1
 
 
 @pytest.mark.parametrize("stream", [False, True], ids=["whole", "streamed"])
