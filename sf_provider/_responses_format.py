@@ -707,8 +707,8 @@ def response_object(
     usage: t.Usage | None = None,
     error: JSON | None = None,
 ) -> JSON:
-    """A `response` object: in progress (no `finish`), completed or incomplete (by `finish`),
-    or failed (`error`: `{"code", "message"}`)."""
+    """A `response` object: in progress (no `finish`), completed (now: `completed_at`) or
+    incomplete (by `finish`), or failed (`error`: `{"code", "message"}`)."""
     if error is not None:
         status = "failed"
     elif finish is None:
@@ -720,6 +720,7 @@ def response_object(
         "id": id,
         "object": "response",
         "created_at": created_at,
+        "completed_at": int(time.time()) if status == "completed" else None,
         "status": status,
         "background": False,
         "error": error,

@@ -15,6 +15,7 @@ import openai
 import pytest
 from conftest import serving
 from openai import AsyncOpenAI
+from openai.types.responses import ResponseCreatedEvent
 from pydantic import BaseModel
 
 from sf_provider.gateway import GatewaySettings, create_app
@@ -100,6 +101,7 @@ async def test_a_string_input_gets_a_completed_response_with_usage() -> None:
     assert response.usage.input_tokens > 0 and response.usage.output_tokens > 0
     assert response.usage.total_tokens == response.usage.input_tokens + response.usage.output_tokens
     assert response.instructions == "Be brief."
+    assert response.completed_at is not None and response.completed_at >= response.created_at
     sent = api.requests[0]
     assert sent.body["model"] == MODEL
     assert "Be brief." in json.dumps(sent.body["system"])
@@ -152,6 +154,9 @@ async def test_streaming_sends_the_documented_event_sequence() -> None:
     assert kinds[-1] == "response.completed"
     assert [e.sequence_number for e in events] == list(range(len(events)))
     final = events[-1].response  # type: ignore[union-attr]
+    assert isinstance(events[0], ResponseCreatedEvent)
+    assert events[0].response.completed_at is None, "not before it is"
+    assert final.completed_at is not None and final.completed_at >= final.created_at
     assert [i.type for i in final.output] == ["reasoning", "message", "function_call"]
     assert final.output[1].content[0].text == "Checking."
     deltas = "".join(e.delta for e in events if e.type == "response.output_text.delta")
