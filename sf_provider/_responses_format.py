@@ -79,11 +79,11 @@ _ONLY_DEFAULT: dict[str, tuple[tuple[Any, ...], str]] = {
 }
 
 #: What `drop` (the gateway's `--drop-params`) may leave out, as on Chat Completions: the
-#: sampling settings, and a value above or of `text.verbosity` that cannot be honoured. Not
-#: `conversation` or `prompt` (left out, the model would get another question) nor `background`
-#: (its client expects to be answered at once and to come back for the answer).
+#: sampling settings, and a value above, of `text.verbosity` or in `include` that cannot be
+#: honoured. Not `conversation` or `prompt` (left out, the model would get another question)
+#: nor `background` (its client expects to be answered at once and to come back for it).
 DROPPABLE = frozenset(
-    {*wire.SAMPLING, "truncation", "top_logprobs", "service_tier", "text.verbosity"}
+    {*wire.SAMPLING, "truncation", "top_logprobs", "service_tier", "text.verbosity", "include"}
 )
 _VERBOSITY = "the Claude Code CLI has no verbosity setting"
 
@@ -164,7 +164,7 @@ def parse_request(body: Mapping[str, Any], drop: Collection[str] = ()) -> Respon
         options["output_schema"] = schema
     stream = given.get("stream", False)
     wire.stream_options(given.get("stream_options"), stream)
-    _include(given.get("include"))
+    dropped += _include(given.get("include"), "include" in droppable)
     metadata = given.get("metadata", {})
     if not isinstance(metadata, Mapping) or not all(isinstance(v, str) for v in metadata.values()):
         raise UnsupportedParameterError("metadata", "must be an object of string values")
@@ -197,18 +197,22 @@ def parse_request(body: Mapping[str, Any], drop: Collection[str] = ()) -> Respon
     )
 
 
-def _include(value: Any) -> None:
+def _include(value: Any, drop: bool = False) -> list[t.CallWarning]:
+    """Check `include`; with `drop`, a value that cannot be honoured is left out instead, with
+    a warning naming it."""
     if value is None:
-        return
+        return []
     if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
         raise UnsupportedParameterError("include", "must be a list of strings")
-    for name in value:
-        if name not in _INCLUDABLE:
-            raise UnsupportedParameterError(
-                "include",
-                f"{name!r} cannot be honoured: only reasoning.encrypted_content is known (and "
-                f"always included); leave the others out",
-            )
+    unknown = [name for name in value if name not in _INCLUDABLE]
+    why = "only reasoning.encrypted_content is known (and always included)"
+    if unknown and drop:
+        return [wire.dropped("include", f"{', '.join(unknown)} cannot be honoured: {why}")]
+    if unknown:
+        raise UnsupportedParameterError(
+            "include", f"{unknown[0]!r} cannot be honoured: {why}; leave the others out"
+        )
+    return []
 
 
 def _reasoning_options(reasoning: Any) -> JSON:

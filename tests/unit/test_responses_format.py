@@ -209,12 +209,24 @@ def test_drop_params_leaves_out_what_cannot_be_honoured_with_a_warning_each() ->
         "top_logprobs": 3,
         "service_tier": "priority",
         "text": {"verbosity": "low"},
+        # What the OpenAI Agents SDK adds to `include` with top_logprobs.
+        "include": ["message.output_text.logprobs", "reasoning.encrypted_content"],
     }
     call = parse_request(body, drop=DROPPABLE)
     named = sorted(w.message.split("'")[1] for w in call.dropped)
     assert named == sorted(
-        ["temperature", "top_p", "truncation", "top_logprobs", "service_tier", "text.verbosity"]
+        [
+            "temperature",
+            "top_p",
+            "truncation",
+            "top_logprobs",
+            "service_tier",
+            "text.verbosity",
+            "include",
+        ]
     )
+    [include] = [w for w in call.dropped if "'include'" in w.message]
+    assert "message.output_text.logprobs" in include.message
     assert {w.code for w in call.dropped} == {"parameter-dropped"}
     assert not {"temperature", "top_p"} & call.options.keys()
     assert call.echo["text"] == {"format": {"type": "text"}, "verbosity": "medium"}
