@@ -16,7 +16,7 @@ import json
 import re
 import time
 import uuid
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -29,6 +29,7 @@ from .errors import InvalidMessagesError, UnsupportedRequestError
 from .tools import FunctionTool
 
 __all__ = [
+    "DROPPABLE",
     "EventMapper",
     "ResponsesRequest",
     "UnsupportedParameterError",
@@ -43,6 +44,7 @@ __all__ = [
     "reference",
     "response_id",
     "response_object",
+    "stored_response_query",
 ]
 
 JSON = dict[str, Any]
@@ -76,6 +78,15 @@ _ONLY_DEFAULT: dict[str, tuple[tuple[Any, ...], str]] = {
     "prompt": ((), "stored prompts are not kept here: send instructions and input"),
 }
 
+#: What `drop` (the gateway's `--drop-params`) may leave out, as on Chat Completions: the
+#: sampling settings, and a value above, of `text.verbosity` or in `include` that cannot be
+#: honoured. Not `conversation` or `prompt` (left out, the model would get another question)
+#: nor `background` (its client expects to be answered at once and to come back for it).
+DROPPABLE = frozenset(
+    {*wire.SAMPLING, "truncation", "top_logprobs", "service_tier", "text.verbosity", "include"}
+)
+_VERBOSITY = "the Claude Code CLI has no verbosity setting"
+
 #: `include` values: encrypted reasoning is in every reasoning item anyway.
 _INCLUDABLE = frozenset({"reasoning.encrypted_content"})
 
@@ -102,12 +113,26 @@ class ResponsesRequest:
     structured: bool = False
     #: The request fields a response object repeats (`response_object`).
     echo: JSON = field(default_factory=dict)
+    #: A `parameter-dropped` warning for each parameter `drop` left out.
+    dropped: list[t.CallWarning] = field(default_factory=list)
 
 
-def parse_request(body: Mapping[str, Any]) -> ResponsesRequest:
-    """Read a Responses API request body; refuse what cannot be honoured, naming the field."""
+def parse_request(body: Mapping[str, Any], drop: Collection[str] = ()) -> ResponsesRequest:
+    """Read a Responses API request body; refuse what cannot be honoured, naming the field. Of
+    the `DROPPABLE` parameters named in `drop` (`--drop-params`), the sampling settings and a
+    value that cannot be honoured are left out instead, each with a warning."""
     given = {k: v for k, v in body.items() if v is not None}
-    wire.known_parameters(given, "a Responses API field", _HONOURED | _IGNORED, _ONLY_DEFAULT)
+    droppable = DROPPABLE.intersection(drop)
+    read = _HONOURED | _IGNORED
+    dropped = wire.known_parameters(given, "a Responses API field", read, _ONLY_DEFAULT, droppable)
+    text = given.get("text")
+    if (
+        "text.verbosity" in droppable
+        and isinstance(text, Mapping)
+        and text.get("verbosity") not in (None, "medium")
+    ):
+        dropped.append(wire.dropped("text.verbosity", _VERBOSITY))
+        given["text"] = {k: v for k, v in text.items() if k != "verbosity"}
     previous = given.get("previous_response_id")
     if previous is not None and (not isinstance(previous, str) or not previous):
         raise UnsupportedParameterError("previous_response_id", "must be a response id")
@@ -139,7 +164,7 @@ def parse_request(body: Mapping[str, Any]) -> ResponsesRequest:
         options["output_schema"] = schema
     stream = given.get("stream", False)
     wire.stream_options(given.get("stream_options"), stream)
-    _include(given.get("include"))
+    dropped += _include(given.get("include"), "include" in droppable)
     metadata = given.get("metadata", {})
     if not isinstance(metadata, Mapping) or not all(isinstance(v, str) for v in metadata.values()):
         raise UnsupportedParameterError("metadata", "must be an object of string values")
@@ -168,21 +193,26 @@ def parse_request(body: Mapping[str, Any]) -> ResponsesRequest:
         previous_response_id=previous,
         structured=schema is not None,
         echo=echo,
+        dropped=dropped,
     )
 
 
-def _include(value: Any) -> None:
+def _include(value: Any, drop: bool = False) -> list[t.CallWarning]:
+    """Check `include`; with `drop`, a value that cannot be honoured is left out instead, with
+    a warning naming it."""
     if value is None:
-        return
+        return []
     if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
         raise UnsupportedParameterError("include", "must be a list of strings")
-    for name in value:
-        if name not in _INCLUDABLE:
-            raise UnsupportedParameterError(
-                "include",
-                f"{name!r} cannot be honoured: only reasoning.encrypted_content is known (and "
-                f"always included); leave the others out",
-            )
+    unknown = [name for name in value if name not in _INCLUDABLE]
+    why = "only reasoning.encrypted_content is known (and always included)"
+    if unknown and drop:
+        return [wire.dropped("include", f"{', '.join(unknown)} cannot be honoured: {why}")]
+    if unknown:
+        raise UnsupportedParameterError(
+            "include", f"{unknown[0]!r} cannot be honoured: {why}; leave the others out"
+        )
+    return []
 
 
 def _reasoning_options(reasoning: Any) -> JSON:
@@ -219,8 +249,8 @@ def _output_schema(text: Any) -> JSON | None:
     if text.get("verbosity") not in (None, "medium"):
         raise UnsupportedParameterError(
             "text.verbosity",
-            f"{json.dumps(text['verbosity'])} cannot be honoured: the Claude Code CLI has no "
-            f"verbosity setting; leave it out (or send 'medium')",
+            f"{json.dumps(text['verbosity'])} cannot be honoured: {_VERBOSITY}; leave it out "
+            f"(or send 'medium')",
         )
     spec = text.get("format")
     kind = spec.get("type") if isinstance(spec, Mapping) else None
@@ -530,6 +560,28 @@ def input_item_list(items: Sequence[Mapping[str, Any]], query: Sequence[tuple[st
     }
 
 
+def stored_response_query(query: Sequence[tuple[str, str]]) -> None:
+    """Check the query of `GET /v1/responses/{id}`: `include` (every response holds the
+    encrypted reasoning already); `stream` only false, since only a background response can be
+    streamed again, and none is run here. Any other parameter is refused by name."""
+    for name, value in query:
+        if name == "stream" and value.lower() != "false":
+            raise UnsupportedParameterError(
+                "stream",
+                f"{value!r} cannot be honoured: only a background response can be streamed "
+                f"again, and background responses are not run here; GET it without stream",
+            )
+    for name, value in query:
+        if name in ("include", "include[]"):
+            _include([value])
+        elif name != "stream":
+            raise UnsupportedParameterError(
+                name,
+                "not a query parameter of GET /v1/responses/{id} this server honours (include, "
+                "stream false; starting_after and include_obfuscation only go with stream)",
+            )
+
+
 def _listed(item: Mapping[str, Any]) -> JSON:
     """An input item as the API lists it: a message's text content as a content part."""
     content = item.get("content")
@@ -598,7 +650,8 @@ def output_items(
 ) -> list[JSON]:
     """The output items of a `GenerateResult`, in the order the model wrote them: reasoning,
     one message per text block, and the function calls the client must run; their ids are
-    those of response `response` (`item_id`)."""
+    those of response `response` (`item_id`). With `structured`, the only message is the
+    structured output (none when the model calls tools instead), as `EventMapper` streams it."""
     items: list[JSON] = []
 
     def next_id(kind: str) -> str:
@@ -613,7 +666,7 @@ def output_items(
     for message in result.response_messages:
         for block in message["content"] if message["role"] == "assistant" else []:
             kind = block["type"]
-            if kind == "text":
+            if kind == "text" and not structured:
                 items.append(_message_item(next_id("message"), block["text"]))
             elif kind == "reasoning":
                 signature, redacted = block.get("signature"), block.get("redacted")
@@ -658,8 +711,8 @@ def response_object(
     usage: t.Usage | None = None,
     error: JSON | None = None,
 ) -> JSON:
-    """A `response` object: in progress (no `finish`), completed or incomplete (by `finish`),
-    or failed (`error`: `{"code", "message"}`)."""
+    """A `response` object: in progress (no `finish`), completed (now: `completed_at`) or
+    incomplete (by `finish`), or failed (`error`: `{"code", "message"}`)."""
     if error is not None:
         status = "failed"
     elif finish is None:
@@ -671,6 +724,7 @@ def response_object(
         "id": id,
         "object": "response",
         "created_at": created_at,
+        "completed_at": int(time.time()) if status == "completed" else None,
         "status": status,
         "background": False,
         "error": error,

@@ -31,7 +31,8 @@ _PREFIX = "sf-provider:response:"
 _INDEX = "sf-provider:responses"
 # KEYS: the record's key, the index. ARGV: the record, its TTL in ms (0: none), the count kept.
 # One script, so replicas storing at once keep the bound; the server's clock (microseconds) orders
-# the index.
+# the index. The oldest go a thousand at a time: Lua's `unpack` takes at most 8000 (a replica of
+# a smaller size than what Redis holds removes them all).
 _PUT = """
 local now = redis.call('TIME')
 if tonumber(ARGV[2]) > 0 then
@@ -42,10 +43,11 @@ else
 end
 redis.call('ZADD', KEYS[2], now[1] .. string.format('%06d', now[2]), KEYS[1])
 local extra = redis.call('ZCARD', KEYS[2]) - tonumber(ARGV[3])
-if extra > 0 then
-  local oldest = redis.call('ZRANGE', KEYS[2], 0, extra - 1)
+while extra > 0 do
+  local oldest = redis.call('ZRANGE', KEYS[2], 0, math.min(extra, 1000) - 1)
   redis.call('DEL', unpack(oldest))
   redis.call('ZREM', KEYS[2], unpack(oldest))
+  extra = extra - #oldest
 end
 """
 

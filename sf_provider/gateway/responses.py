@@ -28,6 +28,7 @@ from starlette.routing import Route
 
 from .. import _door as door
 from .._responses_format import (
+    DROPPABLE,
     EventMapper,
     ResponsesRequest,
     input_item_list,
@@ -39,6 +40,7 @@ from .._responses_format import (
     reference,
     response_id,
     response_object,
+    stored_response_query,
 )
 from ..errors import ProviderError
 from ..provider import ClaudeAgentProvider as Provider
@@ -247,11 +249,9 @@ def response_routes(kept: ResponseStore) -> list[Route]:
     async def read(
         request: Request, body: dict[str, Any], provider: Provider, drop_params: bool
     ) -> ModelCall:
-        # --drop-params: the sampling settings are left out, each with a warning.
-        dropped = [door.dropped(n) for n in door.SAMPLING if drop_params and n in body]
-        given = {k: v for k, v in body.items() if not (drop_params and k in door.SAMPLING)}
         # Off the event loop, as `model_endpoint` parses the others: the tools' schema checks.
-        call = await anyio.to_thread.run_sync(parse_request, given)
+        drop = DROPPABLE if drop_params else ()
+        call = await anyio.to_thread.run_sync(parse_request, body, drop)
         owner = _owner(request)
         previous = await _conversation(kept, owner, call)
         new_id = response_id()
@@ -307,7 +307,7 @@ def response_routes(kept: ResponseStore) -> list[Route]:
             yield sse(last, last["type"])
 
         parsed = door.request(messages, tools, provider=provider, **options)
-        return ModelCall(parsed, complete, events if call.stream else None, dropped)
+        return ModelCall(parsed, complete, events if call.stream else None, call.dropped)
 
     async def stored(request: Request) -> Response:
         response_id = request.path_params["response_id"]
@@ -316,6 +316,7 @@ def response_routes(kept: ResponseStore) -> list[Route]:
             if not await kept.delete(owner, response_id):
                 raise _not_found(response_id, 404)
             return JSONResponse({"id": response_id, "object": "response", "deleted": True})
+        stored_response_query(request.query_params.multi_items())
         record = await kept.get(owner, response_id)
         if record is None:
             raise _not_found(response_id, 404)

@@ -15,6 +15,8 @@ import openai
 import pytest
 from conftest import serving
 from openai import AsyncOpenAI
+from openai.types.responses import ResponseCreatedEvent
+from pydantic import BaseModel
 
 from sf_provider.gateway import GatewaySettings, create_app
 from sf_provider.settings import ProviderSettings
@@ -99,6 +101,7 @@ async def test_a_string_input_gets_a_completed_response_with_usage() -> None:
     assert response.usage.input_tokens > 0 and response.usage.output_tokens > 0
     assert response.usage.total_tokens == response.usage.input_tokens + response.usage.output_tokens
     assert response.instructions == "Be brief."
+    assert response.completed_at is not None and response.completed_at >= response.created_at
     sent = api.requests[0]
     assert sent.body["model"] == MODEL
     assert "Be brief." in json.dumps(sent.body["system"])
@@ -151,6 +154,9 @@ async def test_streaming_sends_the_documented_event_sequence() -> None:
     assert kinds[-1] == "response.completed"
     assert [e.sequence_number for e in events] == list(range(len(events)))
     final = events[-1].response  # type: ignore[union-attr]
+    assert isinstance(events[0], ResponseCreatedEvent)
+    assert events[0].response.completed_at is None, "not before it is"
+    assert final.completed_at is not None and final.completed_at >= final.created_at
     assert [i.type for i in final.output] == ["reasoning", "message", "function_call"]
     assert final.output[1].content[0].text == "Checking."
     deltas = "".join(e.delta for e in events if e.type == "response.output_text.delta")
@@ -213,6 +219,30 @@ async def test_a_json_schema_text_format_answers_with_the_object(stream: bool) -
     assert api.requests[0].tool_names == ["StructuredOutput"]
     offered = api.requests[0].tools[0]["input_schema"]
     assert (offered["title"], offered["required"]) == ("weather", ["city", "celsius"])
+
+
+@pytest.mark.parametrize("stream", [False, True], ids=["whole", "streamed"])
+async def test_a_json_schema_answer_that_calls_a_tool_hands_back_the_call_only(
+    stream: bool,
+) -> None:
+    """With `text.format` a json_schema, every message is the structured output: the words the
+    model writes before a call are no message, streamed or not, so `responses.parse` (which
+    parses every message as the format) gets the call and no text it cannot parse."""
+
+    class Weather(BaseModel):
+        city: str
+
+    script = [reply(text("Let me check."), tool_use("get_weather", {"city": "Paris"}))]
+    async with ScriptedMessagesAPI(script) as api, gateway(api.settings()) as (_, client):
+        request: Any = {"model": MODEL, "input": "Weather?", "tools": [WEATHER_TOOL]}
+        if stream:
+            async with client.responses.stream(**request, text_format=Weather) as events:
+                response = await events.get_final_response()
+        else:
+            response = await client.responses.parse(**request, text_format=Weather)
+    assert [i.type for i in response.output] == ["function_call"]
+    assert response.output_parsed is None
+    assert len(api.requests) == 1
 
 
 @pytest.mark.parametrize("stream", [False, True], ids=["whole", "streamed"])
@@ -477,6 +507,35 @@ async def test_a_stored_response_is_read_and_deleted_and_then_unknown() -> None:
     assert len(api.requests) == 1, "nothing ran for the unknown id"
 
 
+async def test_reading_a_stored_response_refuses_a_query_it_cannot_honour_by_name() -> None:
+    """Only a background response can be streamed again (none is run here), and every response
+    holds all the gateway can include: `stream`, another `include`, or any other query of GET
+    /v1/responses/{id} is a 400 naming it, never a JSON body the client reads as an empty
+    stream."""
+    async with (
+        ScriptedMessagesAPI([reply(text("Sunny."))]) as api,
+        gateway(api.settings()) as (base_url, client),
+        httpx.AsyncClient(timeout=60, headers={"authorization": "Bearer sk-test"}) as http,
+    ):
+        created = await client.responses.create(model=MODEL, input="Weather?")
+        read = await client.responses.retrieve(created.id, include=["reasoning.encrypted_content"])
+        with pytest.raises(openai.BadRequestError) as streamed:
+            await client.responses.retrieve(created.id, stream=True)
+        with pytest.raises(openai.BadRequestError) as resumed:
+            async with client.responses.stream(response_id=created.id, starting_after=2):
+                pass
+        with pytest.raises(openai.BadRequestError) as logprobs:
+            await client.responses.retrieve(created.id, include=["message.output_text.logprobs"])
+        unknown = await http.get(f"{base_url}/v1/responses/{created.id}?page=2")
+    assert read.output_text == "Sunny."
+    assert streamed.value.param == resumed.value.param == "stream"
+    assert "background" in streamed.value.message
+    assert logprobs.value.param == "include"
+    assert unknown.status_code == 400, unknown.text
+    assert unknown.json()["error"]["param"] == "page"
+    assert len(api.requests) == 1
+
+
 async def test_the_store_keeps_as_many_responses_as_the_gateway_is_told() -> None:
     script = [reply(text("One.")), reply(text("Two."))]
     async with (
@@ -593,6 +652,32 @@ async def test_what_cannot_be_honoured_is_a_400_naming_it(
     assert error["type"] == "invalid_request_error"
     assert named in error["message"]
     assert api.all_requests == []
+
+
+async def test_drop_params_leaves_out_what_cannot_be_honoured_and_says_so() -> None:
+    """`--drop-params` on the Responses API as on Chat Completions: an OpenAI Agents SDK
+    `ModelSettings(truncation="auto", verbosity="low", temperature=...)` is served, each setting
+    left out with a warning in the `sf-provider-warnings` header."""
+    async with (
+        ScriptedMessagesAPI([reply(text("Sunny."))]) as api,
+        gateway(api.settings(), drop_params=True) as (_, client),
+    ):
+        raw = await client.responses.with_raw_response.create(
+            model=MODEL,
+            input="Weather?",
+            temperature=0.1,
+            truncation="auto",
+            service_tier="priority",
+            text={"verbosity": "low"},
+        )
+    response = raw.parse()
+    assert response.output_text == "Sunny."
+    assert (response.truncation, response.service_tier) == ("disabled", "default")
+    warnings = json.loads(raw.headers["sf-provider-warnings"])
+    assert {w["code"] for w in warnings} == {"parameter-dropped"}
+    named = {w["message"].split("'")[1] for w in warnings}
+    assert named == {"temperature", "truncation", "service_tier", "text.verbosity"}
+    assert "temperature" not in api.requests[0].body
 
 
 async def test_an_upstream_error_before_any_content_keeps_its_status() -> None:

@@ -3,6 +3,8 @@ and a response visible only to the owner (API key) that stored it."""
 
 from __future__ import annotations
 
+import dataclasses
+import json
 import socket
 import sys
 from collections.abc import AsyncIterator, Callable
@@ -143,3 +145,34 @@ def test_a_redis_url_without_the_extra_names_it(monkeypatch: pytest.MonkeyPatch)
 def test_a_response_store_is_a_redis_url() -> None:
     with pytest.raises(ValueError, match="response_store"):
         GatewaySettings(response_store="http://127.0.0.1:6379")
+
+
+async def test_a_redis_store_smaller_than_what_redis_holds_keeps_storing(
+    redis_server: RedisServer,
+) -> None:
+    """A replica (or a restart) with a smaller `--response-store-size` than the responses Redis
+    holds removes the oldest beyond its size, however many: the next response is stored, not
+    a 503 for every one."""
+    from redis.asyncio import Redis
+
+    from sf_provider.gateway._redis_store import _INDEX
+
+    many = 9000  # more than one Lua call takes as arguments (8000)
+    async with Redis.from_url(redis_server.url) as server:
+        # As a replica of a larger size stored them, oldest first (in one round trip).
+        async with server.pipeline(transaction=False) as pipe:
+            for n in range(many):
+                key = f"sf-provider:response:a:resp_{n}"
+                pipe.set(key, json.dumps(dataclasses.asdict(record(f"resp_{n}"))))
+                pipe.zadd(_INDEX, {key: n})
+            await pipe.execute()
+        small = response_store(
+            GatewaySettings(response_store=redis_server.url, response_store_size=2)
+        )
+        await small.put(record("resp_new"))
+        assert await small.get("a", "resp_new") == record("resp_new")
+        assert await small.get("a", f"resp_{many - 1}") == record(f"resp_{many - 1}")
+        assert await small.get("a", f"resp_{many - 2}") is None, "the oldest beyond it went"
+        assert await server.zcard(_INDEX) == 2
+        assert len(await server.keys("sf-provider:response:*")) == 2
+        await small.aclose()

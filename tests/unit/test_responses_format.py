@@ -28,6 +28,7 @@ from sf_provider._request import (
     UserMessage,
 )
 from sf_provider._responses_format import (
+    DROPPABLE,
     EventMapper,
     UnsupportedParameterError,
     input_item_list,
@@ -195,6 +196,57 @@ def test_what_cannot_be_honoured_is_refused_naming_the_field(
     assert words in str(error)
     info = error_info(error)
     assert (info.status, info.param, info.code) == (400, param, "unsupported_parameter")
+
+
+def test_drop_params_leaves_out_what_cannot_be_honoured_with_a_warning_each() -> None:
+    """As on Chat Completions (`--drop-params`): the sampling settings and a value that asks for
+    what cannot be honoured are left out, each with a `parameter-dropped` warning naming it."""
+    body = {
+        "input": "hi",
+        "temperature": 0.2,
+        "top_p": 0.9,
+        "truncation": "auto",
+        "top_logprobs": 3,
+        "service_tier": "priority",
+        "text": {"verbosity": "low"},
+        # What the OpenAI Agents SDK adds to `include` with top_logprobs.
+        "include": ["message.output_text.logprobs", "reasoning.encrypted_content"],
+    }
+    call = parse_request(body, drop=DROPPABLE)
+    named = sorted(w.message.split("'")[1] for w in call.dropped)
+    assert named == sorted(
+        [
+            "temperature",
+            "top_p",
+            "truncation",
+            "top_logprobs",
+            "service_tier",
+            "text.verbosity",
+            "include",
+        ]
+    )
+    [include] = [w for w in call.dropped if "'include'" in w.message]
+    assert "message.output_text.logprobs" in include.message
+    assert {w.code for w in call.dropped} == {"parameter-dropped"}
+    assert not {"temperature", "top_p"} & call.options.keys()
+    assert call.echo["text"] == {"format": {"type": "text"}, "verbosity": "medium"}
+    assert call.echo["temperature"] is None
+    with pytest.raises(UnsupportedParameterError):
+        parse_request(body)
+
+
+@pytest.mark.parametrize(
+    ("name", "value"),
+    [("background", True), ("conversation", "conv_1"), ("prompt", {"id": "pmpt_1"})],
+)
+def test_drop_params_still_refuses_what_carries_the_conversation_or_how_it_is_answered(
+    name: str, value: Any
+) -> None:
+    """Left out, a stored conversation or prompt would be a different question, and a
+    background request's client expects to be answered at once and come back for the answer."""
+    with pytest.raises(UnsupportedParameterError) as info:
+        parse_request({"input": "hi", name: value}, drop=DROPPABLE)
+    assert info.value.param == name
 
 
 # --------------------------------------------------------------------------- input items
