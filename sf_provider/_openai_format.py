@@ -436,8 +436,9 @@ def completion_id() -> str:
 
 
 def message(result: t.GenerateResult, *, structured: bool = False) -> dict[str, Any]:
-    """The assistant message of a `GenerateResult` (single-turn: its calls are the client's)."""
-    content: str | None = result.text or None
+    """The assistant message of a `GenerateResult` (single-turn: its calls are the client's).
+    With `structured`, the content is the structured output alone (none with calls instead)."""
+    content: str | None = None if structured else result.text or None
     if structured and result.structured_output is not None:
         content = json.dumps(result.structured_output, ensure_ascii=False)
     answer: dict[str, Any] = {"role": "assistant", "content": content, "refusal": None}

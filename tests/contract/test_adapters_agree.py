@@ -568,8 +568,10 @@ class OpenAIStyleDoor(Door):
             calls += made
             if not (case.run_tools and made):
                 finish = self.FINISH.get(choice.finish_reason, choice.finish_reason)
-                if case.output:  # the object is the answer's text on this wire
-                    return Outcome(calls, "", finish, json.loads(message.content))
+                if case.output:  # the object is the answer's text on this wire (or no text)
+                    return Outcome(
+                        calls, "", finish, json.loads(message.content) if message.content else None
+                    )
                 return Outcome(calls, message.content or "", finish)
             messages.append(
                 {
@@ -747,8 +749,8 @@ class MessagesDoor(Door):
         calls = calls + [(b.id, b.name, b.input) for b in message.content if b.type == "tool_use"]
         answer = "".join(b.text for b in message.content if b.type == "text")
         finish = self.FINISH.get(message.stop_reason, message.stop_reason)
-        if case.output:  # the object is the answer's text on this wire
-            return Outcome(calls, "", finish, json.loads(answer))
+        if case.output:  # the object is the answer's text on this wire (or no text)
+            return Outcome(calls, "", finish, json.loads(answer) if answer else None)
         return Outcome(calls, answer, finish)
 
 
@@ -842,8 +844,10 @@ class ResponsesDoor(Door):
             calls += made
             if not (case.run_tools and made):
                 answer = response.output_text
-                if case.output:  # the object is the answer's text on this wire
-                    return Outcome(calls, "", self._finish(response), json.loads(answer))
+                if case.output:  # the object is the answer's text on this wire (or no text)
+                    return Outcome(
+                        calls, "", self._finish(response), json.loads(answer) if answer else None
+                    )
                 return Outcome(calls, answer, self._finish(response))
             results = [
                 {"type": "function_call_output", "call_id": i, "output": str(TOOLS[n](**a))}
@@ -1028,6 +1032,7 @@ def check_asked_again(api: ScriptedMessagesAPI) -> None:
 
 
 PARIS = {"city": "Paris", "celsius": 18}
+LYON = tool_use("get_celsius", {"city": "Lyon"}, "toolu_lyon")
 #: The doors whose answer is the object (in the answer's text): the model's words are not sent.
 OBJECT_ONLY = {
     door: Outcome(structured=PARIS, finish="stop")
@@ -1197,6 +1202,17 @@ CASES: dict[str, Expected] = {
         check_asked_again,
         per_door=OBJECT_ONLY,
     ),
+    "structured-output-with-a-call": Expected(
+        Case(answers(reply(text("Let me check."), LYON)), tools=("get_celsius",), output=City),
+        # The words are no answer on the wire doors: there, the answer is the object, and
+        # `responses.parse` would parse them as one.
+        Outcome([("toolu_lyon", "get_celsius", {"city": "Lyon"})], "", "tool-calls"),
+        per_door={
+            "core": Outcome(
+                [("toolu_lyon", "get_celsius", {"city": "Lyon"})], "Let me check.", "tool-calls"
+            )
+        },
+    ),
     "image": Expected(
         Case(answers(reply(text("A transparent pixel."))), "What is this?", image=True),
         Outcome([], "A transparent pixel.", "stop"),
@@ -1215,6 +1231,8 @@ NOT_EXPRESSIBLE: dict[tuple[str, str], str] = {
         for door in ("litellm", "chat-completions")
     },
     ("responses", "error-tool-result"): "a function_call_output has no error flag",
+    ("pydantic-ai", "structured-output-with-a-call"): "with an output type, the Agent runs tools",
+    ("langchain", "structured-output-with-a-call"): "with_structured_output binds no tools",
     ("responses", "stop"): "the Responses API has no stop sequences",
     ("responses", "stop-streamed"): "the Responses API has no stop sequences",
 }
