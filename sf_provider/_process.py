@@ -80,6 +80,19 @@ class QueryTransport(SubprocessCLITransport):
         process = getattr(self, "_process", None)
         return None if process is None or process.returncode is not None else int(process.pid)
 
+    def exited(self) -> bool:
+        """Whether the CLI has exited (or never started), as the system knows it now: asyncio
+        sets `returncode` only when its child watcher has run, a loop iteration or more after
+        the exit, and a process that died while idle was handed to a query meanwhile (which
+        then failed with nothing sent)."""
+        pid = self.pid
+        if pid is None or not hasattr(os, "waitid"):  # no waitid (macOS): asyncio's word
+            return pid is None
+        try:  # WNOWAIT: asks without reaping; asyncio's child watcher reaps it
+            return os.waitid(os.P_PID, pid, os.WEXITED | os.WNOHANG | os.WNOWAIT) is not None
+        except ChildProcessError:  # reaped by asyncio's watcher thread, not yet reported
+            return True
+
     async def close(self) -> None:
         process = getattr(self, "_process", None)
         if process is not None and process.returncode is None:
@@ -553,7 +566,7 @@ class WarmPool:
         loop = asyncio.get_running_loop()
         # Made under another event loop (unusable here), or exited while idle (killed from
         # outside): stopped, never handed to a query.
-        for proc in [p for p in self._idle if p.loop is not loop or p.transport.pid is None]:
+        for proc in [p for p in self._idle if p.loop is not loop or p.transport.exited()]:
             self._idle.remove(proc)
             proc.kill_now()
         mine = [p for p in self._idle if p.key == key]

@@ -395,6 +395,28 @@ async def test_a_warm_process_that_died_while_idle_is_replaced() -> None:
     assert second.text == "no tools for SECRET-1"
 
 
+@pytest.mark.parametrize("held", ["nothing", "a conversation"])
+async def test_a_process_that_died_just_before_a_query_is_not_handed_to_it(held: str) -> None:
+    """The idle process exited, but asyncio has not yet told the provider (the event loop had
+    not run since): the query must not be given the dead process (it failed with
+    ProcessDiedError though nothing had been sent), but start one, as the fresh path does."""
+    async with (
+        ScriptedMessagesAPI(_model) as api,
+        ClaudeAgentProvider(api.settings(warm_processes=1)) as provider,
+    ):
+        messages: list[dict[str, Any]] = [{"role": "user", "content": "SECRET-1"}]
+        if held == "nothing":
+            await provider.warm_up()  # an emptied process: served without a rewind
+        else:
+            first = await provider.generate(messages)
+            messages += [first.assistant_message(), {"role": "user", "content": "And SECRET-1?"}]
+        await kill_idle_warm_process(provider, unseen=True)
+        second = await provider.generate(messages)
+    assert second.provider_details["process"] == "fresh"
+    assert second.text == "no tools for SECRET-1"
+    assert not api.errors
+
+
 async def test_a_retired_process_is_replaced_before_the_next_query_needs_one(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
