@@ -9,7 +9,9 @@ from __future__ import annotations
 
 import contextvars
 import json
+import os
 import re
+import signal
 from collections.abc import Iterator
 from typing import Any
 
@@ -23,6 +25,7 @@ from sf_provider import (
     ClaudeAgentProvider,
     FunctionTool,
     GenerateResult,
+    ProcessDiedError,
     ProviderCompatibilityError,
     ProviderError,
     ProviderSettings,
@@ -835,3 +838,44 @@ async def test_a_query_cancelled_while_its_warm_process_rewinds_leaves_no_proces
         assert cli_processes() == [] and leftover_query_dirs() == []
         await provider.aclose()
     assert len(api.requests) == 1
+
+
+async def test_aclose_while_a_warm_process_rewinds_ends_the_query_at_once(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A provider closed while a query's warm process is being emptied for it: the query fails
+    with the reason by the time `aclose` returns, as when its CLI is still starting. (The SDK
+    does not fail a control request of a process it stopped: the query waited out the rewind's
+    5 s limit, then started a CLI of its own for a provider already closed.)"""
+    rewinding = anyio.Event()
+    rewind = CLISession.rewind
+
+    async def unanswered_rewind(self: CLISession) -> bool:
+        assert self.transport.pid is not None
+        os.kill(self.transport.pid, signal.SIGSTOP)  # it reads the request, never answers
+        rewinding.set()
+        return await rewind(self)
+
+    errors: list[Exception] = []
+
+    async def query(provider: ClaudeAgentProvider) -> None:
+        try:
+            await provider.generate("second")
+        except ProcessDiedError as exc:
+            errors.append(exc)
+
+    async with ScriptedMessagesAPI(lambda _request: reply(text("hi"))) as api:
+        provider = ClaudeAgentProvider(api.settings(warm_processes=1))
+        await provider.generate("first")
+        monkeypatch.setattr(CLISession, "rewind", unanswered_rewind)
+        async with anyio.create_task_group() as group:
+            group.start_soon(query, provider)
+            await rewinding.wait()
+            await provider.aclose()
+            await anyio.wait_all_tasks_blocked()
+            assert [str(e) for e in errors] == [
+                f"{_process.PROVIDER_CLOSED}: its CLI was stopped before the query finished"
+            ]
+    assert len(api.requests) == 1
+    await no_cli_left()
+    assert cli_processes() == [] and leftover_query_dirs() == []
