@@ -108,7 +108,9 @@ def write_transcript(
                     "cwd": cwd,
                     "sessionId": session_id,
                 },
-                ensure_ascii=False,
+                # Escaped, as the SDK writes a prompt: text may hold half an emoji (a lone
+                # surrogate, from a client that cuts text by UTF-16 units), which UTF-8 cannot
+                # encode; the CLI reads the escape as it reads it in a prompt.
             )
         )
         parent = entry_id

@@ -33,8 +33,9 @@ from claude_agent_sdk._internal.transport.subprocess_cli import SubprocessCLITra
 
 from ._history import TurnRecorder, held_prompt, same_turns
 from ._invoke import INTERRUPTS
+from .errors import ProcessDiedError
 
-__all__ = ["CLISession", "QueryTransport", "Served", "WarmPool", "user_message"]
+__all__ = ["CLISession", "QueryTransport", "Served", "WarmPool", "stopped", "user_message"]
 
 _logger = logging.getLogger("sf_provider")
 _KILL_GRACE_SECONDS = 0.3
@@ -79,6 +80,19 @@ class QueryTransport(SubprocessCLITransport):
         """The CLI's process id while it runs."""
         process = getattr(self, "_process", None)
         return None if process is None or process.returncode is not None else int(process.pid)
+
+    def exited(self) -> bool:
+        """Whether the CLI has exited (or never started), as the system knows it now: asyncio
+        sets `returncode` only when its child watcher has run, a loop iteration or more after
+        the exit, and a process that died while idle was handed to a query meanwhile (which
+        then failed with nothing sent)."""
+        pid = self.pid
+        if pid is None or not hasattr(os, "waitid"):  # no waitid (macOS): asyncio's word
+            return pid is None
+        try:  # WNOWAIT: asks without reaping; asyncio's child watcher reaps it
+            return os.waitid(os.P_PID, pid, os.WEXITED | os.WNOHANG | os.WNOWAIT) is not None
+        except ChildProcessError:  # reaped by asyncio's watcher thread, not yet reported
+            return True
 
     async def close(self) -> None:
         process = getattr(self, "_process", None)
@@ -184,6 +198,9 @@ class CLISession:
         #: The SDK's connect while the CLI starts (`connect`), cancelled by `close`.
         self._starting: anyio.CancelScope | None = None
         self._start_ended = anyio.Event()
+        #: The rewind's control request while it waits for the CLI (`rewind`), cancelled by
+        #: `close`: the SDK does not fail the request of a process it stopped.
+        self._rewinding: anyio.CancelScope | None = None
         self._closed = False
         self._foreign = False  # in a forked child: the parent's process, never stopped here
         self._cost_usd = 0.0
@@ -356,17 +373,21 @@ class CLISession:
         target = self._rewind_to
         if not self.rewindable or target is None or query is None or not self.transport.pid:
             return False
+        response = None
         try:
-            response = await query._send_control_request(
-                {
-                    "subtype": "rewind_conversation",
-                    "target_message_uuid": target,
-                    "last_seen_user_message_uuid": self._last_sent or target,
-                },
-                timeout=_REWIND_TIMEOUT_SECONDS,
-            )
+            with anyio.CancelScope() as self._rewinding:
+                response = await query._send_control_request(
+                    {
+                        "subtype": "rewind_conversation",
+                        "target_message_uuid": target,
+                        "last_seen_user_message_uuid": self._last_sent or target,
+                    },
+                    timeout=_REWIND_TIMEOUT_SECONDS,
+                )
         except Exception:
             return False
+        finally:
+            self._rewinding = None
         if not (isinstance(response, dict) and response.get("rewound") is True):
             return False
         self.conversation, self._rewind_to, self._last_sent = [], None, None
@@ -386,6 +407,8 @@ class CLISession:
                 if self._starting is not None:  # a query (or the pool) waits for the start
                     self._starting.cancel()
                     await self._start_ended.wait()  # the SDK disconnects it then
+                if self._rewinding is not None:  # a query waits for the rewind: no answer now
+                    self._rewinding.cancel()
                 if hasattr(self, "_client"):
                     with anyio.move_on_after(10):
                         await self._client.disconnect()
@@ -553,7 +576,7 @@ class WarmPool:
         loop = asyncio.get_running_loop()
         # Made under another event loop (unusable here), or exited while idle (killed from
         # outside): stopped, never handed to a query.
-        for proc in [p for p in self._idle if p.loop is not loop or p.transport.pid is None]:
+        for proc in [p for p in self._idle if p.loop is not loop or p.transport.exited()]:
             self._idle.remove(proc)
             proc.kill_now()
         mine = [p for p in self._idle if p.key == key]
@@ -588,6 +611,8 @@ class WarmPool:
                 return proc
             self._busy.discard(proc)
             await proc.close()
+            if proc.stopped_by:  # by the application (aclose) meanwhile: the query ends too
+                raise stopped(proc.stopped_by, proc.stderr)
         return None
 
     async def _await_replacement(self, key: Hashable) -> CLISession | None:
@@ -753,6 +778,14 @@ class WarmPool:
 
 #: Why a query fails when its provider is closed while it runs (`CLISession.stopped_by`).
 PROVIDER_CLOSED = "the provider was closed (aclose) while this query ran"
+
+
+def stopped(reason: str, stderr: Iterable[str]) -> ProcessDiedError:
+    """The error of a query whose process the application stopped (`CLISession.stopped_by`)
+    before the query finished."""
+    return ProcessDiedError(
+        f"{reason}: its CLI was stopped before the query finished", stderr="\n".join(stderr)
+    )
 
 
 async def stop_all(procs: Iterable[CLISession], reason: str) -> None:

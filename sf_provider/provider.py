@@ -29,7 +29,7 @@ from ._mapping import PartMapper, ResultCollector
 from ._options import CallOptions
 from ._options import call_options as _checked_options
 from ._outcome import finish_part
-from ._process import PROVIDER_CLOSED, CLISession, Served, WarmPool, stop_all
+from ._process import PROVIDER_CLOSED, CLISession, Served, WarmPool, stop_all, stopped
 from ._tool_choice import NamedToolChoice, ToolChoice, exposed_tools
 from ._tracing import TracedRequest, refused, start_query
 from .capabilities import (
@@ -661,10 +661,7 @@ class ClaudeAgentProvider:
                     return
             assert failure is not None
             if isinstance(failure, ProcessDiedError) and session.stopped_by:
-                failure = ProcessDiedError(
-                    f"{session.stopped_by}: its CLI was stopped before the query finished",
-                    stderr=failure.stderr,
-                )
+                failure = stopped(session.stopped_by, stderr)
             error = ErrorPart(error_type=type(failure).__name__, message=str(failure))
             collector.add(error)
             yield error

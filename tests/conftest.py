@@ -66,16 +66,36 @@ async def no_cli_left(seconds: float = 30.0) -> None:
         await anyio.sleep(0.1)
 
 
-async def kill_idle_warm_process(provider: Any) -> None:
+async def kill_idle_warm_process(provider: Any, *, unseen: bool = False) -> None:
     """SIGKILL the provider's one idle warm process from outside, and wait (at most 30 s, a
     "no hang" bound) until the provider has seen it exit (its child watcher reaped it); its dir
-    stays until the pool next looks at it."""
+    stays until the pool next looks at it.
+
+    `unseen`: wait only until the process has exited, blocking the event loop meanwhile, so
+    that asyncio has not yet run what tells the provider (`returncode` is still None): the
+    next query is then the first to look, as when a process dies just before a query comes."""
     (proc,) = provider._warm_pool()._idle
-    os.kill(proc.transport.pid, signal.SIGKILL)
+    pid = proc.transport.pid
+    os.kill(pid, signal.SIGKILL)
+    if unseen:
+        _block_until_exited(pid)
+        return
     for _ in range(300):
         if proc.transport.pid is None:
             return
         await anyio.sleep(0.1)
+
+
+def _block_until_exited(pid: int) -> None:
+    """Wait (at most 30 s) until the child `pid` has exited, blocking the calling thread, the
+    event loop's, on purpose: asyncio cannot run what tells the provider meanwhile."""
+    for _ in range(3000):
+        try:  # asks without reaping (WNOWAIT); reaped already by a watcher thread: gone
+            if os.waitid(os.P_PID, pid, os.WEXITED | os.WNOHANG | os.WNOWAIT) is not None:
+                return
+        except ChildProcessError:
+            return
+        time.sleep(0.01)
 
 
 @asynccontextmanager

@@ -9,7 +9,9 @@ from __future__ import annotations
 
 import contextvars
 import json
+import os
 import re
+import signal
 from collections.abc import Iterator
 from typing import Any
 
@@ -23,6 +25,7 @@ from sf_provider import (
     ClaudeAgentProvider,
     FunctionTool,
     GenerateResult,
+    ProcessDiedError,
     ProviderCompatibilityError,
     ProviderError,
     ProviderSettings,
@@ -393,6 +396,28 @@ async def test_a_warm_process_that_died_while_idle_is_replaced() -> None:
         second = await provider.generate("SECRET-1")
     assert second.session_id != first.session_id
     assert second.text == "no tools for SECRET-1"
+
+
+@pytest.mark.parametrize("held", ["nothing", "a conversation"])
+async def test_a_process_that_died_just_before_a_query_is_not_handed_to_it(held: str) -> None:
+    """The idle process exited, but asyncio has not yet told the provider (the event loop had
+    not run since): the query must not be given the dead process (it failed with
+    ProcessDiedError though nothing had been sent), but start one, as the fresh path does."""
+    async with (
+        ScriptedMessagesAPI(_model) as api,
+        ClaudeAgentProvider(api.settings(warm_processes=1)) as provider,
+    ):
+        messages: list[dict[str, Any]] = [{"role": "user", "content": "SECRET-1"}]
+        if held == "nothing":
+            await provider.warm_up()  # an emptied process: served without a rewind
+        else:
+            first = await provider.generate(messages)
+            messages += [first.assistant_message(), {"role": "user", "content": "And SECRET-1?"}]
+        await kill_idle_warm_process(provider, unseen=True)
+        second = await provider.generate(messages)
+    assert second.provider_details["process"] == "fresh"
+    assert second.text == "no tools for SECRET-1"
+    assert not api.errors
 
 
 async def test_a_retired_process_is_replaced_before_the_next_query_needs_one(
@@ -813,3 +838,44 @@ async def test_a_query_cancelled_while_its_warm_process_rewinds_leaves_no_proces
         assert cli_processes() == [] and leftover_query_dirs() == []
         await provider.aclose()
     assert len(api.requests) == 1
+
+
+async def test_aclose_while_a_warm_process_rewinds_ends_the_query_at_once(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A provider closed while a query's warm process is being emptied for it: the query fails
+    with the reason by the time `aclose` returns, as when its CLI is still starting. (The SDK
+    does not fail a control request of a process it stopped: the query waited out the rewind's
+    5 s limit, then started a CLI of its own for a provider already closed.)"""
+    rewinding = anyio.Event()
+    rewind = CLISession.rewind
+
+    async def unanswered_rewind(self: CLISession) -> bool:
+        assert self.transport.pid is not None
+        os.kill(self.transport.pid, signal.SIGSTOP)  # it reads the request, never answers
+        rewinding.set()
+        return await rewind(self)
+
+    errors: list[Exception] = []
+
+    async def query(provider: ClaudeAgentProvider) -> None:
+        try:
+            await provider.generate("second")
+        except ProcessDiedError as exc:
+            errors.append(exc)
+
+    async with ScriptedMessagesAPI(lambda _request: reply(text("hi"))) as api:
+        provider = ClaudeAgentProvider(api.settings(warm_processes=1))
+        await provider.generate("first")
+        monkeypatch.setattr(CLISession, "rewind", unanswered_rewind)
+        async with anyio.create_task_group() as group:
+            group.start_soon(query, provider)
+            await rewinding.wait()
+            await provider.aclose()
+            await anyio.wait_all_tasks_blocked()
+            assert [str(e) for e in errors] == [
+                f"{_process.PROVIDER_CLOSED}: its CLI was stopped before the query finished"
+            ]
+    assert len(api.requests) == 1
+    await no_cli_left()
+    assert cli_processes() == [] and leftover_query_dirs() == []

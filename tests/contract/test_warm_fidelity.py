@@ -159,3 +159,32 @@ async def test_an_image_the_cli_scales_down_is_never_continued(width: int, heigh
         await chat(ClaudeAgentProvider(api.settings(warm_processes=0)))
     assert process(warm[1]) == ("fresh" if width > 2000 else "continued")
     assert body(warm_requests[1]) == body(api.requests[1])
+
+
+async def test_a_history_with_half_an_emoji_is_replayed_as_a_live_process_holds_it() -> None:
+    """A client that cuts text by UTF-16 units (JavaScript's `slice`) sends half an emoji, a
+    lone surrogate (`"\\ud83d"` in its JSON). The prompt reached the model, but a history
+    holding it failed before its process started (`UnicodeEncodeError` writing the transcript):
+    every step that took the fresh path. Now it is replayed as the live process holds it."""
+
+    def model(request: RecordedRequest) -> Reply:
+        return reply(text(f"turn {sum(m.get('role') == 'user' for m in request.messages)}"))
+
+    async def chat(provider: ClaudeAgentProvider) -> list[GenerateResult]:
+        messages: list[dict[str, Any]] = [{"role": "user", "content": "Cut short: \ud83d"}]
+        first = await provider.generate(messages)
+        messages += [first.assistant_message(), {"role": "user", "content": "Go on."}]
+        return [first, await provider.generate(messages)]
+
+    async with (
+        ScriptedMessagesAPI(model) as api,
+        ClaudeAgentProvider(api.settings(warm_processes=1)) as provider,
+    ):
+        warm = await chat(provider)
+    warm_requests = api.requests
+    async with ScriptedMessagesAPI(model) as api:
+        cold = await chat(ClaudeAgentProvider(api.settings(warm_processes=0)))
+    assert [process(r) for r in warm] == ["fresh", "continued"]
+    assert [process(r) for r in cold] == ["fresh", "fresh"]
+    assert cold[1].text == "turn 2"
+    assert body(warm_requests[1]) == body(api.requests[1])

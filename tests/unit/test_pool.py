@@ -33,7 +33,7 @@ class StandIn:
         self.closed = False
         self.rewinds = 0
         self.stopped_by: str | None = None
-        self.transport = type("T", (), {"pid": 1})()
+        self.transport = type("T", (), {"pid": 1, "exited": lambda _self: False})()
 
     async def rewind(self) -> bool:
         await anyio.sleep(0.01)  # the CLI answers a control request
