@@ -204,7 +204,11 @@ def _log_failure(message: str, exc: BaseException) -> None:
     """`message` and the traceback, on the `sf_provider.tools` logger; for an exception whose
     own message is long (a 10 MB one was logged whole), the frames only, after `message`,
     which holds it clipped (`_describe`)."""
-    if len(str(exc)) <= _SHOWN_MESSAGE:
+    try:
+        short = len(str(exc)) <= _SHOWN_MESSAGE
+    except Exception:  # unreadable (`_describe`): the traceback says "<exception str() failed>"
+        short = True
+    if short:
         logger.warning(message, exc_info=exc)
         return
     frames = "".join(traceback.format_tb(exc.__traceback__)).rstrip()
@@ -221,7 +225,11 @@ def _describe(exc: BaseException) -> str:
         exc = exc.exit
     if isinstance(exc, SystemExit):
         return f"SystemExit: exit code {exc.code!r}"
-    text = clip(str(exc), _SHOWN_MESSAGE)
+    try:
+        text = clip(str(exc), _SHOWN_MESSAGE)
+    except Exception as failure:  # a `__str__` naming an attribute `__init__` never set, say
+        why = type(failure).__name__
+        return f"{type(exc).__name__} (its message cannot be shown: str() raised {why})"
     return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
 
 
