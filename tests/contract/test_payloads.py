@@ -178,3 +178,42 @@ async def test_a_text_answer_larger_than_max_buffer_size_raises_a_provider_error
         provider = ClaudeAgentProvider(api.settings(max_buffer_size=1 * MiB))
         with anyio.fail_after(60), pytest.raises(CLIOutputError, match="max_buffer_size"):
             await provider.generate("say a lot")
+
+
+# --------------------------------------------------------------------------- images
+
+
+SVG = "PHN2ZyB4bWxucz0iaHR0cDovL3d3dy53My5vcmcvMjAwMC9zdmciLz4="  # <svg xmlns=".../svg"/>
+
+
+@pytest.mark.parametrize(
+    ("data", "mime", "problem"),
+    [
+        (SVG, "image/svg+xml", "mimeType 'image/svg+xml' is not an image type the model takes"),
+        ("not base64!", "image/png", "data is not base64"),
+    ],
+    ids=["svg", "not-base64"],
+)
+async def test_an_image_the_model_cannot_receive_is_the_tools_named_failure(
+    data: str, mime: str, problem: str
+) -> None:
+    """The CLI told the model, for an SVG (or a BMP), that the image was saved to a file in the
+    query's temp dir, which it cannot open and which is removed; for data that is not base64,
+    that the MCP server "returned a malformed result". Neither named the tool or the cause."""
+    from mcp import types
+
+    chart = FunctionTool(
+        name="chart",
+        description="Draw a chart.",
+        executor=lambda _: types.ImageContent(data=data, mime_type=mime),
+    )
+    async with ScriptedMessagesAPI([reply(tool_use("chart")), reply(text("done"))]) as api:
+        provider = ClaudeAgentProvider(api.settings(warm_processes=0))
+        result = await provider.generate("draw it", tools=[chart])
+    assert result.text == "done"
+    [block] = api.requests[1].tool_results()
+    assert block.get("is_error") is True
+    shown = _text_of(block)
+    assert shown.startswith("Tool 'chart' returned a value that cannot be sent: ")
+    assert problem in shown
+    assert "saved to" not in shown and "malformed" not in shown
