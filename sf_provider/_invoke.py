@@ -34,7 +34,7 @@ import logging
 import sys
 import threading
 import traceback
-from collections.abc import Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from typing import Any, TypeVar
 
 import anyio
@@ -380,13 +380,12 @@ async def _execute(call: RunningCall, args: dict[str, Any]) -> Any:
     token = _CURRENT_CALL.set(call)
     try:
         if inspect.iscoroutinefunction(executor):
-            try:
-                return await executor(args)
-            except SystemExit as exc:
-                raise _ToolExit(exc) from exc
+            return await _awaited(executor(args))
+        # A thread's SystemExit comes back as `_ToolExit`; one raised here while it runs is
+        # the application's (a signal handler's), not the tool's.
         value = await run_sync_in_daemon_thread(executor, args)
-        if inspect.isawaitable(value):
-            value = await value
+        if inspect.isawaitable(value):  # an async `__call__`, a lambda returning a coroutine
+            value = await _awaited(value)
         return value
     except anyio.get_cancelled_exc_class() as exc:
         if _cancelling():
@@ -394,6 +393,14 @@ async def _execute(call: RunningCall, args: dict[str, Any]) -> Any:
         raise _ToolCancelled(exc) from exc
     finally:
         _CURRENT_CALL.reset(token)
+
+
+async def _awaited(awaitable: Awaitable[Any]) -> Any:
+    """What an async executor's awaitable gives; its `SystemExit` is the call's failure."""
+    try:
+        return await awaitable
+    except SystemExit as exc:
+        raise _ToolExit(exc) from exc
 
 
 async def run_sync_in_daemon_thread(fn: Callable[..., T], *args: Any) -> T:

@@ -116,13 +116,29 @@ async def test_a_cancelled_error_no_one_asked_for_is_an_error_result_and_the_bri
 # --------------------------------------------------------------------------- SystemExit
 
 
-@pytest.mark.parametrize("kind", ["sync", "async", "argparse"])
+class AsyncCallable:
+    """An executor object with an `async def __call__` (not a coroutine function itself)."""
+
+    def __init__(self, exc: BaseException, raised: list[BaseException]) -> None:
+        self.run = async_raiser(exc, raised)
+
+    async def __call__(self, arguments: dict[str, Any]) -> Any:
+        return await self.run(arguments)
+
+
+@pytest.mark.parametrize("kind", ["sync", "async", "argparse", "async-callable", "coroutine"])
 async def test_sys_exit_in_an_executor_is_an_error_result_and_the_query_goes_on(kind: str) -> None:
+    # "async-callable" and "coroutine" (a lambda returning a coroutine): the coroutine is
+    # awaited after the executor returned it, and its SystemExit stopped the query and was
+    # raised from generate(), as an interrupt.
     raised: list[BaseException] = []
+    coroutine_of = async_raiser(SystemExit(3), raised)
     executor = {
         "sync": raiser(SystemExit(3), raised),
         "async": async_raiser(SystemExit(3), raised),
         "argparse": argparse_tool,
+        "async-callable": AsyncCallable(SystemExit(3), raised),
+        "coroutine": lambda arguments: coroutine_of(arguments),
     }[kind]
     code = 2 if kind == "argparse" else 3
     async with ScriptedMessagesAPI(call_then_done()) as api:
