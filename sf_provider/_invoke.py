@@ -76,8 +76,12 @@ DEFAULT_MAX_RESULT_CHARS = 500_000
 
 
 def truncate_output(output: ToolOutput, limit: int | None, tool_name: str) -> ToolOutput:
-    """`output` cut to `limit` characters of text, ending with an explicit marker."""
-    total = sum(len(str(b.get("text", ""))) for b in output.content if b.get("type") == "text")
+    """`output` cut to `limit` characters of text, ending with an explicit marker.
+
+    Characters as the Claude Code CLI counts them: UTF-16 code units, so a character outside
+    the Basic Multilingual Plane (an emoji) counts 2. Counted in code points, 300,000 emoji
+    passed as within the limit, and the CLI replaced them by its preview (measured)."""
+    total = sum(_units(str(b.get("text", ""))) for b in output.content if b.get("type") == "text")
     if limit is None or total <= limit:
         return output
     marker = (
@@ -90,8 +94,8 @@ def truncate_output(output: ToolOutput, limit: int | None, tool_name: str) -> To
         if block.get("type") != "text":
             content.append(block)
             continue
-        piece = str(block.get("text", ""))[:budget]
-        budget -= len(piece)
+        piece = _first_units(str(block.get("text", "")), budget)
+        budget -= _units(piece)
         if piece:
             content.append({**block, "text": piece})
     kept = limit - len(marker.format(kept=limit))
@@ -104,6 +108,26 @@ def truncate_output(output: ToolOutput, limit: int | None, tool_name: str) -> To
         content.append({"type": "text", "text": note})
     logger.warning("result of tool %r truncated from %d to %d characters", tool_name, total, kept)
     return ToolOutput(content=content, is_error=output.is_error)
+
+
+def _units(text: str) -> int:
+    """The length of `text` in UTF-16 code units (JavaScript's `length`, the CLI's measure)."""
+    if text.isascii():
+        return len(text)
+    return len(text.encode("utf-16-le", "surrogatepass")) // 2
+
+
+def _first_units(text: str, units: int) -> str:
+    """The longest start of `text` at most `units` UTF-16 code units long, never half of a
+    character outside the Basic Multilingual Plane."""
+    if text.isascii():
+        return text[:units]
+    prefix = text.encode("utf-16-le", "surrogatepass")[: 2 * units].decode(
+        "utf-16-le", "surrogatepass"
+    )
+    if prefix and prefix[-1] != text[len(prefix) - 1]:  # the first half of a surrogate pair
+        prefix = prefix[:-1]
+    return prefix
 
 
 def _well_formed(output: ToolOutput) -> ToolOutput:

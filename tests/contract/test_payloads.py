@@ -91,6 +91,30 @@ async def test_a_10_mib_result_is_truncated_with_a_marker_the_model_and_the_app_
     assert reported is not None and reported.output.replace("\n", "") == sent.replace("\n", "")
 
 
+def _utf16_units(value: str) -> int:
+    return len(value.encode("utf-16-le")) // 2
+
+
+async def test_a_result_of_characters_outside_the_bmp_is_measured_as_the_cli_measures_it() -> None:
+    """The CLI measures a result in UTF-16 code units (an emoji is 2): 300,000 emoji, 300,000
+    characters to Python and under the ceiling, were replaced by the CLI's preview of a file
+    the model cannot open, and the app's copy said the same."""
+    payload = "\U0001f600" * 300_000
+    script = [reply(tool_use("dump")), reply(text("received"))]
+    async with ScriptedMessagesAPI(script) as api:
+        provider = ClaudeAgentProvider(api.settings(warm_processes=0))
+        with anyio.fail_after(60):
+            result = await provider.generate("dump it", tools=[_returning(payload)])
+
+    sent = _text_of(api.requests[1].tool_results()[0])
+    assert "<persisted-output>" not in sent, _preview_marker(sent)
+    assert _utf16_units(sent) == CLI_RESULT_CEILING
+    marker = sent[sent.rindex("\n[truncated by sf-provider") :]
+    assert payload.startswith(sent[: -len(marker)])
+    reported = result.tool_calls[0].result
+    assert reported is not None and reported.output.replace("\n", "") == sent.replace("\n", "")
+
+
 async def test_a_result_with_lone_surrogates_reads_the_same_to_the_model_and_the_app() -> None:
     """The API gets U+FFFD for a lone surrogate (bytes decoded with surrogateescape); the app's
     copy of the result used to keep the surrogate, so the two disagreed."""
