@@ -247,13 +247,14 @@ def _describe(exc: BaseException) -> str:
     """`Type: message`, with the exit code for `SystemExit`."""
     if isinstance(exc, _ToolExit | _ToolCancelled):
         exc = exc.exit
-    if isinstance(exc, SystemExit):
-        return f"SystemExit: exit code {exc.code!r}"
     try:
+        if isinstance(exc, SystemExit):  # `sys.exit(message)` takes a message too
+            return f"SystemExit: exit code {clip(repr(exc.code), _SHOWN_MESSAGE)}"
         text = clip(str(exc), _SHOWN_MESSAGE)
     except Exception as failure:  # a `__str__` naming an attribute `__init__` never set, say
-        why = type(failure).__name__
-        return f"{type(exc).__name__} (its message cannot be shown: str() raised {why})"
+        read = "repr() of its code" if isinstance(exc, SystemExit) else "str()"
+        why = f"{read} raised {type(failure).__name__}"
+        return f"{type(exc).__name__} (its message cannot be shown: {why})"
     return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
 
 

@@ -723,3 +723,15 @@ async def test_an_exception_whose_message_cannot_be_read_is_described_not_raised
     )
     assert (output.text, output.is_error) == (expected, True)
     assert unreadable in caplog.text
+
+
+async def test_a_long_sys_exit_message_is_clipped_like_an_exceptions() -> None:
+    """`sys.exit(message)` (a tool's usage error, say) was repeated whole to the model."""
+
+    def exits(_arguments: dict[str, Any]) -> str:
+        raise SystemExit("usage: " + "x" * 10**6)
+
+    output = await invoke_tool(FunctionTool(name="t", executor=exits), {}, default_timeout=None)
+
+    assert output.is_error and output.text.startswith("Tool 't' failed: SystemExit: exit code ")
+    assert len(output.text) < 3000 and "more characters]" in output.text
