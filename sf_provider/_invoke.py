@@ -34,7 +34,7 @@ import logging
 import sys
 import threading
 import traceback
-from collections.abc import Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from typing import Any, TypeVar
 
 import anyio
@@ -76,8 +76,12 @@ DEFAULT_MAX_RESULT_CHARS = 500_000
 
 
 def truncate_output(output: ToolOutput, limit: int | None, tool_name: str) -> ToolOutput:
-    """`output` cut to `limit` characters of text, ending with an explicit marker."""
-    total = sum(len(str(b.get("text", ""))) for b in output.content if b.get("type") == "text")
+    """`output` cut to `limit` characters of text, ending with an explicit marker.
+
+    Characters as the Claude Code CLI counts them: UTF-16 code units, so a character outside
+    the Basic Multilingual Plane (an emoji) counts 2. Counted in code points, 300,000 emoji
+    passed as within the limit, and the CLI replaced them by its preview (measured)."""
+    total = sum(_units(str(b.get("text", ""))) for b in output.content if b.get("type") == "text")
     if limit is None or total <= limit:
         return output
     marker = (
@@ -90,8 +94,8 @@ def truncate_output(output: ToolOutput, limit: int | None, tool_name: str) -> To
         if block.get("type") != "text":
             content.append(block)
             continue
-        piece = str(block.get("text", ""))[:budget]
-        budget -= len(piece)
+        piece = _first_units(str(block.get("text", "")), budget)
+        budget -= _units(piece)
         if piece:
             content.append({**block, "text": piece})
     kept = limit - len(marker.format(kept=limit))
@@ -104,6 +108,26 @@ def truncate_output(output: ToolOutput, limit: int | None, tool_name: str) -> To
         content.append({"type": "text", "text": note})
     logger.warning("result of tool %r truncated from %d to %d characters", tool_name, total, kept)
     return ToolOutput(content=content, is_error=output.is_error)
+
+
+def _units(text: str) -> int:
+    """The length of `text` in UTF-16 code units (JavaScript's `length`, the CLI's measure)."""
+    if text.isascii():
+        return len(text)
+    return len(text.encode("utf-16-le", "surrogatepass")) // 2
+
+
+def _first_units(text: str, units: int) -> str:
+    """The longest start of `text` at most `units` UTF-16 code units long, never half of a
+    character outside the Basic Multilingual Plane."""
+    if text.isascii():
+        return text[:units]
+    prefix = text.encode("utf-16-le", "surrogatepass")[: 2 * units].decode(
+        "utf-16-le", "surrogatepass"
+    )
+    if prefix and prefix[-1] != text[len(prefix) - 1]:  # the first half of a surrogate pair
+        prefix = prefix[:-1]
+    return prefix
 
 
 def _well_formed(output: ToolOutput) -> ToolOutput:
@@ -204,7 +228,11 @@ def _log_failure(message: str, exc: BaseException) -> None:
     """`message` and the traceback, on the `sf_provider.tools` logger; for an exception whose
     own message is long (a 10 MB one was logged whole), the frames only, after `message`,
     which holds it clipped (`_describe`)."""
-    if len(str(exc)) <= _SHOWN_MESSAGE:
+    try:
+        short = len(str(exc)) <= _SHOWN_MESSAGE
+    except Exception:  # unreadable (`_describe`): the traceback says "<exception str() failed>"
+        short = True
+    if short:
         logger.warning(message, exc_info=exc)
         return
     frames = "".join(traceback.format_tb(exc.__traceback__)).rstrip()
@@ -219,9 +247,14 @@ def _describe(exc: BaseException) -> str:
     """`Type: message`, with the exit code for `SystemExit`."""
     if isinstance(exc, _ToolExit | _ToolCancelled):
         exc = exc.exit
-    if isinstance(exc, SystemExit):
-        return f"SystemExit: exit code {exc.code!r}"
-    text = clip(str(exc), _SHOWN_MESSAGE)
+    try:
+        if isinstance(exc, SystemExit):  # `sys.exit(message)` takes a message too
+            return f"SystemExit: exit code {clip(repr(exc.code), _SHOWN_MESSAGE)}"
+        text = clip(str(exc), _SHOWN_MESSAGE)
+    except Exception as failure:  # a `__str__` naming an attribute `__init__` never set, say
+        read = "repr() of its code" if isinstance(exc, SystemExit) else "str()"
+        why = f"{read} raised {type(failure).__name__}"
+        return f"{type(exc).__name__} (its message cannot be shown: {why})"
     return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
 
 
@@ -372,13 +405,12 @@ async def _execute(call: RunningCall, args: dict[str, Any]) -> Any:
     token = _CURRENT_CALL.set(call)
     try:
         if inspect.iscoroutinefunction(executor):
-            try:
-                return await executor(args)
-            except SystemExit as exc:
-                raise _ToolExit(exc) from exc
+            return await _awaited(executor(args))
+        # A thread's SystemExit comes back as `_ToolExit`; one raised here while it runs is
+        # the application's (a signal handler's), not the tool's.
         value = await run_sync_in_daemon_thread(executor, args)
-        if inspect.isawaitable(value):
-            value = await value
+        if inspect.isawaitable(value):  # an async `__call__`, a lambda returning a coroutine
+            value = await _awaited(value)
         return value
     except anyio.get_cancelled_exc_class() as exc:
         if _cancelling():
@@ -386,6 +418,14 @@ async def _execute(call: RunningCall, args: dict[str, Any]) -> Any:
         raise _ToolCancelled(exc) from exc
     finally:
         _CURRENT_CALL.reset(token)
+
+
+async def _awaited(awaitable: Awaitable[Any]) -> Any:
+    """What an async executor's awaitable gives; its `SystemExit` is the call's failure."""
+    try:
+        return await awaitable
+    except SystemExit as exc:
+        raise _ToolExit(exc) from exc
 
 
 async def run_sync_in_daemon_thread(fn: Callable[..., T], *args: Any) -> T:

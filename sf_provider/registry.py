@@ -20,7 +20,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from ._invoke import invoke_tool
-from .errors import DuplicateToolNameError, ProviderCompatibilityError
+from .errors import DuplicateToolNameError, ProviderCompatibilityError, ToolDefinitionError
 from .gates import CallContext, Gate
 from .tools import FunctionTool, ToolOutput
 
@@ -115,6 +115,15 @@ class ToolRegistry:
             raise TypeError(f"register() takes a FunctionTool, not {type(tool).__name__}")
         if tool.name in self._tools or (self.guidance and tool.name == GUIDANCE_TOOL_NAME):
             raise DuplicateToolNameError(f"a tool named {tool.name!r} is already registered")
+        if tool.group is not None:
+            switch = group_env_var(tool.group)
+            for other in self.all_groups():
+                if other != tool.group and group_env_var(other) == switch:
+                    raise ToolDefinitionError(
+                        f"tool {tool.name!r}: its group {tool.group!r} and the group {other!r} "
+                        f"would share the switch {switch}, which could not turn one on or off "
+                        f"without the other; rename one of them"
+                    )
         self._tools[tool.name] = tool
         return tool
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import base64
+import binascii
 import contextvars
 import dataclasses
 import functools
@@ -173,12 +175,37 @@ def _block_problem(block: Mapping[str, Any]) -> str | None:
         missing = [k for k in ("data", "mimeType") if not isinstance(block.get(k), str)]
         if missing:
             return f"an image block needs {' and '.join(repr(k) for k in missing)} (strings)"
+        problem = _image_problem(block["data"], block["mimeType"])
+        if problem is not None:
+            return problem
     extra = sorted(str(k) for k in block if k not in _BLOCK_KEYS[kind])
     if extra:
         return (
             f"a {kind} block has {', '.join(repr(k) for k in extra)}, which would not reach the "
             f"model; remove {'it' if len(extra) == 1 else 'them'}"
         )
+    return None
+
+
+#: The image types the Messages API takes. The CLI passes another (an SVG, a BMP) to the model
+#: as a note that it was saved to a file in the query's temp dir, which the model cannot open.
+IMAGE_TYPES = ("image/jpeg", "image/png", "image/gif", "image/webp")
+
+
+def _image_problem(data: str, mime: str) -> str | None:
+    """What keeps an image block from reaching the model as an image, or None. Data that is
+    not base64 reached the model as the CLI's "malformed result" error, naming nothing."""
+    if mime not in IMAGE_TYPES:
+        return (
+            f"an image block's mimeType {clip(mime, 80)!r} is not an image type the model takes "
+            f"({', '.join(IMAGE_TYPES)}): convert the image, or return what it shows as text"
+        )
+    try:
+        decoded = base64.b64decode(data, validate=True)
+    except binascii.Error as exc:
+        return f"an image block's data is not base64 ({exc}): encode the image's bytes"
+    if not decoded:
+        return "an image block's data is empty: it holds no image"
     return None
 
 

@@ -91,6 +91,30 @@ async def test_a_10_mib_result_is_truncated_with_a_marker_the_model_and_the_app_
     assert reported is not None and reported.output.replace("\n", "") == sent.replace("\n", "")
 
 
+def _utf16_units(value: str) -> int:
+    return len(value.encode("utf-16-le")) // 2
+
+
+async def test_a_result_of_characters_outside_the_bmp_is_measured_as_the_cli_measures_it() -> None:
+    """The CLI measures a result in UTF-16 code units (an emoji is 2): 300,000 emoji, 300,000
+    characters to Python and under the ceiling, were replaced by the CLI's preview of a file
+    the model cannot open, and the app's copy said the same."""
+    payload = "\U0001f600" * 300_000
+    script = [reply(tool_use("dump")), reply(text("received"))]
+    async with ScriptedMessagesAPI(script) as api:
+        provider = ClaudeAgentProvider(api.settings(warm_processes=0))
+        with anyio.fail_after(60):
+            result = await provider.generate("dump it", tools=[_returning(payload)])
+
+    sent = _text_of(api.requests[1].tool_results()[0])
+    assert "<persisted-output>" not in sent, _preview_marker(sent)
+    assert _utf16_units(sent) == CLI_RESULT_CEILING
+    marker = sent[sent.rindex("\n[truncated by sf-provider") :]
+    assert payload.startswith(sent[: -len(marker)])
+    reported = result.tool_calls[0].result
+    assert reported is not None and reported.output.replace("\n", "") == sent.replace("\n", "")
+
+
 async def test_a_result_with_lone_surrogates_reads_the_same_to_the_model_and_the_app() -> None:
     """The API gets U+FFFD for a lone surrogate (bytes decoded with surrogateescape); the app's
     copy of the result used to keep the surrogate, so the two disagreed."""
@@ -178,3 +202,42 @@ async def test_a_text_answer_larger_than_max_buffer_size_raises_a_provider_error
         provider = ClaudeAgentProvider(api.settings(max_buffer_size=1 * MiB))
         with anyio.fail_after(60), pytest.raises(CLIOutputError, match="max_buffer_size"):
             await provider.generate("say a lot")
+
+
+# --------------------------------------------------------------------------- images
+
+
+SVG = "PHN2ZyB4bWxucz0iaHR0cDovL3d3dy53My5vcmcvMjAwMC9zdmciLz4="  # <svg xmlns=".../svg"/>
+
+
+@pytest.mark.parametrize(
+    ("data", "mime", "problem"),
+    [
+        (SVG, "image/svg+xml", "mimeType 'image/svg+xml' is not an image type the model takes"),
+        ("not base64!", "image/png", "data is not base64"),
+    ],
+    ids=["svg", "not-base64"],
+)
+async def test_an_image_the_model_cannot_receive_is_the_tools_named_failure(
+    data: str, mime: str, problem: str
+) -> None:
+    """The CLI told the model, for an SVG (or a BMP), that the image was saved to a file in the
+    query's temp dir, which it cannot open and which is removed; for data that is not base64,
+    that the MCP server "returned a malformed result". Neither named the tool or the cause."""
+    from mcp import types
+
+    chart = FunctionTool(
+        name="chart",
+        description="Draw a chart.",
+        executor=lambda _: types.ImageContent(data=data, mime_type=mime),
+    )
+    async with ScriptedMessagesAPI([reply(tool_use("chart")), reply(text("done"))]) as api:
+        provider = ClaudeAgentProvider(api.settings(warm_processes=0))
+        result = await provider.generate("draw it", tools=[chart])
+    assert result.text == "done"
+    [block] = api.requests[1].tool_results()
+    assert block.get("is_error") is True
+    shown = _text_of(block)
+    assert shown.startswith("Tool 'chart' returned a value that cannot be sent: ")
+    assert problem in shown
+    assert "saved to" not in shown and "malformed" not in shown

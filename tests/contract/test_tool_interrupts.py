@@ -3,6 +3,8 @@ nothing leaks.
 
 - `SystemExit` (argparse and click tools exit on bad input) in an executor or a gate is the
   call's failure: an error result naming it and its exit code, and the query goes on.
+- An exception whose message cannot be read (its `__str__` raises) is a failure like any
+  other: an error result naming its type, and the query goes on.
 - `KeyboardInterrupt` (or `GeneratorExit`, any `BaseException` that is not a cancellation)
   stops the query: the CLI is stopped and the query's dir removed, then the original exception
   is raised to the caller as itself.
@@ -114,13 +116,29 @@ async def test_a_cancelled_error_no_one_asked_for_is_an_error_result_and_the_bri
 # --------------------------------------------------------------------------- SystemExit
 
 
-@pytest.mark.parametrize("kind", ["sync", "async", "argparse"])
+class AsyncCallable:
+    """An executor object with an `async def __call__` (not a coroutine function itself)."""
+
+    def __init__(self, exc: BaseException, raised: list[BaseException]) -> None:
+        self.run = async_raiser(exc, raised)
+
+    async def __call__(self, arguments: dict[str, Any]) -> Any:
+        return await self.run(arguments)
+
+
+@pytest.mark.parametrize("kind", ["sync", "async", "argparse", "async-callable", "coroutine"])
 async def test_sys_exit_in_an_executor_is_an_error_result_and_the_query_goes_on(kind: str) -> None:
+    # "async-callable" and "coroutine" (a lambda returning a coroutine): the coroutine is
+    # awaited after the executor returned it, and its SystemExit stopped the query and was
+    # raised from generate(), as an interrupt.
     raised: list[BaseException] = []
+    coroutine_of = async_raiser(SystemExit(3), raised)
     executor = {
         "sync": raiser(SystemExit(3), raised),
         "async": async_raiser(SystemExit(3), raised),
         "argparse": argparse_tool,
+        "async-callable": AsyncCallable(SystemExit(3), raised),
+        "coroutine": lambda arguments: coroutine_of(arguments),
     }[kind]
     code = 2 if kind == "argparse" else 3
     async with ScriptedMessagesAPI(call_then_done()) as api:
@@ -155,6 +173,52 @@ async def test_sys_exit_in_a_gate_denies_the_call_and_the_query_goes_on() -> Non
         True,
     )
     assert ran == []
+
+
+# --------------------------------------------------------------------------- unprintable exceptions
+
+
+class Unprintable(Exception):
+    """An exception whose `__str__` fails, as one whose `__init__` skipped `super().__init__`
+    and whose message names an attribute it never set."""
+
+    detail: str  # never set
+
+    def __init__(self, code: int) -> None:
+        self.code = code
+
+    def __str__(self) -> str:
+        return f"{self.code}: {self.detail}"
+
+
+async def test_an_exception_whose_message_cannot_be_read_is_an_error_result() -> None:
+    # Reading its message raised AttributeError inside the failure handling: that escaped the
+    # invocation layer as an interrupt, stopped the query and was raised from generate().
+    raised: list[BaseException] = []
+
+    def gate(request: GateRequest) -> GateDecision:
+        raise Unprintable(3)
+
+    tools = [
+        FunctionTool(name="sync", executor=raiser(Unprintable(1), raised)),
+        FunctionTool(name="async", executor=async_raiser(Unprintable(2), raised)),
+        FunctionTool(name="gated", executor=raiser(Unprintable(4), raised), mutating=True),
+    ]
+    script = [*(reply(tool_use(t.name, {})) for t in tools), reply(text("done"))]
+    async with ScriptedMessagesAPI(script) as api:
+        provider = ClaudeAgentProvider(
+            api.settings(warm_processes=0), registry=ToolRegistry(tools, gate=gate)
+        )
+        result = await provider.generate("go")
+    assert result.text == "done"
+    unreadable = "Unprintable (its message cannot be shown: str() raised AttributeError)"
+    last = [api.requests[i].results()[-1] for i in (1, 2, 3)]
+    assert [(r.text, r.is_error) for r in last] == [
+        (f"Tool 'sync' failed: {unreadable}", True),
+        (f"Tool 'async' failed: {unreadable}", True),
+        (f"Tool 'gated' was denied by the safety gate: the gate failed ({unreadable})", True),
+    ]
+    assert len(raised) == 2, "the gated tool never ran"
 
 
 # --------------------------------------------------------------------------- KeyboardInterrupt

@@ -684,3 +684,54 @@ def test_structured_content_without_text_reaches_the_model_as_text() -> None:
 
     result = types.CallToolResult(content=[], structured_content={"celsius": 21})
     assert to_tool_output(result).content == [{"type": "text", "text": '{"celsius": 21}'}]
+
+
+class _Unprintable(Exception):
+    """An exception whose `__str__` fails (its `__init__` never set what it names)."""
+
+    detail: str  # never set
+
+    def __str__(self) -> str:
+        return self.detail
+
+
+@pytest.mark.parametrize("where", ["sync", "async", "gate"])
+async def test_an_exception_whose_message_cannot_be_read_is_described_not_raised(
+    where: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Reading the message raised AttributeError out of `invoke_tool` (to a direct caller; in
+    a query, as an interrupt that stopped it)."""
+
+    def sync(_arguments: dict[str, Any]) -> str:
+        raise _Unprintable
+
+    async def async_(_arguments: dict[str, Any]) -> str:
+        raise _Unprintable
+
+    def gate(_request: Any) -> bool:
+        raise _Unprintable
+
+    executor = async_ if where == "async" else sync
+    tool = FunctionTool(name="t", executor=executor, mutating=where == "gate")
+    with caplog.at_level(logging.WARNING, logger="sf_provider.tools"):
+        output = await invoke_tool(tool, {}, default_timeout=None, gate=gate)
+    unreadable = "_Unprintable (its message cannot be shown: str() raised AttributeError)"
+    expected = (
+        f"Tool 't' was denied by the safety gate: the gate failed ({unreadable})"
+        if where == "gate"
+        else f"Tool 't' failed: {unreadable}"
+    )
+    assert (output.text, output.is_error) == (expected, True)
+    assert unreadable in caplog.text
+
+
+async def test_a_long_sys_exit_message_is_clipped_like_an_exceptions() -> None:
+    """`sys.exit(message)` (a tool's usage error, say) was repeated whole to the model."""
+
+    def exits(_arguments: dict[str, Any]) -> str:
+        raise SystemExit("usage: " + "x" * 10**6)
+
+    output = await invoke_tool(FunctionTool(name="t", executor=exits), {}, default_timeout=None)
+
+    assert output.is_error and output.text.startswith("Tool 't' failed: SystemExit: exit code ")
+    assert len(output.text) < 3000 and "more characters]" in output.text

@@ -44,14 +44,20 @@ def test_any_json_value_becomes_tool_output(value: Any) -> None:
 @given(st.text(max_size=3000), st.integers(min_value=200, max_value=2000))
 @example(text="0" * 201, limit=200)  # kept and limit of different widths
 @example(text="0" * 600, limit=500)  # of the same width: one separator too many overflowed
+@example(text="\U0001f600" * 150, limit=200)  # 150 characters, 300 UTF-16 code units
 def test_truncation_never_exceeds_the_limit_and_keeps_a_prefix(text: str, limit: int) -> None:
+    """Measured in UTF-16 code units, as the CLI measures a result."""
     output = truncate_output(ToolOutput.from_text(text), limit, "t")
-    assert len(output.text) <= limit
-    if len(text) > limit:
+    assert _units(output.text) <= limit
+    if _units(text) > limit:
         kept = output.text[: output.text.rindex("\n[truncated by sf-provider")]
         assert text.startswith(kept)
     else:
         assert output.text == text
+
+
+def _units(text: str) -> int:
+    return len(text.encode("utf-16-le")) // 2
 
 
 _EVENT = st.fixed_dictionaries(

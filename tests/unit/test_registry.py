@@ -11,6 +11,7 @@ from sf_provider import (
     DuplicateToolNameError,
     FunctionTool,
     ProviderCompatibilityError,
+    ToolDefinitionError,
     ToolRegistry,
     group_env_var,
 )
@@ -141,6 +142,22 @@ def test_a_group_name_with_dashes_maps_to_underscores_in_its_variable() -> None:
 
     assert group_env_var("read-only.v2") == "SF_PROVIDER_GROUP_READ_ONLY_V2"
     assert not registry.group_enabled("read-only.v2")
+
+
+@pytest.mark.parametrize(("first", "second"), [("admin", "Admin"), ("read-only", "read_only")])
+def test_two_groups_sharing_one_switch_are_refused(first: str, second: str) -> None:
+    """`SF_PROVIDER_GROUP_ADMIN=1`, meant for one group, turned on the other too (a group the
+    registry disables, say)."""
+    registry = ToolRegistry([_tool("peek", first)], groups={second: False}, environ={})
+
+    with pytest.raises(ToolDefinitionError) as info:
+        registry.register(_tool("drop", second, mutating=True))
+    variable = group_env_var(first)
+    assert str(info.value) == (
+        f"tool 'drop': its group {second!r} and the group {first!r} would share the switch "
+        f"{variable}, which could not turn one on or off without the other; rename one of them"
+    )
+    assert list(registry.tools) == ["peek"], "nothing registered"
 
 
 def test_the_registry_reads_os_environ_when_no_environ_is_given(

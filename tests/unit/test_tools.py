@@ -821,6 +821,10 @@ def test_tool_output_accepts_text_and_mcp_image_blocks() -> None:
         ({"type": "image", "data": "AAAA"}, "an image block needs 'mimeType'"),
         ({"type": "image", "data": "AAAA", "media_type": "image/png"}, "needs 'mimeType'"),
         ({"type": "image", "mimeType": "image/png"}, "an image block needs 'data'"),
+        ({"type": "image", "data": "AAAA", "mimeType": "image/svg+xml"}, "not an image type"),
+        ({"type": "image", "data": "AAAA", "mimeType": "image/bmp"}, "(image/jpeg, image/png"),
+        ({"type": "image", "data": "A A!", "mimeType": "image/png"}, "data is not base64"),
+        ({"type": "image", "data": "", "mimeType": "image/png"}, "data is empty"),
         ({"type": "text", "text": "a", "annotations": {}}, "has 'annotations', which would not"),
     ],
 )
