@@ -94,7 +94,8 @@ _CURRENT_CALL: contextvars.ContextVar[RunningCall | None] = contextvars.ContextV
 
 
 def current_call() -> RunningCall | None:
-    """The tool call this executor runs (in its thread or task); None outside an executor."""
+    """The tool call this executor or safety gate runs (in its thread or task); None outside
+    one."""
     return _CURRENT_CALL.get()
 
 
