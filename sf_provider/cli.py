@@ -226,8 +226,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         "--timeout",
         type=_seconds,
         default=60.0,
-        help="per-tool-call timeout in seconds (the safety gate and the executor together), "
-        "above 0; inf: no limit (default: 60; a tool's own timeout wins)",
+        help="per-tool timeout in seconds, above 0; inf: no limit (default: 60; a tool's own "
+        "timeout wins; it bounds the safety gate and the executor together)",
     )
     serve.set_defaults(run=_serve)
     gateway = commands.add_parser(
