@@ -274,16 +274,18 @@ async def _gate_denial(gate: Gate, call: RunningCall, args: dict[str, Any]) -> s
     except Exception as exc:  # a broken gate must not open the door
         logger.warning("safety gate raised for tool %r", tool.name, exc_info=True)
         return f"the gate failed ({_describe(exc)})"
-    if asked != args:
+    if isinstance(decision, GateDecision):
+        denial = None if decision.allowed else (decision.reason or "no reason given")
+    elif isinstance(decision, bool):
+        denial = None if decision else "no reason given"
+    else:
+        denial = f"the gate answered {type(decision).__name__}, not a GateDecision or bool"
+    if denial is None and asked != args:
         return (
             "the gate changed the arguments it was asked about; a gate decides on the validated "
             "arguments and cannot rewrite them"
         )
-    if isinstance(decision, GateDecision):
-        return None if decision.allowed else (decision.reason or "no reason given")
-    if isinstance(decision, bool):
-        return None if decision else "no reason given"
-    return f"the gate answered {type(decision).__name__}, not a GateDecision or bool"
+    return denial
 
 
 def _containers_copied(value: Any) -> Any:

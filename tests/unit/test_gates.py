@@ -320,6 +320,21 @@ async def test_a_gate_that_changes_the_arguments_denies_the_call(
     assert arguments == {"path": "/srv/a", "tags": ["x"]}  # the caller's arguments untouched
 
 
+async def test_a_gate_that_changes_the_arguments_and_denies_gives_its_own_reason() -> None:
+    executor = Executor()
+
+    def gate(request: GateRequest) -> GateDecision:
+        request.arguments["path"] = "/redacted"
+        return GateDecision.deny("system files are off limits")
+
+    output = await _invoke(_tool(executor), gate)
+
+    assert output.text == (
+        "Tool 'delete_file' was denied by the safety gate: system files are off limits"
+    )
+    assert executor.calls == []
+
+
 async def test_the_executor_gets_the_validated_arguments_not_the_gates_object() -> None:
     executor = Executor()
     gate = Gate(True)
