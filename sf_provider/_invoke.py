@@ -18,10 +18,11 @@ What an executor or a gate raises, by kind:
   stops and re-raises it to its caller; `sf-provider serve` answers with an error result and
   serves on), and without one it propagates to the direct caller as itself.
 
-Sync executors run in daemon threads of their own (`run_sync_in_daemon_thread`): a thread
-cannot be stopped from outside, so a timed-out or cancelled one goes on until it returns, but it
-never keeps the interpreter from exiting, and its `current_call().cancelled` is set so it can
-stop early.
+Sync executors and gates run in daemon threads of their own (`run_sync_in_daemon_thread`), so
+one that blocks (a gate asking a policy service) stalls no other query: a thread cannot be
+stopped from outside, so a timed-out or cancelled one goes on until it returns, but it never
+keeps the interpreter from exiting, and its `current_call().cancelled` is set so it can stop
+early. One deadline, the call's timeout, bounds the gate and the executor together.
 """
 
 from __future__ import annotations
@@ -258,22 +259,44 @@ def _describe(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
 
 
-async def _gate_denial(
-    gate: Gate, tool: FunctionTool, args: dict[str, Any], context: CallContext
-) -> str | None:
-    """None when the gate allows the call, else the reason it was denied."""
+async def _gate_denial(gate: Gate, call: RunningCall, args: dict[str, Any]) -> str | None:
+    """None when the gate allows the call, else the reason it was denied.
+
+    The gate runs as an executor does (`_run`: a sync one in a thread of its own, so a gate
+    waiting on a policy service stalls no other query). It is asked about a copy of the
+    arguments: the executor gets exactly the ones validated, and a gate that changes its copy
+    denies the call, loudly, rather than having its rewrite dropped without a word."""
+    tool = call.tool
+    asked = _containers_copied(args)
     try:
-        decision = gate(GateRequest(tool=tool, arguments=args, context=context))
-        if inspect.isawaitable(decision):
-            decision = await decision
-    except (Exception, SystemExit) as exc:  # a broken gate must not open the door
+        request = GateRequest(tool=tool, arguments=asked, context=call.context)
+        decision = await _run(call, gate, request)
+    except Exception as exc:  # a broken gate must not open the door
         logger.warning("safety gate raised for tool %r", tool.name, exc_info=True)
         return f"the gate failed ({_describe(exc)})"
     if isinstance(decision, GateDecision):
-        return None if decision.allowed else (decision.reason or "no reason given")
-    if isinstance(decision, bool):
-        return None if decision else "no reason given"
-    return f"the gate answered {type(decision).__name__}, not a GateDecision or bool"
+        denial = None if decision.allowed else (decision.reason or "no reason given")
+    elif isinstance(decision, bool):
+        denial = None if decision else "no reason given"
+    else:
+        denial = f"the gate answered {type(decision).__name__}, not a GateDecision or bool"
+    if denial is None and asked != args:
+        return (
+            "the gate changed the arguments it was asked about; a gate decides on the validated "
+            "arguments and cannot rewrite them"
+        )
+    return denial
+
+
+def _containers_copied(value: Any) -> Any:
+    """`value` with each dict and list in it copied (a call's arguments nest at most
+    `ARGUMENT_DEPTH_LIMIT` levels, checked before); anything else is shared, as JSON's other
+    values are immutable."""
+    if isinstance(value, dict):
+        return {key: _containers_copied(item) for key, item in value.items()}
+    if isinstance(value, list):
+        return [_containers_copied(item) for item in value]
+    return value
 
 
 async def invoke_tool(
@@ -288,9 +311,11 @@ async def invoke_tool(
     """Run `tool` with `arguments`; never raises for a tool failure, returns an error result.
 
     - arguments that violate the schema never reach the executor;
-    - a `mutating` tool runs only if `gate` (when there is one) allows it;
-    - the executor runs under `tool.timeout` or else `default_timeout` seconds; when the call is
-      given up (timeout, cancellation, interrupt) `current_call().cancelled` is set;
+    - a `mutating` tool runs only if `gate` (when there is one) allows it; the gate is asked
+      about a copy of the validated arguments, and one that changes them denies the call;
+    - the gate and the executor run under one deadline, `tool.timeout` or else
+      `default_timeout` seconds; when the call is given up (timeout, cancellation, interrupt)
+      `current_call().cancelled` is set;
     - an exception, `SystemExit` or a timeout becomes an error result naming the tool and the
       cause, logged on the `sf_provider.tools` logger;
     - another `BaseException` that is not a cancellation goes to `INTERRUPTS` (see the module);
@@ -363,21 +388,26 @@ async def _gated_call(
     span: ToolTrace,
 ) -> ToolOutput:
     tool = call.tool
-    if gate is not None and tool.mutating:
-        denial = await _gate_denial(gate, tool, args, call.context)
-        if denial is not None:
-            message = f"Tool {tool.name!r} was denied by the safety gate: {denial}"
-            logger.warning("%s (transport: %s)", message, call.context.transport)
-            span.failed("gate_denied", message)
-            return ToolOutput.from_text(message, is_error=True)
     timeout = tool.timeout if tool.timeout is not None else default_timeout
+    asking = gate if tool.mutating else None  # None once the gate has decided
     try:
+        # One deadline for the gate and the executor: the call's timeout bounds the whole call.
         # move_on_after, not fail_after: an executor's own TimeoutError is its failure, not ours.
         with anyio.move_on_after(timeout) as deadline:
-            value = await _execute(call, args)
+            if asking is not None:
+                denial = await _gate_denial(asking, call, args)
+                if denial is not None:
+                    message = f"Tool {tool.name!r} was denied by the safety gate: {denial}"
+                    logger.warning("%s (transport: %s)", message, call.context.transport)
+                    span.failed("gate_denied", message)
+                    return ToolOutput.from_text(message, is_error=True)
+                asking = None
+            value = await _run(call, tool.executor, args)
         if deadline.cancelled_caught:
             call.cancelled.set()
             message = f"Tool {tool.name!r} timed out after {timeout:g} s"
+            if asking is not None:
+                message += " waiting for the safety gate to decide; it did not run"
             logger.warning(message)
             span.failed("timeout", message)
             return ToolOutput.from_text(message, is_error=True)
@@ -398,17 +428,18 @@ async def _gated_call(
         return ToolOutput.from_text(message, is_error=True)
 
 
-async def _execute(call: RunningCall, args: dict[str, Any]) -> Any:
-    """The executor's value; `current_call()` gives it `call` (in its thread or task)."""
-    executor = call.tool.executor
-    assert executor is not None
+async def _run(call: RunningCall, fn: Callable[[Any], Any] | None, argument: Any) -> Any:
+    """What `fn(argument)` gives, the executor's or the gate's: a coroutine function awaited
+    in this task, anything else in a daemon thread of its own (so it blocks no other task),
+    its awaitable awaited. `current_call()` gives it `call` (in its thread or task)."""
+    assert fn is not None
     token = _CURRENT_CALL.set(call)
     try:
-        if inspect.iscoroutinefunction(executor):
-            return await _awaited(executor(args))
+        if inspect.iscoroutinefunction(fn):
+            return await _awaited(fn(argument))
         # A thread's SystemExit comes back as `_ToolExit`; one raised here while it runs is
         # the application's (a signal handler's), not the tool's.
-        value = await run_sync_in_daemon_thread(executor, args)
+        value = await run_sync_in_daemon_thread(fn, argument)
         if inspect.isawaitable(value):  # an async `__call__`, a lambda returning a coroutine
             value = await _awaited(value)
         return value

@@ -25,10 +25,11 @@ Behaviour:
   Messages API takes.
 - `tools/call` goes through `invoke_tool`: arguments are checked against the schema, a
   `mutating` tool runs only if the registry's gate allows it (the gate sees
-  `CallContext(transport="stdio")`), and the executor runs under its own `timeout` or else
-  `--timeout` seconds. Invalid arguments, a denial (`Tool 'x' was denied by the safety gate:
-  <reason>`), an exception (`Tool 'x' failed: <Type>: <message>`) and a timeout (`Tool 'x' timed
-  out after <n> s`) are tool results with `isError: true`; the server keeps serving.
+  `CallContext(transport="stdio")`), and the gate and the executor together run under the
+  tool's own `timeout` or else `--timeout` seconds. Invalid arguments, a denial (`Tool 'x' was
+  denied by the safety gate: <reason>`), an exception (`Tool 'x' failed: <Type>: <message>`)
+  and a timeout (`Tool 'x' timed out after <n> s`, `... waiting for the safety gate to decide;
+  it did not run`) are tool results with `isError: true`; the server keeps serving.
 - A tool that calls `sys.exit()` (argparse and click do on bad input) gets the error result
   `Tool 'x' failed: SystemExit: exit code <code>`; one that raises `KeyboardInterrupt` (or
   another `BaseException` that is not a cancellation, such as `GeneratorExit`) gets `Tool 'x'

@@ -227,7 +227,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         type=_seconds,
         default=60.0,
         help="per-tool timeout in seconds, above 0; inf: no limit (default: 60; a tool's own "
-        "timeout wins)",
+        "timeout wins; it bounds the safety gate and the executor together)",
     )
     serve.set_defaults(run=_serve)
     gateway = commands.add_parser(

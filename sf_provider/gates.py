@@ -7,6 +7,11 @@ can read (`Tool 'x' was denied by the safety gate: <reason>`) and a record on th
 `sf_provider.tools` logger. A gate that raises denies (fail closed). Tools not marked `mutating`
 never reach the gate. Without a gate, mutating tools run.
 
+A sync gate runs in a thread of its own, as a sync executor does (it blocks no other query;
+`current_call().cancelled` is set when the call is given up); the call's timeout bounds the gate
+and the executor together. `GateRequest.arguments` is a copy of the validated arguments: a gate
+that changes it denies the call (the executor gets exactly what the schema accepted).
+
 Example::
 
     def gate(request: GateRequest) -> GateDecision:
@@ -42,7 +47,9 @@ class CallContext:
 
 @dataclass(frozen=True)
 class GateRequest:
-    """What a gate decides on: the tool, the validated arguments and the call context."""
+    """What a gate decides on: the tool, the validated arguments and the call context.
+
+    `arguments` is the gate's own copy: changing it denies the call, never rewrites it."""
 
     tool: FunctionTool
     arguments: dict[str, Any]

@@ -438,6 +438,10 @@ class ClaudeAgentProvider:
         # An explicit "" drops the settings' prompt for this call.
         own = options.system_prompt
         system = [settings.system_prompt if own is None else own, *conversation.system]
+        sources = ["ProviderSettings.system_prompt" if own is None else "the system_prompt option"]
+        sources += [f"system message {n}" for n in range(1, len(conversation.system) + 1)]
+        for source, part in zip(sources, system, strict=True):
+            _refuse_half_characters(source, part)
         rules = ResultRules(
             mode=mode,
             required_call=required,
@@ -1191,6 +1195,25 @@ def _blocked_environment(env: dict[str, str]) -> dict[str, str]:
         and name not in _ENV_ALLOWED
         and not name.startswith(_ENV_ALLOWED_PREFIXES)
     }
+
+
+def _refuse_half_characters(source: str, text: str | None) -> None:
+    """`InvalidMessagesError` when `text`, a part of the system prompt, holds a surrogate: the
+    CLI takes a system prompt as an argument or a file, UTF-8 either way, which cannot carry
+    one (a short prompt failed the CLI's start, a long one raised `UnicodeEncodeError`). In a
+    user message or the history the same text is sent as escaped JSON, and works."""
+    if not text:
+        return
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        raise InvalidMessagesError(
+            f"the system prompt cannot be sent: {source} holds U+{ord(text[exc.start]):04X} at "
+            f"character {exc.start}, half of a character such as an emoji (a UTF-16 surrogate: "
+            f"text cut by UTF-16 units, or bytes decoded with 'surrogateescape'); the CLI takes "
+            f"a system prompt as UTF-8, which has no half characters. Send the whole character, "
+            f"or remove the half"
+        ) from None
 
 
 def _system_prompt(parts: list[str], workdir: Path) -> str | SystemPromptFile | None:

@@ -121,7 +121,10 @@ class ProviderSettings(BaseModel):
         default=None, description="Effort level (see `Effort`); None = the model's default."
     )
     tool_timeout: float | None = Field(
-        default=60.0, gt=0, description="Seconds one executor may run before its call fails."
+        default=60.0,
+        gt=0,
+        description="Seconds one tool call (its safety gate and executor together) may take "
+        "before it fails.",
     )
     max_retries: int = Field(
         default=2,

@@ -94,7 +94,8 @@ _CURRENT_CALL: contextvars.ContextVar[RunningCall | None] = contextvars.ContextV
 
 
 def current_call() -> RunningCall | None:
-    """The tool call this executor runs (in its thread or task); None outside an executor."""
+    """The tool call this executor or safety gate runs (in its thread or task); None outside
+    one."""
     return _CURRENT_CALL.get()
 
 
@@ -607,13 +608,13 @@ class FunctionTool(BaseModel):
     ) -> ToolOutput:
         """Invoke the tool directly, through the one invocation layer (`invoke_tool`).
 
-        Arguments are checked against the schema, the executor runs under the tool's `timeout`,
-        and a failure comes back as an error result, as on every transport. A tool does not
-        know the registry it belongs to, so a `mutating` tool needs its gate given here:
-        `gate=` (the same gate the registry has), or `ungated=True` to run it without one, on
-        purpose (a test). Without either it raises `UnsupportedRequestError` and does not run:
-        call it as `registry.call(name, arguments)`, which applies the registry's gate. Tools
-        not marked `mutating` never reach a gate and run either way.
+        Arguments are checked against the schema, the gate and the executor run under the
+        tool's `timeout`, and a failure comes back as an error result, as on every transport. A
+        tool does not know the registry it belongs to, so a `mutating` tool needs its gate given
+        here: `gate=` (the same gate the registry has), or `ungated=True` to run it without
+        one, on purpose (a test). Without either it raises `UnsupportedRequestError` and does
+        not run: call it as `registry.call(name, arguments)`, which applies the registry's gate.
+        Tools not marked `mutating` never reach a gate and run either way.
 
         Example::
 

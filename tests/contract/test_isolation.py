@@ -9,10 +9,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from conftest import cli_processes
 
 from sf_provider import (
     ClaudeAgentProvider,
     FunctionTool,
+    InvalidMessagesError,
     ProviderCompatibilityError,
     UnsupportedRequestError,
 )
@@ -171,6 +173,46 @@ async def test_a_system_prompt_over_the_argument_limit_goes_by_file() -> None:
     system = api.requests[0].body["system"]
     sent = "".join(b["text"] for b in system) if isinstance(system, list) else system
     assert prompt.strip() in sent
+
+
+HALF_AN_EMOJI = "\ud83d"  # what a client cutting text by UTF-16 units leaves of one
+
+
+@pytest.mark.parametrize("size", ["short", "long"])  # as an argument, and written to a file
+@pytest.mark.parametrize("where", ["settings", "option", "message"])
+async def test_half_an_emoji_in_the_system_prompt_is_a_named_error_before_any_start(
+    size: str, where: str
+) -> None:
+    # A short one was `ProcessDiedError: ... Failed to start Claude Code: 'utf-8' codec can't
+    # encode ...`, a long one a raw UnicodeEncodeError: a system prompt reaches the CLI as UTF-8
+    # (an argument or a file), which holds no half of a character. (In a user message or the
+    # history the same text works: it is sent as escaped JSON.)
+    prompt = ("Rule: be brief. " * (20_000 if size == "long" else 1)) + "Smile " + HALF_AN_EMOJI
+    at = len(prompt) - 1
+    messages: list[dict[str, Any]] = [{"role": "user", "content": "hi"}]
+    async with ScriptedMessagesAPI([reply(text("ok"))]) as api:
+        settings = api.settings(warm_processes=0)
+        if where == "settings":
+            settings = api.settings(warm_processes=0, system_prompt=prompt)
+        provider = ClaudeAgentProvider(settings)
+        option = {"system_prompt": prompt} if where == "option" else {}
+        if where == "message":
+            messages.insert(0, {"role": "system", "content": prompt})
+        with pytest.raises(InvalidMessagesError) as raised:
+            await provider.generate(messages, **option)
+    source = {
+        "settings": "ProviderSettings.system_prompt",
+        "option": "the system_prompt option",
+        "message": "system message 1",
+    }[where]
+    assert str(raised.value) == (
+        f"the system prompt cannot be sent: {source} holds U+D83D at character {at}, half of a "
+        f"character such as an emoji (a UTF-16 surrogate: text cut by UTF-16 units, or bytes "
+        f"decoded with 'surrogateescape'); the CLI takes a system prompt as UTF-8, which has no "
+        f"half characters. Send the whole character, or remove the half"
+    )
+    assert api.requests == []
+    assert cli_processes() == []
 
 
 def test_an_output_schema_over_the_argument_limit_is_refused_before_start() -> None:

@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import logging
+import threading
 from typing import Any
 
+import anyio
+import anyio.to_thread
 import pytest
 
 from sf_provider import (
@@ -14,6 +17,7 @@ from sf_provider import (
     GateRequest,
     ToolRegistry,
     UnsupportedRequestError,
+    current_call,
 )
 from sf_provider._invoke import INTERRUPTS, invoke_tool
 
@@ -251,6 +255,172 @@ async def test_the_gate_sees_the_tool_the_arguments_and_the_context() -> None:
     assert request.tool is tool
     assert request.arguments == {"path": "/tmp/x"}
     assert request.context is context
+
+
+# -- the arguments: the executor gets exactly the validated ones
+
+
+NESTED: dict[str, Any] = {
+    "type": "object",
+    "properties": {
+        "path": {"type": "string"},
+        "tags": {"type": "array", "items": {"type": "string", "pattern": "^[a-z]+$"}},
+    },
+    "required": ["path"],
+}
+
+
+class RewritingGate(Gate):
+    """A gate that changes the arguments it is asked about, then allows the call."""
+
+    def __init__(self, rewrite: Any) -> None:
+        super().__init__(True)
+        self.rewrite = rewrite
+
+    def __call__(self, request: GateRequest) -> Any:
+        self.rewrite(request.arguments)
+        return super().__call__(request)
+
+
+REWRITES = {
+    "set": lambda args: args.__setitem__("path", "/etc/passwd"),
+    "add": lambda args: args.__setitem__("force", True),  # a key the schema does not allow
+    "delete": lambda args: args.pop("path"),
+    "nested": lambda args: args["tags"].append("UNCHECKED"),
+}
+
+
+@pytest.mark.parametrize("rewrite", list(REWRITES), ids=list(REWRITES))
+@pytest.mark.parametrize("gate_kind", [RewritingGate, AsyncGate], ids=["sync", "async"])
+async def test_a_gate_that_changes_the_arguments_denies_the_call(
+    rewrite: str, gate_kind: Any
+) -> None:
+    # It was the dict the executor got: validated arguments changed, never validated again.
+    executor = Executor()
+    tool = FunctionTool(name="delete_file", input_schema=NESTED, executor=executor, mutating=True)
+    gate = RewritingGate(REWRITES[rewrite])
+    if gate_kind is AsyncGate:
+
+        async def gate_fn(request: GateRequest) -> Any:
+            return gate(request)
+
+        answer: Any = gate_fn
+    else:
+        answer = gate
+    arguments = {"path": "/srv/a", "tags": ["x"]}
+
+    output = await _invoke(tool, answer, arguments)
+
+    assert (output.text, output.is_error) == (
+        "Tool 'delete_file' was denied by the safety gate: the gate changed the arguments it was "
+        "asked about; a gate decides on the validated arguments and cannot rewrite them",
+        True,
+    )
+    assert executor.calls == []
+    assert arguments == {"path": "/srv/a", "tags": ["x"]}  # the caller's arguments untouched
+
+
+async def test_a_gate_that_changes_the_arguments_and_denies_gives_its_own_reason() -> None:
+    executor = Executor()
+
+    def gate(request: GateRequest) -> GateDecision:
+        request.arguments["path"] = "/redacted"
+        return GateDecision.deny("system files are off limits")
+
+    output = await _invoke(_tool(executor), gate)
+
+    assert output.text == (
+        "Tool 'delete_file' was denied by the safety gate: system files are off limits"
+    )
+    assert executor.calls == []
+
+
+async def test_the_executor_gets_the_validated_arguments_not_the_gates_object() -> None:
+    executor = Executor()
+    gate = Gate(True)
+    tool = FunctionTool(name="delete_file", input_schema=NESTED, executor=executor, mutating=True)
+
+    await _invoke(tool, gate, {"path": "/srv/a", "tags": ["x"]})
+
+    [asked] = gate.requests
+    [ran] = executor.calls
+    assert ran == asked.arguments == {"path": "/srv/a", "tags": ["x"]}
+    assert ran is not asked.arguments and ran["tags"] is not asked.arguments["tags"]
+
+
+# -- the gate runs off the event loop, under the call's timeout
+
+
+async def test_a_sync_gate_runs_off_the_event_loop() -> None:
+    # It ran on the loop's thread: a gate waiting on a policy service stalled every task.
+    release = threading.Event()
+    released: list[bool] = []
+
+    def gate(request: GateRequest) -> bool:
+        released.append(release.wait(30))  # a "no hang" bound: True once the loop set it
+        return True
+
+    async def the_loop_runs_meanwhile() -> None:  # only while the call awaits something
+        release.set()
+
+    executor = Executor()
+    async with anyio.create_task_group() as tasks:
+        tasks.start_soon(the_loop_runs_meanwhile)
+        output = await _invoke(_tool(executor), gate)
+
+    assert released == [True]
+    assert not output.is_error and len(executor.calls) == 1
+
+
+@pytest.mark.parametrize("timeout_of", ["tool", "call"])
+async def test_a_gate_that_never_answers_times_out_with_the_calls_timeout(timeout_of: str) -> None:
+    async def gate(request: GateRequest) -> bool:
+        await anyio.sleep_forever()
+        return True
+
+    executor = Executor()
+    tool = _tool(executor)
+    if timeout_of == "tool":
+        tool = FunctionTool(name="delete_file", input_schema=SCHEMA, executor=executor,
+                            mutating=True, timeout=0.2)  # fmt: skip
+    default = 0.2 if timeout_of == "call" else 60
+
+    output = await invoke_tool(tool, {"path": "/srv/a"}, default_timeout=default, gate=gate)
+
+    assert (output.text, output.is_error) == (
+        "Tool 'delete_file' timed out after 0.2 s waiting for the safety gate to decide; it did "
+        "not run",
+        True,
+    )
+    assert executor.calls == []
+
+
+async def test_a_sync_gate_that_times_out_sees_its_call_cancelled() -> None:
+    seen: list[bool] = []
+    done = threading.Event()
+
+    def gate(request: GateRequest) -> bool:
+        call = current_call()
+        assert call is not None and call.tool.name == "delete_file"
+        seen.append(call.cancelled.wait(30))  # what a gate waiting on a service can check
+        done.set()
+        return True  # too late: the call was given up
+
+    executor = Executor()
+    output = await invoke_tool(_tool(executor), {"path": "/a"}, default_timeout=0.2, gate=gate)
+
+    assert output.text.endswith("waiting for the safety gate to decide; it did not run")
+    assert await anyio.to_thread.run_sync(done.wait, 30)
+    assert seen == [True]
+    assert executor.calls == []
+
+
+async def test_a_gate_that_decides_in_time_lets_the_executor_run_under_the_same_deadline() -> None:
+    executor = Executor()
+
+    output = await invoke_tool(_tool(executor), {"path": "/a"}, default_timeout=30, gate=Gate(True))
+
+    assert (output.text, output.is_error) == ("deleted /a", False)
 
 
 # -- through ToolRegistry.call
