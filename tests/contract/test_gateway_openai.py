@@ -252,6 +252,57 @@ async def test_a_stream_without_include_usage_has_no_usage_chunk() -> None:
     assert "".join(c.choices[0].delta.content or "" for c in chunks) == "Sunny."
 
 
+def comparable(completion: Any) -> dict[str, Any]:
+    """A completion as JSON, without what differs between any two (`id`, `created`) and what
+    the openai client's stream helper adds of its own (`parsed`, and a call's `index` and
+    `parsed_arguments`)."""
+    answer: dict[str, Any] = json.loads(completion.model_dump_json(exclude={"id", "created"}))
+    for choice in answer["choices"]:
+        choice["message"].pop("parsed", None)
+        for call in choice["message"].get("tool_calls") or []:
+            call.pop("index", None)
+            call["function"].pop("parsed_arguments", None)
+    return answer
+
+
+SAME_EITHER_WAY = {
+    "calls only": reply(
+        tool_use("get_weather", {"city": "Paris"}, id="toolu_paris"),
+        tool_use("get_weather", {"city": "Rome"}, id="toolu_rome"),
+        cache_read_input_tokens=100,
+        cache_creation_input_tokens=7,
+    ),
+    "signed and redacted thinking": reply(
+        thinking("Two cities."), redacted_thinking("opaque"), text("Sunny in both.")
+    ),
+    "text and a call": reply(
+        text("Checking."), tool_use("get_weather", {"city": "Paris"}, id="toolu_paris")
+    ),
+}
+
+
+@pytest.mark.parametrize("script", SAME_EITHER_WAY.values(), ids=SAME_EITHER_WAY)
+async def test_a_streamed_answer_adds_up_to_the_whole_answer_in_the_openai_client(
+    script: Reply,
+) -> None:
+    """The openai client's stream helper builds the completion from the chunks: it must be the
+    completion the same script answers whole. A reply of calls only had `content` "" streamed
+    (null whole), and a second thinking block broke the helper (`thinking_blocks` deltas are
+    a list the helper merges by `index`, which they do not carry)."""
+    async with (
+        ScriptedMessagesAPI([script, script]) as api,
+        gateway(api.settings()) as (_, client),
+    ):
+        asked: Any = {"model": MODEL, "messages": QUESTION, "tools": [WEATHER_TOOL]}
+        whole = await client.chat.completions.create(**asked)
+        async with client.chat.completions.stream(
+            **asked, stream_options={"include_usage": True}
+        ) as stream:
+            streamed = await stream.get_final_completion()
+    assert comparable(streamed) == comparable(whole)
+    assert not api.errors
+
+
 WEATHER_SCHEMA = {
     "type": "object",
     "properties": {"city": {"type": "string"}, "celsius": {"type": "number"}},
