@@ -421,12 +421,16 @@ _FINISH: dict[t.FinishReason, str] = {
 
 
 def usage(value: t.Usage) -> dict[str, Any]:
-    """Usage in OpenAI's shape: prompt tokens include cache reads and writes."""
+    """Usage in OpenAI's shape: prompt tokens include cache reads and writes, and the details
+    count each."""
     return {
         "prompt_tokens": value.input_total,
         "completion_tokens": value.output_tokens,
         "total_tokens": value.total_tokens,
-        "prompt_tokens_details": {"cached_tokens": value.cache_read_input_tokens},
+        "prompt_tokens_details": {
+            "cached_tokens": value.cache_read_input_tokens,
+            "cache_write_tokens": value.cache_creation_input_tokens,
+        },
     }
 
 

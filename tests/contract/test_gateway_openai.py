@@ -303,6 +303,18 @@ async def test_a_streamed_answer_adds_up_to_the_whole_answer_in_the_openai_clien
     assert not api.errors
 
 
+async def test_cache_reads_and_writes_are_in_the_usage_details() -> None:
+    """The cache writes were left out of the details (the Responses door has them): a client
+    could not tell them from uncached input, which costs less."""
+    script = reply(text("Sunny."), cache_read_input_tokens=100, cache_creation_input_tokens=7)
+    async with ScriptedMessagesAPI([script]) as api, gateway(api.settings()) as (_, client):
+        answer = await client.chat.completions.create(model=MODEL, messages=QUESTION)
+    assert answer.usage is not None and answer.usage.prompt_tokens_details is not None
+    assert answer.usage.prompt_tokens == 25 + 100 + 7
+    assert answer.usage.prompt_tokens_details.cached_tokens == 100
+    assert answer.usage.prompt_tokens_details.cache_write_tokens == 7
+
+
 WEATHER_SCHEMA = {
     "type": "object",
     "properties": {"city": {"type": "string"}, "celsius": {"type": "number"}},
