@@ -859,3 +859,28 @@ async def test_models_answer_an_anthropic_client_in_its_shape_even_a_404() -> No
     assert body["type"] == "error"
     assert body["error"]["type"] == "not_found_error"
     assert "'gpt-4o' is not listed" in body["error"]["message"]
+
+
+async def test_the_model_list_pages_as_an_anthropic_client_asks() -> None:
+    """`limit`, `after_id`, `before_id` and `lifecycle` were ignored: a page of one held every
+    model, and a list of retired models the active ones."""
+    async with ScriptedMessagesAPI([]) as api, gateway(api) as client:
+        first = await client.models.list(limit=1)
+        after = await client.models.list(limit=1, after_id="sonnet")
+        before = await client.models.list(before_id="haiku")
+        paged = [m.id async for m in client.models.list(limit=2)]  # two pages
+        active = await client.models.list(lifecycle=["active", "deprecated"])
+        retired = await client.models.list(lifecycle=["retired"])
+        with pytest.raises(anthropic.BadRequestError) as unknown:
+            await client.models.list(after_id="gpt-4o")
+        with pytest.raises(anthropic.BadRequestError) as too_many:
+            await client.models.list(limit=1001)
+    assert [m.id for m in first.data] == ["sonnet"]
+    assert (first.has_more, first.first_id, first.last_id) == (True, "sonnet", "sonnet")
+    assert ([m.id for m in after.data], after.has_more) == (["opus"], True)
+    assert ([m.id for m in before.data], before.has_more) == (["sonnet", "opus"], False)
+    assert paged == ["sonnet", "opus", "haiku"]
+    assert [m.id for m in active.data] == ["sonnet", "opus", "haiku"]
+    assert (retired.data, retired.has_more, retired.first_id) == ([], False, None)
+    assert "after_id" in unknown.value.message and "'gpt-4o'" in unknown.value.message
+    assert "limit" in too_many.value.message
