@@ -29,6 +29,7 @@ from sf_provider.testing import (
     ScriptedMessagesAPI,
     fault,
     http_error,
+    redacted_thinking,
     reply,
     text,
     thinking,
@@ -122,6 +123,41 @@ async def test_stop_sequences_end_the_answer_with_stop_reason_stop_sequence(stre
     assert (said, blocks) == ("Thought: I know it.\n", ["text"]), "no call after the stop"
     assert (reason, sequence) == ("stop_sequence", "Observation:")
     assert len(api.requests) == 1
+
+
+SAME_EITHER_WAY = {
+    "calls only": reply(
+        tool_use("get_weather", {"city": "Paris"}, id="toolu_paris"),
+        tool_use("get_weather", {"city": "Rome"}, id="toolu_rome"),
+        cache_read_input_tokens=100,
+        cache_creation_input_tokens=7,
+    ),
+    "signed and redacted thinking": reply(
+        thinking("Two cities."), redacted_thinking("opaque"), text("Sunny in both.")
+    ),
+    "past a stop sequence": PAST_THE_STOP,
+}
+
+
+@pytest.mark.parametrize("script", SAME_EITHER_WAY.values(), ids=SAME_EITHER_WAY)
+async def test_a_streamed_answer_adds_up_to_the_whole_message_in_the_anthropic_client(
+    script: Reply,
+) -> None:
+    """The client's stream helper builds the message from the events: it is the message the
+    same script answers whole (blocks, stop reason and sequence, usage with the cache)."""
+    async with ScriptedMessagesAPI([script, script]) as api, gateway(api) as client:
+        asked: Any = {
+            "model": MODEL,
+            "max_tokens": 300,
+            "tools": [WEATHER],
+            "stop_sequences": ["Observation:"],
+            "messages": [HI],
+        }
+        whole = await client.messages.create(**asked)
+        async with client.messages.stream(**asked) as stream:
+            streamed = await stream.get_final_message()
+    assert streamed.model_dump(exclude={"id"}) == whole.model_dump(exclude={"id"})
+    assert not api.errors
 
 
 async def test_a_plain_answer_is_a_message_with_usage() -> None:
