@@ -144,6 +144,18 @@ def create_app(
              "first_id": page[0] if page else None, "last_id": page[-1] if page else None}
         )  # fmt: skip
 
+    async def count_tokens(_request: Request) -> Response:
+        raise GatewayError(
+            ErrorInfo(
+                404,
+                "not_found_error",
+                "this gateway cannot count tokens: the Claude Code CLI it runs has no token "
+                "counting. Read the input tokens from a reply's usage, estimate them locally, "
+                "or count with Anthropic's own API",
+                code="count_tokens_unsupported",
+            )
+        )
+
     async def model(request: Request) -> Response:
         name = request.path_params["model_id"]
         if name not in listed:
@@ -163,6 +175,7 @@ def create_app(
     routes = [
         Route("/v1/chat/completions", chat_completions, methods=["POST"]),
         Route("/v1/messages", messages_endpoint, methods=["POST"]),
+        Route("/v1/messages/count_tokens", count_tokens, methods=["POST"]),
         *response_routes(store),
         Route("/v1/models", models, methods=["GET"]),
         Route("/v1/models/{model_id:path}", model, methods=["GET"]),

@@ -920,3 +920,16 @@ async def test_the_model_list_pages_as_an_anthropic_client_asks() -> None:
     assert (retired.data, retired.has_more, retired.first_id) == ([], False, None)
     assert "after_id" in unknown.value.message and "'gpt-4o'" in unknown.value.message
     assert "limit" in too_many.value.message
+
+
+async def test_counting_tokens_is_a_404_that_says_why_and_what_to_do() -> None:
+    """It was the 404 of a route that does not exist ("Not Found: POST ..."), which says
+    neither that the gateway cannot count tokens nor what to do instead."""
+    async with ScriptedMessagesAPI([]) as api, gateway(api) as client:
+        with pytest.raises(anthropic.NotFoundError) as info:
+            await client.messages.count_tokens(model=MODEL, messages=[HI])
+    body: Any = info.value.body
+    assert body["error"]["type"] == "not_found_error"
+    assert "cannot count tokens" in body["error"]["message"]
+    assert "usage" in body["error"]["message"]
+    assert api.all_requests == []
