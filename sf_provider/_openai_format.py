@@ -496,14 +496,16 @@ class ChunkMapper:
     id and name, then its arguments in fragments as the model writes them; the signed and
     redacted thinking blocks come in one `thinking_blocks` delta right before the finish (a
     client merges a list delta of objects by their `index`, which these do not carry); the
-    finish part gives the finish reason and `usage`. With `structured`, the content is the
-    structured output as JSON, sent whole at the end.
+    finish part gives the finish reason and `usage` (none after an error part: the error comes
+    next). With `structured`, the content is the structured output as JSON, sent whole at the
+    end.
     """
 
     def __init__(self, *, structured: bool = False) -> None:
         self.usage: t.Usage | None = None
         self._blocks = Blocks(remedy=wire.RESEND, structured=structured)
         self._thinking: list[dict[str, Any]] = []  # the thinking blocks ended so far
+        self._failed = False
 
     @staticmethod
     def start() -> dict[str, Any]:
@@ -512,6 +514,8 @@ class ChunkMapper:
 
     def choices(self, part: t.StreamPart) -> list[dict[str, Any]]:
         """The choices one part becomes (often none)."""
+        # After an error part the error is raised next: its finish part is no answer.
+        self._failed = self._failed or isinstance(part, t.ErrorPart)
         return [choice for event in self._blocks.add(part) for choice in self._choices(event)]
 
     def _choices(self, event: BlockEvent) -> list[dict[str, Any]]:
@@ -535,7 +539,7 @@ class ChunkMapper:
             case Delta(block=Block(kind="tool-call") as call):
                 function = {"arguments": event.delta}
                 return [_choice({"tool_calls": [{"index": call.nth, "function": function}]})]
-            case t.FinishPart():
+            case t.FinishPart() if not self._failed:
                 self.usage = event.usage
                 held = [_choice({"thinking_blocks": self._thinking})] if self._thinking else []
                 return [*held, {"delta": {}, "finish_reason": _FINISH[event.finish_reason]}]

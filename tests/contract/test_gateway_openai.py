@@ -28,6 +28,7 @@ from sf_provider.testing import (
     RecordedRequest,
     Reply,
     ScriptedMessagesAPI,
+    fault,
     http_error,
     offline_env,
     redacted_thinking,
@@ -654,6 +655,29 @@ async def test_a_call_made_anyway_after_a_history_without_tools_is_an_error() ->
 
 
 # --------------------------------------------------------------------------- errors
+
+
+async def test_a_failure_after_the_answer_began_is_an_error_chunk_without_a_finish() -> None:
+    """A finish chunk (`finish_reason: "stop"`) came right before the error: a client that
+    ends at the finish took the cut text for the whole answer. As on /v1/messages, an answer
+    that fails has no finish."""
+    # The stream is cut after some text; the CLI's non-streaming fallback then fails.
+    script = [fault("drop_mid_stream", events=4), http_error(500, "upstream broke")]
+    async with ScriptedMessagesAPI(script) as api, gateway(api.settings()) as (_, client):
+        stream = await client.chat.completions.create(
+            model=MODEL,
+            messages=QUESTION,
+            stream=True,
+            stream_options={"include_usage": True},
+        )
+        chunks = []
+        with pytest.raises(openai.APIError) as info:
+            async for chunk in stream:
+                chunks.append(chunk)
+    assert any(c.choices and c.choices[0].delta.content for c in chunks), "the answer had begun"
+    assert [c.choices[0].finish_reason for c in chunks if c.choices] == [None] * len(chunks)
+    assert "upstream broke" in info.value.message
+    assert len(api.requests) == 2
 
 
 async def test_api_failures_keep_their_meaning_in_the_openai_shape() -> None:
