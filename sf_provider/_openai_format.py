@@ -421,12 +421,16 @@ _FINISH: dict[t.FinishReason, str] = {
 
 
 def usage(value: t.Usage) -> dict[str, Any]:
-    """Usage in OpenAI's shape: prompt tokens include cache reads and writes."""
+    """Usage in OpenAI's shape: prompt tokens include cache reads and writes, and the details
+    count each."""
     return {
         "prompt_tokens": value.input_total,
         "completion_tokens": value.output_tokens,
         "total_tokens": value.total_tokens,
-        "prompt_tokens_details": {"cached_tokens": value.cache_read_input_tokens},
+        "prompt_tokens_details": {
+            "cached_tokens": value.cache_read_input_tokens,
+            "cache_write_tokens": value.cache_creation_input_tokens,
+        },
     }
 
 
@@ -487,23 +491,31 @@ def completion(
 class ChunkMapper:
     """Stream parts -> the choices of `chat.completion.chunk`s: `{"delta", "finish_reason"}`.
 
-    The first choice (`start`) gives the role. Text and reasoning stream as they come; a tool
-    call opens with its index, id and name, then its arguments in fragments as the model
-    writes them; the finish part gives the finish reason and `usage`. With `structured`, the
-    content is the structured output as JSON, sent whole at the end.
+    The first choice (`start`) gives the role (and no content: a reply of calls only has
+    none, as whole). Text and reasoning stream as they come; a tool call opens with its index,
+    id and name, then its arguments in fragments as the model writes them; the signed and
+    redacted thinking blocks come in one `thinking_blocks` delta right before the finish (a
+    client merges a list delta of objects by their `index`, which these do not carry); the
+    finish part gives the finish reason and `usage` (none after an error part: the error comes
+    next). With `structured`, the content is the structured output as JSON, sent whole at the
+    end.
     """
 
     def __init__(self, *, structured: bool = False) -> None:
         self.usage: t.Usage | None = None
         self._blocks = Blocks(remedy=wire.RESEND, structured=structured)
+        self._thinking: list[dict[str, Any]] = []  # the thinking blocks ended so far
+        self._failed = False
 
     @staticmethod
     def start() -> dict[str, Any]:
         """The first choice: the role."""
-        return {"delta": {"role": "assistant", "content": ""}, "finish_reason": None}
+        return {"delta": {"role": "assistant", "content": None}, "finish_reason": None}
 
     def choices(self, part: t.StreamPart) -> list[dict[str, Any]]:
         """The choices one part becomes (often none)."""
+        # After an error part the error is raised next: its finish part is no answer.
+        self._failed = self._failed or isinstance(part, t.ErrorPart)
         return [choice for event in self._blocks.add(part) for choice in self._choices(event)]
 
     def _choices(self, event: BlockEvent) -> list[dict[str, Any]]:
@@ -514,7 +526,7 @@ class ChunkMapper:
                 return [_choice({"reasoning_content": event.delta})]
             case End(block=Block(kind="reasoning") as block):
                 thinking = wire.thinking_block(block.text, block.signature, block.redacted)
-                return [_choice({"thinking_blocks": [thinking]})] if thinking else []
+                self._thinking += [thinking] if thinking else []
             case Start(block=Block(kind="tool-call") as call):
                 function = {"name": call.name, "arguments": ""}
                 opened = {
@@ -527,9 +539,10 @@ class ChunkMapper:
             case Delta(block=Block(kind="tool-call") as call):
                 function = {"arguments": event.delta}
                 return [_choice({"tool_calls": [{"index": call.nth, "function": function}]})]
-            case t.FinishPart():
+            case t.FinishPart() if not self._failed:
                 self.usage = event.usage
-                return [{"delta": {}, "finish_reason": _FINISH[event.finish_reason]}]
+                held = [_choice({"thinking_blocks": self._thinking})] if self._thinking else []
+                return [*held, {"delta": {}, "finish_reason": _FINISH[event.finish_reason]}]
         return []  # the provider raises right after an error part; no call has an executor
 
 

@@ -91,6 +91,11 @@ def reasoning(block: Mapping[str, Any], where: str) -> Reasoning:
 
 #: Why a tool type of OpenAI's other than `function` (a hosted tool) is refused.
 HOSTED = "hosted tools are not offered here (only 'function' tools, which the client runs)"
+#: Why OpenAI's `custom` tool (client-run, with free-form text input) is refused.
+_CUSTOM = (
+    "a custom tool takes free-form text, which the Messages API cannot ask a model for: define "
+    "it as a 'function' tool with a string parameter"
+)
 
 
 def asks_nothing(value: Any, allowed: tuple[Any, ...]) -> bool:
@@ -175,9 +180,9 @@ def function_tools(tools: Any, *, nested: bool) -> list[FunctionTool]:
     for i, tool in enumerate(tools):
         kind = tool.get("type") if isinstance(tool, Mapping) else None
         if kind != "function":
-            raise UnsupportedParameterError(
-                f"tools[{i}]", f"type {kind!r} cannot be offered: {HOSTED}"
-            )
+            why = _CUSTOM if kind == "custom" else HOSTED
+            problem = f"type {kind!r} cannot be offered: {why}"
+            raise UnsupportedParameterError(f"tools[{i}]", problem)
         flat = {"parameters": None, **{k: v for k, v in tool.items() if k != "type"}}
         specs.append(tool if nested else flat)  # flat with no parameters: no arguments
     try:

@@ -23,6 +23,7 @@ from typing import Any
 import anyio
 import anyio.to_thread
 from starlette.applications import Starlette
+from starlette.datastructures import QueryParams
 from starlette.exceptions import HTTPException
 from starlette.middleware import Middleware
 from starlette.requests import Request
@@ -36,7 +37,7 @@ from ..provider import ClaudeAgentProvider
 from ..settings import ProviderSettings
 from ..testing import ScriptedMessagesAPI, call_each_tool
 from ._browsers import allowed_host
-from ._errors import ErrorInfo, GatewayError
+from ._errors import ErrorInfo, GatewayError, invalid_request
 from ._http import (
     KEYS_ENV,
     GatewayGuard,
@@ -134,13 +135,26 @@ def create_app(
 
     async def models(request: Request) -> Response:
         anthropic = anthropic_client(request.headers)  # an Anthropic client: its shape
-        data = [model_object(name, anthropic) for name in listed]
-        if anthropic:
-            return JSONResponse(
-                {"data": data, "has_more": False, "first_id": listed[0] if listed else None,
-                 "last_id": listed[-1] if listed else None}
-            )  # fmt: skip
-        return JSONResponse({"object": "list", "data": data})
+        if not anthropic:
+            data = [model_object(name, False) for name in listed]
+            return JSONResponse({"object": "list", "data": data})
+        page, more = _model_page(listed, request.query_params)
+        return JSONResponse(
+            {"data": [model_object(name, True) for name in page], "has_more": more,
+             "first_id": page[0] if page else None, "last_id": page[-1] if page else None}
+        )  # fmt: skip
+
+    async def count_tokens(_request: Request) -> Response:
+        raise GatewayError(
+            ErrorInfo(
+                404,
+                "not_found_error",
+                "this gateway cannot count tokens: the Claude Code CLI it runs has no token "
+                "counting. Read the input tokens from a reply's usage, estimate them locally, "
+                "or count with Anthropic's own API",
+                code="count_tokens_unsupported",
+            )
+        )
 
     async def model(request: Request) -> Response:
         name = request.path_params["model_id"]
@@ -161,6 +175,7 @@ def create_app(
     routes = [
         Route("/v1/chat/completions", chat_completions, methods=["POST"]),
         Route("/v1/messages", messages_endpoint, methods=["POST"]),
+        Route("/v1/messages/count_tokens", count_tokens, methods=["POST"]),
         *response_routes(store),
         Route("/v1/models", models, methods=["GET"]),
         Route("/v1/models/{model_id:path}", model, methods=["GET"]),
@@ -186,6 +201,36 @@ def create_app(
         },
         lifespan=lifespan,
     )
+
+
+def _model_page(names: list[str], query: QueryParams) -> tuple[list[str], bool]:
+    """The page of `names` the Anthropic Models API's `limit`, `after_id` or `before_id` and
+    `lifecycle` ask for (every model listed here is active), and whether more lie beyond it in
+    that direction; a value it cannot read is a 400 naming it."""
+
+    def refuse(param: str, problem: str) -> GatewayError:
+        return GatewayError(invalid_request(f"{param}: {problem}", param=param))
+
+    limit = query.get("limit", "20")
+    if not limit.isdigit() or not 1 <= int(limit) <= 1000:
+        raise refuse("limit", f"{limit!r} is not a number of models from 1 to 1000")
+    stages = query.getlist("lifecycle[]") + query.getlist("lifecycle")
+    for stage in stages:
+        if stage not in ("active", "deprecated", "retired"):
+            raise refuse("lifecycle", f"{stage!r} is not one of active, deprecated, retired")
+    if stages and "active" not in stages:
+        names = []
+    after, before = query.get("after_id"), query.get("before_id")
+    if after is not None and before is not None:
+        raise refuse("before_id", "send after_id or before_id, not both")
+    for param, cursor in (("after_id", after), ("before_id", before)):
+        if cursor is not None and cursor not in names:
+            raise refuse(param, f"{cursor!r} is not a model of this list ({', '.join(names)})")
+    if before is not None:
+        earlier = names[: names.index(before)]
+        return earlier[-int(limit) :], len(earlier) > int(limit)
+    later = names[names.index(after) + 1 :] if after is not None else names
+    return later[: int(limit)], len(later) > int(limit)
 
 
 #: Seconds a readiness answer is reused: probes come every few seconds, and the check reads

@@ -29,6 +29,7 @@ from sf_provider.testing import (
     ScriptedMessagesAPI,
     fault,
     http_error,
+    redacted_thinking,
     reply,
     text,
     thinking,
@@ -122,6 +123,41 @@ async def test_stop_sequences_end_the_answer_with_stop_reason_stop_sequence(stre
     assert (said, blocks) == ("Thought: I know it.\n", ["text"]), "no call after the stop"
     assert (reason, sequence) == ("stop_sequence", "Observation:")
     assert len(api.requests) == 1
+
+
+SAME_EITHER_WAY = {
+    "calls only": reply(
+        tool_use("get_weather", {"city": "Paris"}, id="toolu_paris"),
+        tool_use("get_weather", {"city": "Rome"}, id="toolu_rome"),
+        cache_read_input_tokens=100,
+        cache_creation_input_tokens=7,
+    ),
+    "signed and redacted thinking": reply(
+        thinking("Two cities."), redacted_thinking("opaque"), text("Sunny in both.")
+    ),
+    "past a stop sequence": PAST_THE_STOP,
+}
+
+
+@pytest.mark.parametrize("script", SAME_EITHER_WAY.values(), ids=SAME_EITHER_WAY)
+async def test_a_streamed_answer_adds_up_to_the_whole_message_in_the_anthropic_client(
+    script: Reply,
+) -> None:
+    """The client's stream helper builds the message from the events: it is the message the
+    same script answers whole (blocks, stop reason and sequence, usage with the cache)."""
+    async with ScriptedMessagesAPI([script, script]) as api, gateway(api) as client:
+        asked: Any = {
+            "model": MODEL,
+            "max_tokens": 300,
+            "tools": [WEATHER],
+            "stop_sequences": ["Observation:"],
+            "messages": [HI],
+        }
+        whole = await client.messages.create(**asked)
+        async with client.messages.stream(**asked) as stream:
+            streamed = await stream.get_final_message()
+    assert streamed.model_dump(exclude={"id"}) == whole.model_dump(exclude={"id"})
+    assert not api.errors
 
 
 async def test_a_plain_answer_is_a_message_with_usage() -> None:
@@ -859,3 +895,41 @@ async def test_models_answer_an_anthropic_client_in_its_shape_even_a_404() -> No
     assert body["type"] == "error"
     assert body["error"]["type"] == "not_found_error"
     assert "'gpt-4o' is not listed" in body["error"]["message"]
+
+
+async def test_the_model_list_pages_as_an_anthropic_client_asks() -> None:
+    """`limit`, `after_id`, `before_id` and `lifecycle` were ignored: a page of one held every
+    model, and a list of retired models the active ones."""
+    async with ScriptedMessagesAPI([]) as api, gateway(api) as client:
+        first = await client.models.list(limit=1)
+        after = await client.models.list(limit=1, after_id="sonnet")
+        before = await client.models.list(before_id="haiku")
+        paged = [m.id async for m in client.models.list(limit=2)]  # two pages
+        active = await client.models.list(lifecycle=["active", "deprecated"])
+        retired = await client.models.list(lifecycle=["retired"])
+        with pytest.raises(anthropic.BadRequestError) as unknown:
+            await client.models.list(after_id="gpt-4o")
+        with pytest.raises(anthropic.BadRequestError) as too_many:
+            await client.models.list(limit=1001)
+    assert [m.id for m in first.data] == ["sonnet"]
+    assert (first.has_more, first.first_id, first.last_id) == (True, "sonnet", "sonnet")
+    assert ([m.id for m in after.data], after.has_more) == (["opus"], True)
+    assert ([m.id for m in before.data], before.has_more) == (["sonnet", "opus"], False)
+    assert paged == ["sonnet", "opus", "haiku"]
+    assert [m.id for m in active.data] == ["sonnet", "opus", "haiku"]
+    assert (retired.data, retired.has_more, retired.first_id) == ([], False, None)
+    assert "after_id" in unknown.value.message and "'gpt-4o'" in unknown.value.message
+    assert "limit" in too_many.value.message
+
+
+async def test_counting_tokens_is_a_404_that_says_why_and_what_to_do() -> None:
+    """It was the 404 of a route that does not exist ("Not Found: POST ..."), which says
+    neither that the gateway cannot count tokens nor what to do instead."""
+    async with ScriptedMessagesAPI([]) as api, gateway(api) as client:
+        with pytest.raises(anthropic.NotFoundError) as info:
+            await client.messages.count_tokens(model=MODEL, messages=[HI])
+    body: Any = info.value.body
+    assert body["error"]["type"] == "not_found_error"
+    assert "cannot count tokens" in body["error"]["message"]
+    assert "usage" in body["error"]["message"]
+    assert api.all_requests == []

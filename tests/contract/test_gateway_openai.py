@@ -28,6 +28,7 @@ from sf_provider.testing import (
     RecordedRequest,
     Reply,
     ScriptedMessagesAPI,
+    fault,
     http_error,
     offline_env,
     redacted_thinking,
@@ -250,6 +251,69 @@ async def test_a_stream_without_include_usage_has_no_usage_chunk() -> None:
     assert all(c.choices for c in chunks)
     assert chunks[-1].choices[0].finish_reason == "stop"
     assert "".join(c.choices[0].delta.content or "" for c in chunks) == "Sunny."
+
+
+def comparable(completion: Any) -> dict[str, Any]:
+    """A completion as JSON, without what differs between any two (`id`, `created`) and what
+    the openai client's stream helper adds of its own (`parsed`, and a call's `index` and
+    `parsed_arguments`)."""
+    answer: dict[str, Any] = json.loads(completion.model_dump_json(exclude={"id", "created"}))
+    for choice in answer["choices"]:
+        choice["message"].pop("parsed", None)
+        for call in choice["message"].get("tool_calls") or []:
+            call.pop("index", None)
+            call["function"].pop("parsed_arguments", None)
+    return answer
+
+
+SAME_EITHER_WAY = {
+    "calls only": reply(
+        tool_use("get_weather", {"city": "Paris"}, id="toolu_paris"),
+        tool_use("get_weather", {"city": "Rome"}, id="toolu_rome"),
+        cache_read_input_tokens=100,
+        cache_creation_input_tokens=7,
+    ),
+    "signed and redacted thinking": reply(
+        thinking("Two cities."), redacted_thinking("opaque"), text("Sunny in both.")
+    ),
+    "text and a call": reply(
+        text("Checking."), tool_use("get_weather", {"city": "Paris"}, id="toolu_paris")
+    ),
+}
+
+
+@pytest.mark.parametrize("script", SAME_EITHER_WAY.values(), ids=SAME_EITHER_WAY)
+async def test_a_streamed_answer_adds_up_to_the_whole_answer_in_the_openai_client(
+    script: Reply,
+) -> None:
+    """The openai client's stream helper builds the completion from the chunks: it must be the
+    completion the same script answers whole. A reply of calls only had `content` "" streamed
+    (null whole), and a second thinking block broke the helper (`thinking_blocks` deltas are
+    a list the helper merges by `index`, which they do not carry)."""
+    async with (
+        ScriptedMessagesAPI([script, script]) as api,
+        gateway(api.settings()) as (_, client),
+    ):
+        asked: Any = {"model": MODEL, "messages": QUESTION, "tools": [WEATHER_TOOL]}
+        whole = await client.chat.completions.create(**asked)
+        async with client.chat.completions.stream(
+            **asked, stream_options={"include_usage": True}
+        ) as stream:
+            streamed = await stream.get_final_completion()
+    assert comparable(streamed) == comparable(whole)
+    assert not api.errors
+
+
+async def test_cache_reads_and_writes_are_in_the_usage_details() -> None:
+    """The cache writes were left out of the details (the Responses door has them): a client
+    could not tell them from uncached input, which costs less."""
+    script = reply(text("Sunny."), cache_read_input_tokens=100, cache_creation_input_tokens=7)
+    async with ScriptedMessagesAPI([script]) as api, gateway(api.settings()) as (_, client):
+        answer = await client.chat.completions.create(model=MODEL, messages=QUESTION)
+    assert answer.usage is not None and answer.usage.prompt_tokens_details is not None
+    assert answer.usage.prompt_tokens == 25 + 100 + 7
+    assert answer.usage.prompt_tokens_details.cached_tokens == 100
+    assert answer.usage.prompt_tokens_details.cache_write_tokens == 7
 
 
 WEATHER_SCHEMA = {
@@ -591,6 +655,29 @@ async def test_a_call_made_anyway_after_a_history_without_tools_is_an_error() ->
 
 
 # --------------------------------------------------------------------------- errors
+
+
+async def test_a_failure_after_the_answer_began_is_an_error_chunk_without_a_finish() -> None:
+    """A finish chunk (`finish_reason: "stop"`) came right before the error: a client that
+    ends at the finish took the cut text for the whole answer. As on /v1/messages, an answer
+    that fails has no finish."""
+    # The stream is cut after some text; the CLI's non-streaming fallback then fails.
+    script = [fault("drop_mid_stream", events=4), http_error(500, "upstream broke")]
+    async with ScriptedMessagesAPI(script) as api, gateway(api.settings()) as (_, client):
+        stream = await client.chat.completions.create(
+            model=MODEL,
+            messages=QUESTION,
+            stream=True,
+            stream_options={"include_usage": True},
+        )
+        chunks = []
+        with pytest.raises(openai.APIError) as info:
+            async for chunk in stream:
+                chunks.append(chunk)
+    assert any(c.choices and c.choices[0].delta.content for c in chunks), "the answer had begun"
+    assert [c.choices[0].finish_reason for c in chunks if c.choices] == [None] * len(chunks)
+    assert "upstream broke" in info.value.message
+    assert len(api.requests) == 2
 
 
 async def test_api_failures_keep_their_meaning_in_the_openai_shape() -> None:

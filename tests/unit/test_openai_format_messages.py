@@ -608,6 +608,12 @@ MALFORMED: dict[str, tuple[dict[str, Any], type[ProviderError], str, str]] = {
         {"tools": [{"type": "web_search"}]}, UnsupportedParameterError, "tools[0]",
         "only 'function' tools",
     ),
+    "tools-custom": (
+        {"tools": [{"type": "custom", "custom": {"name": "run_sql"}}]},
+        UnsupportedParameterError, "tools[0]",
+        "a custom tool takes free-form text, which the Messages API cannot ask a model for: "
+        "define it as a 'function' tool with a string parameter",
+    ),
     "tool-unknown-field": (
         {"tools": [_tool(colour="red")]}, UnsupportedParameterError, "tools",
         "tools[0].colour (tool 'get_weather') cannot be honoured",

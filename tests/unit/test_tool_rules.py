@@ -403,7 +403,7 @@ def test_usage_counts_cached_input_once_and_every_door_renames_it() -> None:
         "prompt_tokens": 21,
         "completion_tokens": 5,
         "total_tokens": 26,
-        "prompt_tokens_details": {"cached_tokens": 11},
+        "prompt_tokens_details": {"cached_tokens": 11, "cache_write_tokens": 7},
     }
     metadata = lc._usage_metadata(usage)
     assert (metadata["input_tokens"], metadata["total_tokens"]) == (21, 26)
