@@ -1,11 +1,13 @@
 """Sync entry points of the adapters (LangChain's `invoke`/`stream`, LiteLLM's `completion`):
 the async path on an event loop of its own, in a worker thread when the caller's thread already
-runs one."""
+runs one. A worker thread runs in a copy of the caller's context (contextvars), as the caller's
+own thread would: the query's trace span nests under the application's current span."""
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import contextvars
 import queue
 import threading
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
@@ -28,7 +30,8 @@ def run_sync(make: Callable[[], Awaitable[_T]]) -> _T:
     except RuntimeError:
         return asyncio.run(main())
     with ThreadPoolExecutor(1, thread_name_prefix="sf-provider-sync") as worker:
-        return worker.submit(asyncio.run, main()).result()
+        context = contextvars.copy_context()
+        return worker.submit(context.run, asyncio.run, main()).result()
 
 
 def iterate_in_thread(make: Callable[[], AsyncIterator[_T]]) -> Iterator[_T]:
@@ -56,7 +59,10 @@ def iterate_in_thread(make: Callable[[], AsyncIterator[_T]]) -> Iterator[_T]:
         else:
             items.put(("done", None))
 
-    thread = threading.Thread(target=asyncio.run, args=(pump(),), name="sf-provider-sync")
+    context = contextvars.copy_context()
+    thread = threading.Thread(
+        target=context.run, args=(asyncio.run, pump()), name="sf-provider-sync"
+    )
     thread.start()
     started.wait()
     try:
