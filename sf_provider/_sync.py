@@ -11,7 +11,6 @@ import contextvars
 import queue
 import threading
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
-from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Literal, TypeVar
 
 __all__ = ["iterate_in_thread", "run_sync"]
@@ -20,7 +19,11 @@ _T = TypeVar("_T")
 
 
 def run_sync(make: Callable[[], Awaitable[_T]]) -> _T:
-    """Run a coroutine to the end from sync code, on a fresh loop (in a thread if one runs)."""
+    """Run a coroutine to the end from sync code, on a fresh loop (in a thread if one runs).
+
+    In a thread, an exception that stops the caller's wait (Ctrl-C in a notebook, whose
+    thread runs an event loop) cancels the coroutine, which stops the query's CLI, instead of
+    leaving the caller waiting for the query's end."""
 
     async def main() -> _T:
         return await make()
@@ -29,9 +32,14 @@ def run_sync(make: Callable[[], Awaitable[_T]]) -> _T:
         asyncio.get_running_loop()
     except RuntimeError:
         return asyncio.run(main())
-    with ThreadPoolExecutor(1, thread_name_prefix="sf-provider-sync") as worker:
-        context = contextvars.copy_context()
-        return worker.submit(context.run, asyncio.run, main()).result()
+
+    async def once() -> AsyncIterator[_T]:
+        yield await make()
+
+    returned = list(iterate_in_thread(once))  # to its end: the thread has ended too
+    if not returned:  # cancelled in its thread before it returned
+        raise asyncio.CancelledError
+    return returned[0]
 
 
 def iterate_in_thread(make: Callable[[], AsyncIterator[_T]]) -> Iterator[_T]:
