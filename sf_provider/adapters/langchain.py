@@ -730,6 +730,16 @@ def _assistant_content(
             if text.strip():  # the API refuses blank text blocks (ChatAnthropic leaves them out)
                 blocks.append(door.Text(text))
             _note_citations(block, where, lost)
+        elif kind == "reasoning" and block.get(kind) is None and block.get("summary"):
+            # ChatOpenAI's (Responses API): its text in summary parts, each a reasoning block
+            # of its own in `.content_blocks`; replayed unsigned, as text.
+            for part in block["summary"]:
+                thought = part.get("text") if isinstance(part, Mapping) else None
+                if not isinstance(thought, str):
+                    raise InvalidMessagesError(
+                        f"{where}: a reasoning summary part needs its 'text' (a string)"
+                    )
+                blocks.append(door.Reasoning(thought))
         elif kind in ("thinking", "reasoning"):  # Anthropic style, signed; LangChain v1's
             thought, extras = block.get(kind), block.get("extras") or {}
             if thought is not None and not isinstance(thought, str):

@@ -1085,6 +1085,25 @@ async def test_a_flattened_history_warning_is_also_a_python_warning() -> None:
 
 
 @pytest.mark.anyio
+async def test_chat_openais_reasoning_summary_is_replayed_as_text_with_a_warning() -> None:
+    # ChatOpenAI (Responses API) keeps a reasoning block's text in its `summary` parts, one
+    # block per part in `.content_blocks`: it was replayed as an empty `<reasoning></reasoning>`.
+    summary = [{"type": "summary_text", "text": "France's capital."},
+               {"type": "summary_text", "text": "Paris, then."}]  # fmt: skip
+    reasoning = {"type": "reasoning", "id": "rs_1", "summary": summary, "encrypted_content": "g"}
+    openai = AIMessage([reasoning, {"type": "text", "text": "Paris."}])
+    history: list[BaseMessage] = [HumanMessage("Capital?"), openai, HumanMessage("Sure?")]
+    with pytest.warns(UserWarning, match=r"\(history-flattened\)"):
+        api, answer = await ask(history)
+    assert texts_of(api.requests[0].body, "assistant") == [
+        "<reasoning>France's capital.</reasoning>",
+        "<reasoning>Paris, then.</reasoning>",
+        "Paris.",
+    ]
+    assert warning_codes(answer) == ["history-flattened"] * 2  # one per block
+
+
+@pytest.mark.anyio
 async def test_reasoning_content_of_another_provider_is_replayed_as_text_with_a_warning() -> None:
     # ChatDeepSeek (and others) keep the reasoning in additional_kwargs, not in the content.
     deepseek = AIMessage("Paris.", additional_kwargs={"reasoning_content": "France's capital."})
