@@ -720,6 +720,13 @@ def _assistant_content(
             f"{where}: a legacy OpenAI function_call cannot be sent, and its FunctionMessage "
             f"neither; give the call as tool_calls (with an id) answered by a ToolMessage"
         )
+    # A signature is Claude's only in a reply of Claude's (ours, ChatAnthropic's) or one built by
+    # hand: Gemini's thinking has Anthropic's shape with its own thought signature, which the
+    # Messages API refuses. Another provider's is replayed unsigned, as text (ChatAnthropic
+    # reads signatures of `model_provider="anthropic"` replies only, as the pydantic-ai adapter
+    # does of its own and Anthropic's).
+    provider = message.response_metadata.get("model_provider")
+    claudes = provider in (None, "anthropic")
     calls: list[Mapping[str, Any]] = list(ai.tool_calls) if ai else []
     invalid: list[Mapping[str, Any]] = list(ai.invalid_tool_calls) if ai else []
     seen = {call.get("id") for call in [*calls, *invalid]}
@@ -745,7 +752,7 @@ def _assistant_content(
             if thought is not None and not isinstance(thought, str):
                 raise InvalidMessagesError(f"{where}: a thinking block's text must be a string")
             signature = block.get("signature") or extras.get("signature")
-            signed = signature if isinstance(signature, str) and signature else None
+            signed = signature if isinstance(signature, str) and signature and claudes else None
             blocks.append(door.Reasoning(thought or "", signature=signed))
         elif kind == "redacted_thinking" or (
             kind == "non_standard" and (block.get("value") or {}).get("type") == "redacted_thinking"

@@ -1084,6 +1084,35 @@ async def test_a_flattened_history_warning_is_also_a_python_warning() -> None:
     assert warning_codes(answer) == ["history-flattened"]
 
 
+@pytest.mark.parametrize(
+    "block",
+    [
+        {"type": "thinking", "thinking": "France's capital.", "signature": "gemini-signature"},
+        {"type": "reasoning", "reasoning": "France's capital.",
+         "extras": {"signature": "gemini-signature"}},
+    ],
+    ids=["v0", "v1"],
+)  # fmt: skip
+@pytest.mark.anyio
+async def test_thinking_another_provider_signed_is_replayed_as_text_not_as_claudes(
+    block: dict[str, Any],
+) -> None:
+    # ChatGoogleGenerativeAI's thinking has the shape of Anthropic's, with Gemini's thought
+    # signature: sent as Claude's signed thinking, the Messages API refuses the request
+    # (an invalid signature), so a conversation moved over from Gemini failed.
+    gemini = AIMessage(
+        [block, {"type": "text", "text": "Paris."}],
+        response_metadata={"model_provider": "google_genai"},
+    )
+    history: list[BaseMessage] = [HumanMessage("Capital?"), gemini, HumanMessage("Sure?")]
+    with pytest.warns(UserWarning, match=r"\(history-flattened\)"):
+        api, answer = await ask(history)
+    assert assistant_blocks(api.requests[0].body) == [("text", None), ("text", None)]
+    assistant = texts_of(api.requests[0].body, "assistant")
+    assert assistant == ["<reasoning>France's capital.</reasoning>", "Paris."]
+    assert warning_codes(answer) == ["history-flattened"]
+
+
 @pytest.mark.anyio
 async def test_chat_openais_reasoning_summary_is_replayed_as_text_with_a_warning() -> None:
     # ChatOpenAI (Responses API) keeps a reasoning block's text in its `summary` parts, one
