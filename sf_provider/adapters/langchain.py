@@ -767,6 +767,12 @@ def _assistant_content(
                 arguments = block.get("input" if kind == "tool_use" else "args")
                 found = {"name": block.get("name"), "args": arguments, "id": block.get("id")}
                 (invalid if kind == "invalid_tool_call" else calls).append(found)
+        elif kind == "function_call":  # ChatOpenAI's (Responses API), in `tool_calls` too
+            if block.get("call_id") not in seen:
+                seen.add(block.get("call_id"))
+                arguments = door.arguments(block.get("arguments"), where)
+                calls.append({"name": block.get("name"), "args": arguments,
+                              "id": block.get("call_id")})  # fmt: skip
         elif kind == "tool_call_chunk":
             pass  # a streamed piece of a call in `tool_calls`
         else:

@@ -1113,6 +1113,37 @@ async def test_thinking_another_provider_signed_is_replayed_as_text_not_as_claud
     assert warning_codes(answer) == ["history-flattened"]
 
 
+@pytest.mark.parametrize("in_tool_calls", [True, False], ids=["also-in-tool_calls", "only-block"])
+@pytest.mark.anyio
+async def test_chat_openais_function_call_blocks_replay_as_the_calls_they_are(
+    in_tool_calls: bool,
+) -> None:
+    # ChatOpenAI (Responses API) keeps its calls in the content as `function_call` blocks (and
+    # in `tool_calls`): a history moved over from it was refused as holding no tool call.
+    call = {"type": "function_call", "name": "Weather", "arguments": '{"city": "Paris"}',
+            "call_id": "call_1", "id": "fc_1"}  # fmt: skip
+    calls = (
+        [{"name": "Weather", "args": {"city": "Paris"}, "id": "call_1"}] if in_tool_calls else []
+    )
+    openai = AIMessage(
+        [{"type": "reasoning", "id": "rs_1", "summary": []}, call],
+        tool_calls=calls,
+        response_metadata={"model_provider": "openai"},
+    )
+    history: list[BaseMessage] = [
+        HumanMessage("Weather?"), openai, ToolMessage("sunny", tool_call_id="call_1")
+    ]  # fmt: skip
+    api, _ = await ask(history)
+    (use,) = api.requests[0].tool_uses()
+    assert (use["id"], use["name"], use["input"]) == (
+        "call_1",
+        "mcp__sf__Weather",
+        {"city": "Paris"},
+    )
+    (result,) = api.requests[0].results()
+    assert (result.tool_use_id, result.text) == ("call_1", "sunny")
+
+
 @pytest.mark.anyio
 async def test_chat_openais_reasoning_summary_is_replayed_as_text_with_a_warning() -> None:
     # ChatOpenAI (Responses API) keeps a reasoning block's text in its `summary` parts, one
