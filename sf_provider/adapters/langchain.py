@@ -715,7 +715,9 @@ def _assistant_content(
     """An AI message's parts; `answered` holds the call ids later tool messages answer."""
     blocks: list[door.AssistantPart] = []
     ai = message if isinstance(message, AIMessage) else None
-    if message.additional_kwargs.get("function_call"):
+    # ChatGoogleGenerativeAI repeats a call of its `tool_calls` there: only a call given there
+    # alone is the legacy one, which no ToolMessage can answer.
+    if message.additional_kwargs.get("function_call") and not (ai and ai.tool_calls):
         raise InvalidMessagesError(
             f"{where}: a legacy OpenAI function_call cannot be sent, and its FunctionMessage "
             f"neither; give the call as tool_calls (with an id) answered by a ToolMessage"

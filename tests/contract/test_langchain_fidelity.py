@@ -1075,6 +1075,26 @@ def test_a_legacy_function_call_is_refused() -> None:
 
 
 @pytest.mark.anyio
+async def test_gemini_calls_repeated_as_a_function_call_replay_once_from_tool_calls() -> None:
+    # ChatGoogleGenerativeAI repeats its call in `additional_kwargs["function_call"]` next to
+    # `tool_calls`: a history moved over from Gemini was refused as a legacy function call.
+    gemini = AIMessage(
+        "",
+        additional_kwargs={"function_call": {"name": "Weather", "arguments": '{"city": "Paris"}'}},
+        tool_calls=[{"name": "Weather", "args": {"city": "Paris"}, "id": "call_1"}],
+        response_metadata={"model_provider": "google_genai"},
+    )
+    history: list[BaseMessage] = [
+        HumanMessage("Weather?"), gemini, ToolMessage("sunny", tool_call_id="call_1")
+    ]  # fmt: skip
+    api, _ = await ask(history)
+    (use,) = api.requests[0].tool_uses()
+    assert (use["id"], use["input"]) == ("call_1", {"city": "Paris"})
+    (result,) = api.requests[0].results()
+    assert (result.tool_use_id, result.text) == ("call_1", "sunny")
+
+
+@pytest.mark.anyio
 async def test_a_flattened_history_warning_is_also_a_python_warning() -> None:
     unsigned = AIMessage([{"type": "reasoning", "reasoning": "Paris is in France."},
                           {"type": "text", "text": "Paris."}])  # fmt: skip
