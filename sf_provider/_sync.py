@@ -1,15 +1,16 @@
 """Sync entry points of the adapters (LangChain's `invoke`/`stream`, LiteLLM's `completion`):
 the async path on an event loop of its own, in a worker thread when the caller's thread already
-runs one."""
+runs one. A worker thread runs in a copy of the caller's context (contextvars), as the caller's
+own thread would: the query's trace span nests under the application's current span."""
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import contextvars
 import queue
 import threading
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
-from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Literal, TypeVar
 
 __all__ = ["iterate_in_thread", "run_sync"]
@@ -18,7 +19,11 @@ _T = TypeVar("_T")
 
 
 def run_sync(make: Callable[[], Awaitable[_T]]) -> _T:
-    """Run a coroutine to the end from sync code, on a fresh loop (in a thread if one runs)."""
+    """Run a coroutine to the end from sync code, on a fresh loop (in a thread if one runs).
+
+    In a thread, an exception that stops the caller's wait (Ctrl-C in a notebook, whose
+    thread runs an event loop) cancels the coroutine, which stops the query's CLI, instead of
+    leaving the caller waiting for the query's end."""
 
     async def main() -> _T:
         return await make()
@@ -27,8 +32,14 @@ def run_sync(make: Callable[[], Awaitable[_T]]) -> _T:
         asyncio.get_running_loop()
     except RuntimeError:
         return asyncio.run(main())
-    with ThreadPoolExecutor(1, thread_name_prefix="sf-provider-sync") as worker:
-        return worker.submit(asyncio.run, main()).result()
+
+    async def once() -> AsyncIterator[_T]:
+        yield await make()
+
+    returned = list(iterate_in_thread(once))  # to its end: the thread has ended too
+    if not returned:  # cancelled in its thread before it returned
+        raise asyncio.CancelledError
+    return returned[0]
 
 
 def iterate_in_thread(make: Callable[[], AsyncIterator[_T]]) -> Iterator[_T]:
@@ -56,7 +67,10 @@ def iterate_in_thread(make: Callable[[], AsyncIterator[_T]]) -> Iterator[_T]:
         else:
             items.put(("done", None))
 
-    thread = threading.Thread(target=asyncio.run, args=(pump(),), name="sf-provider-sync")
+    context = contextvars.copy_context()
+    thread = threading.Thread(
+        target=context.run, args=(asyncio.run, pump()), name="sf-provider-sync"
+    )
     thread.start()
     started.wait()
     try:

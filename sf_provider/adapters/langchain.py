@@ -715,11 +715,20 @@ def _assistant_content(
     """An AI message's parts; `answered` holds the call ids later tool messages answer."""
     blocks: list[door.AssistantPart] = []
     ai = message if isinstance(message, AIMessage) else None
-    if message.additional_kwargs.get("function_call"):
+    # ChatGoogleGenerativeAI repeats a call of its `tool_calls` there: only a call given there
+    # alone is the legacy one, which no ToolMessage can answer.
+    if message.additional_kwargs.get("function_call") and not (ai and ai.tool_calls):
         raise InvalidMessagesError(
             f"{where}: a legacy OpenAI function_call cannot be sent, and its FunctionMessage "
             f"neither; give the call as tool_calls (with an id) answered by a ToolMessage"
         )
+    # A signature is Claude's only in a reply of Claude's (ours, ChatAnthropic's) or one built by
+    # hand: Gemini's thinking has Anthropic's shape with its own thought signature, which the
+    # Messages API refuses. Another provider's is replayed unsigned, as text (ChatAnthropic
+    # reads signatures of `model_provider="anthropic"` replies only, as the pydantic-ai adapter
+    # does of its own and Anthropic's).
+    provider = message.response_metadata.get("model_provider")
+    claudes = provider in (None, "anthropic")
     calls: list[Mapping[str, Any]] = list(ai.tool_calls) if ai else []
     invalid: list[Mapping[str, Any]] = list(ai.invalid_tool_calls) if ai else []
     seen = {call.get("id") for call in [*calls, *invalid]}
@@ -730,12 +739,22 @@ def _assistant_content(
             if text.strip():  # the API refuses blank text blocks (ChatAnthropic leaves them out)
                 blocks.append(door.Text(text))
             _note_citations(block, where, lost)
+        elif kind == "reasoning" and block.get(kind) is None and block.get("summary"):
+            # ChatOpenAI's (Responses API): its text in summary parts, each a reasoning block
+            # of its own in `.content_blocks`; replayed unsigned, as text.
+            for part in block["summary"]:
+                thought = part.get("text") if isinstance(part, Mapping) else None
+                if not isinstance(thought, str):
+                    raise InvalidMessagesError(
+                        f"{where}: a reasoning summary part needs its 'text' (a string)"
+                    )
+                blocks.append(door.Reasoning(thought))
         elif kind in ("thinking", "reasoning"):  # Anthropic style, signed; LangChain v1's
             thought, extras = block.get(kind), block.get("extras") or {}
             if thought is not None and not isinstance(thought, str):
                 raise InvalidMessagesError(f"{where}: a thinking block's text must be a string")
             signature = block.get("signature") or extras.get("signature")
-            signed = signature if isinstance(signature, str) and signature else None
+            signed = signature if isinstance(signature, str) and signature and claudes else None
             blocks.append(door.Reasoning(thought or "", signature=signed))
         elif kind == "redacted_thinking" or (
             kind == "non_standard" and (block.get("value") or {}).get("type") == "redacted_thinking"
@@ -750,6 +769,12 @@ def _assistant_content(
                 arguments = block.get("input" if kind == "tool_use" else "args")
                 found = {"name": block.get("name"), "args": arguments, "id": block.get("id")}
                 (invalid if kind == "invalid_tool_call" else calls).append(found)
+        elif kind == "function_call":  # ChatOpenAI's (Responses API), in `tool_calls` too
+            if block.get("call_id") not in seen:
+                seen.add(block.get("call_id"))
+                arguments = door.arguments(block.get("arguments"), where)
+                calls.append({"name": block.get("name"), "args": arguments,
+                              "id": block.get("call_id")})  # fmt: skip
         elif kind == "tool_call_chunk":
             pass  # a streamed piece of a call in `tool_calls`
         else:

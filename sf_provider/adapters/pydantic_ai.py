@@ -794,6 +794,9 @@ class ClaudeStreamedResponse(StreamedResponse):
             # (`per_request_input_tokens_limit`, `RunContext.context_window_used`) read this.
             mark_context_input_tokens(self, context)
         self.finish_reason = _FINISH_REASONS[part.finish_reason]
+        # The model that answered, as pydantic-ai's models name it (the configured name, or
+        # `default`, when the CLI does not say).
+        self._model_name = door.response_model(part.provider_details) or self._model_name
         response_id = part.provider_details.get("response_id")
         if isinstance(response_id, str):  # the last API message's id (`msg_...`)
             self.provider_response_id = response_id
@@ -809,7 +812,7 @@ class ClaudeStreamedResponse(StreamedResponse):
 
     @property
     def model_name(self) -> str:
-        """The model name of the request."""
+        """The model that answered (once the query has finished), else the requested one."""
         return self._model_name
 
     @property

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import os
 import subprocess
 import sys
 import threading
@@ -238,6 +239,52 @@ def test_leaving_a_sync_stream_early_stops_the_query() -> None:
         assert next(stream).text
         stream.close()  # cancels the worker's task: the CLI is stopped, its temp dir removed
     # The suite's leak check (conftest) fails if a CLI process or temp dir were left behind.
+
+
+#: Sync `invoke` inside a running event loop (a notebook cell), interrupted (Ctrl-C) while the
+#: model is asked: the API never answers, so the call ends only if the interrupt stops it.
+INTERRUPTED_IN_A_LOOP = """
+import asyncio, os, signal, subprocess
+from sf_provider.adapters.langchain import ChatClaudeAgent
+from sf_provider.testing import ScriptedMessagesAPI, fault
+
+
+def interrupt(request):
+    os.kill(os.getpid(), signal.SIGINT)
+    return fault("hang")
+
+
+async def a_notebook_cell(chat):
+    return chat.invoke("Hi")
+
+
+with ScriptedMessagesAPI(interrupt) as api:
+    chat = ChatClaudeAgent(settings=api.settings(warm_processes=0))
+    loop = asyncio.new_event_loop()
+    try:
+        loop.run_until_complete(a_notebook_cell(chat))
+    except KeyboardInterrupt:
+        ps = ["ps", "-ww", "-o", "args=", "--ppid", str(os.getpid())]
+        out = subprocess.run(ps, capture_output=True, text=True, check=True).stdout
+        left = [line for line in out.splitlines() if "claude" in line and "defunct" not in line]
+        print("interrupted; requests:", len(api.requests), "CLIs left:", left)
+    loop.close()
+"""
+
+
+def test_interrupting_a_sync_invoke_inside_a_running_loop_stops_its_query() -> None:
+    # The call ran on a worker thread whose end the interrupted caller still waited for: the
+    # cell hung until the answer came (here: never), and the CLI ran on.
+    done = subprocess.run(
+        [sys.executable, "-c", INTERRUPTED_IN_A_LOOP],
+        capture_output=True,
+        text=True,
+        timeout=90,
+        check=False,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "interrupted; requests: 1 CLIs left: []", done.stderr
 
 
 def test_tool_choice_maps_to_the_providers() -> None:

@@ -1075,6 +1075,26 @@ def test_a_legacy_function_call_is_refused() -> None:
 
 
 @pytest.mark.anyio
+async def test_gemini_calls_repeated_as_a_function_call_replay_once_from_tool_calls() -> None:
+    # ChatGoogleGenerativeAI repeats its call in `additional_kwargs["function_call"]` next to
+    # `tool_calls`: a history moved over from Gemini was refused as a legacy function call.
+    gemini = AIMessage(
+        "",
+        additional_kwargs={"function_call": {"name": "Weather", "arguments": '{"city": "Paris"}'}},
+        tool_calls=[{"name": "Weather", "args": {"city": "Paris"}, "id": "call_1"}],
+        response_metadata={"model_provider": "google_genai"},
+    )
+    history: list[BaseMessage] = [
+        HumanMessage("Weather?"), gemini, ToolMessage("sunny", tool_call_id="call_1")
+    ]  # fmt: skip
+    api, _ = await ask(history)
+    (use,) = api.requests[0].tool_uses()
+    assert (use["id"], use["input"]) == ("call_1", {"city": "Paris"})
+    (result,) = api.requests[0].results()
+    assert (result.tool_use_id, result.text) == ("call_1", "sunny")
+
+
+@pytest.mark.anyio
 async def test_a_flattened_history_warning_is_also_a_python_warning() -> None:
     unsigned = AIMessage([{"type": "reasoning", "reasoning": "Paris is in France."},
                           {"type": "text", "text": "Paris."}])  # fmt: skip
@@ -1082,6 +1102,85 @@ async def test_a_flattened_history_warning_is_also_a_python_warning() -> None:
     with pytest.warns(UserWarning, match=r"reasoning without a signature.*\(history-flattened\)"):
         _, answer = await ask(history)
     assert warning_codes(answer) == ["history-flattened"]
+
+
+@pytest.mark.parametrize(
+    "block",
+    [
+        {"type": "thinking", "thinking": "France's capital.", "signature": "gemini-signature"},
+        {"type": "reasoning", "reasoning": "France's capital.",
+         "extras": {"signature": "gemini-signature"}},
+    ],
+    ids=["v0", "v1"],
+)  # fmt: skip
+@pytest.mark.anyio
+async def test_thinking_another_provider_signed_is_replayed_as_text_not_as_claudes(
+    block: dict[str, Any],
+) -> None:
+    # ChatGoogleGenerativeAI's thinking has the shape of Anthropic's, with Gemini's thought
+    # signature: sent as Claude's signed thinking, the Messages API refuses the request
+    # (an invalid signature), so a conversation moved over from Gemini failed.
+    gemini = AIMessage(
+        [block, {"type": "text", "text": "Paris."}],
+        response_metadata={"model_provider": "google_genai"},
+    )
+    history: list[BaseMessage] = [HumanMessage("Capital?"), gemini, HumanMessage("Sure?")]
+    with pytest.warns(UserWarning, match=r"\(history-flattened\)"):
+        api, answer = await ask(history)
+    assert assistant_blocks(api.requests[0].body) == [("text", None), ("text", None)]
+    assistant = texts_of(api.requests[0].body, "assistant")
+    assert assistant == ["<reasoning>France's capital.</reasoning>", "Paris."]
+    assert warning_codes(answer) == ["history-flattened"]
+
+
+@pytest.mark.parametrize("in_tool_calls", [True, False], ids=["also-in-tool_calls", "only-block"])
+@pytest.mark.anyio
+async def test_chat_openais_function_call_blocks_replay_as_the_calls_they_are(
+    in_tool_calls: bool,
+) -> None:
+    # ChatOpenAI (Responses API) keeps its calls in the content as `function_call` blocks (and
+    # in `tool_calls`): a history moved over from it was refused as holding no tool call.
+    call = {"type": "function_call", "name": "Weather", "arguments": '{"city": "Paris"}',
+            "call_id": "call_1", "id": "fc_1"}  # fmt: skip
+    calls = (
+        [{"name": "Weather", "args": {"city": "Paris"}, "id": "call_1"}] if in_tool_calls else []
+    )
+    openai = AIMessage(
+        [{"type": "reasoning", "id": "rs_1", "summary": []}, call],
+        tool_calls=calls,
+        response_metadata={"model_provider": "openai"},
+    )
+    history: list[BaseMessage] = [
+        HumanMessage("Weather?"), openai, ToolMessage("sunny", tool_call_id="call_1")
+    ]  # fmt: skip
+    api, _ = await ask(history)
+    (use,) = api.requests[0].tool_uses()
+    assert (use["id"], use["name"], use["input"]) == (
+        "call_1",
+        "mcp__sf__Weather",
+        {"city": "Paris"},
+    )
+    (result,) = api.requests[0].results()
+    assert (result.tool_use_id, result.text) == ("call_1", "sunny")
+
+
+@pytest.mark.anyio
+async def test_chat_openais_reasoning_summary_is_replayed_as_text_with_a_warning() -> None:
+    # ChatOpenAI (Responses API) keeps a reasoning block's text in its `summary` parts, one
+    # block per part in `.content_blocks`: it was replayed as an empty `<reasoning></reasoning>`.
+    summary = [{"type": "summary_text", "text": "France's capital."},
+               {"type": "summary_text", "text": "Paris, then."}]  # fmt: skip
+    reasoning = {"type": "reasoning", "id": "rs_1", "summary": summary, "encrypted_content": "g"}
+    openai = AIMessage([reasoning, {"type": "text", "text": "Paris."}])
+    history: list[BaseMessage] = [HumanMessage("Capital?"), openai, HumanMessage("Sure?")]
+    with pytest.warns(UserWarning, match=r"\(history-flattened\)"):
+        api, answer = await ask(history)
+    assert texts_of(api.requests[0].body, "assistant") == [
+        "<reasoning>France's capital.</reasoning>",
+        "<reasoning>Paris, then.</reasoning>",
+        "Paris.",
+    ]
+    assert warning_codes(answer) == ["history-flattened"] * 2  # one per block
 
 
 @pytest.mark.anyio

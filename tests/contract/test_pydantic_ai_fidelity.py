@@ -619,3 +619,22 @@ async def test_a_cut_stream_is_folded_by_request_and_raised_by_request_stream() 
                 async for _ in stream:
                     pass
     assert isinstance(caught.value.__cause__, sf_errors.StreamRetractionError)
+
+
+@pytest.mark.parametrize("streamed", [False, True])
+async def test_a_response_names_the_model_that_answered(streamed: bool) -> None:
+    # With no model set (the CLI picks it), the response said "default" (the model's own
+    # name), where pydantic-ai's models name the model that answered and LangChain's
+    # `response_metadata["model_name"]` does.
+    async with ScriptedMessagesAPI([reply(text("Hello."))]) as api:
+        model = model_for(api)
+        agent = Agent(model)
+        if streamed:
+            async with agent.run_stream("Hi") as run:
+                assert await run.get_output() == "Hello."
+            response = run.response
+        else:
+            response = (await agent.run("Hi")).response
+    answered = api.requests[0].body["model"]
+    assert model.model_name == "default" and answered != "default"
+    assert response.model_name == answered

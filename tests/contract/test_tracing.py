@@ -5,6 +5,7 @@ nothing at all without a configured tracer provider."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import signal
@@ -302,6 +303,31 @@ async def test_a_door_traces_a_refused_request_with_the_providers_model(
     assert query.name == f"chat {MODEL}"
     assert dict(query.attributes or {})["gen_ai.request.model"] == MODEL
     assert query.status.status_code is StatusCode.ERROR
+
+
+@pytest.mark.parametrize("call", ["stream", "invoke in a running loop"])
+def test_a_sync_adapter_call_traces_its_query_under_the_callers_span(
+    spans: InMemorySpanExporter, call: str
+) -> None:
+    # The sync bridge runs the query on a worker thread (a sync stream always; a sync call when
+    # the caller's thread runs an event loop): the caller's context went missing there, so the
+    # query span started a trace of its own instead of nesting under the application's span.
+    from opentelemetry import trace
+
+    from sf_provider.adapters.langchain import ChatClaudeAgent
+
+    async def in_a_loop(chat: ChatClaudeAgent) -> None:
+        chat.invoke("Hi")
+
+    with ScriptedMessagesAPI([reply(text("Hello."))]) as api:
+        chat = ChatClaudeAgent(settings=api.settings(model=MODEL, warm_processes=0))
+        with trace.get_tracer("the-app").start_as_current_span("the app's request"):
+            if call == "stream":
+                assert "".join(chunk.text for chunk in chat.stream("Hi")) == "Hello."
+            else:
+                asyncio.run(in_a_loop(chat))
+    finished = spans.get_finished_spans()
+    assert parent_of(_query_span(finished), finished).name == "the app's request"
 
 
 @pytest.mark.parametrize("how", ["cancelled", "left"])
