@@ -166,7 +166,8 @@ class Outcome:
     #: reply back with it (the core, pydantic-ai's response, LangChain's raw message); on the
     #: wire doors the object is the answer's text, and nothing else is.
     text: str = ""
-    #: In the core's vocabulary: stop, length, tool-calls (other, error for the rest).
+    #: In the core's vocabulary: stop, length, tool-calls, content-filter (other, error for the
+    #: rest).
     finish: str | None = None
     structured: Any = None
     #: From the door's own error type: context-window, stream-retraction, tool-choice-violated,
@@ -319,7 +320,10 @@ class PydanticAIDoor(Door):
         (sf_errors.UnsupportedRequestError, "refused"),
         (pydantic_ai_errors.UserError, "refused"),
     )
-    FINISH: ClassVar[dict[str | None, str]] = {"tool_call": "tool-calls"}
+    FINISH: ClassVar[dict[str | None, str]] = {
+        "tool_call": "tool-calls",
+        "content_filter": "content-filter",
+    }
 
     async def send(self, case: Case) -> Outcome:
         provider = ClaudeAgentProvider(self.api.settings(warm_processes=0))
@@ -491,7 +495,10 @@ class LangChainDoor(Door):
 class OpenAIStyleDoor(Door):
     """Chat Completions: the application sends the tools as functions and runs them."""
 
-    FINISH: ClassVar[dict[str | None, str]] = {"tool_calls": "tool-calls"}
+    FINISH: ClassVar[dict[str | None, str]] = {
+        "tool_calls": "tool-calls",
+        "content_filter": "content-filter",
+    }
 
     async def create(self, **request: Any) -> Any:
         raise NotImplementedError
@@ -644,6 +651,7 @@ class MessagesDoor(Door):
         "stop_sequence": "stop",
         "max_tokens": "length",
         "tool_use": "tool-calls",
+        "refusal": "content-filter",
     }
 
     def error_kind(self, exc: BaseException) -> str:
@@ -775,7 +783,8 @@ class ResponsesDoor(Door):
     @staticmethod
     def _finish(response: Any) -> str:
         if response.status == "incomplete":
-            return "length"
+            reason = response.incomplete_details.reason
+            return "content-filter" if reason == "content_filter" else "length"
         return "tool-calls" if response.output[-1].type == "function_call" else "stop"
 
     async def send(self, case: Case) -> Outcome:
@@ -922,6 +931,9 @@ PIECES = ["The list: one, two, ", "three, four, ", "five, six, ", "seven, eig"]
 CUT = answers(*[reply(text(p), stop_reason="max_tokens") for p in PIECES])
 #: The stop sequence "END" is split across the scripted API's 8-character deltas.
 STOPPED = answers(reply(text("Lyon is mild. END Ignore this.")))
+DECLINED = "I can't help with that."
+#: The model declines (stop reason `refusal`); the CLI asks it once more, and it declines again.
+REFUSED = answers(*[reply(text(DECLINED), stop_reason="refusal")] * 2)
 
 
 @dataclass(frozen=True)
@@ -972,6 +984,11 @@ def check_error_result(api: ScriptedMessagesAPI) -> None:
 
 def check_max_tokens(api: ScriptedMessagesAPI) -> None:
     assert [r.body["max_tokens"] for r in api.requests] == [50] * 4
+
+
+def check_asked_twice(api: ScriptedMessagesAPI) -> None:
+    first, second = api.requests
+    assert first.messages[0] == second.messages[0], "the CLI repeats the refused request"
 
 
 def check_one_request(api: ScriptedMessagesAPI) -> None:
@@ -1217,6 +1234,24 @@ CASES: dict[str, Expected] = {
         Case(answers(reply(text("A transparent pixel."))), "What is this?", image=True),
         Outcome([], "A transparent pixel.", "stop"),
         check_image,
+    ),
+    # A refusal is an answer that ended for safety (finish reason content-filter, each door's
+    # own name for it), not a failure to retry: the words of both refused turns, as streamed.
+    "refusal": Expected(
+        Case(REFUSED),
+        Outcome([], DECLINED * 2, "content-filter"),
+        check_asked_twice,
+        # `GenerateResult.text` is the last model turn's (`all_text` has both), and so is a
+        # Chat Completions message's content.
+        per_door={
+            door: Outcome([], DECLINED, "content-filter")
+            for door in ("core", "litellm", "chat-completions")
+        },
+    ),
+    "refusal-streamed": Expected(
+        Case(REFUSED, stream=True),
+        Outcome([], DECLINED * 2, "content-filter"),
+        check_asked_twice,
     ),
 }
 
