@@ -171,7 +171,7 @@ class Outcome:
     finish: str | None = None
     structured: Any = None
     #: From the door's own error type: context-window, stream-retraction, tool-choice-violated,
-    #: refused, or `other: <type>: <message>`.
+    #: refused (bad request), declined (the model's refusal), or `other: <type>: <message>`.
     error: str | None = None
     #: The core stream only: a part of the answer was taken back (`DiscardPart`).
     retracted: bool = False
@@ -422,6 +422,7 @@ class LangChainDoor(Door):
     errors = (
         (langchain_errors.ContextOverflowError, "context-window"),
         (sf_errors.UnsupportedRequestError, "refused"),
+        (langchain_errors.ModelRefusalError, "declined"),
     )
 
     async def send(self, case: Case) -> Outcome:
@@ -466,6 +467,8 @@ class LangChainDoor(Door):
                 *_, answer = [chunk async for chunk in model.astream(messages)]
             else:
                 answer = await model.ainvoke(messages)
+            if answer["parsing_error"] is not None:
+                raise answer["parsing_error"]
             raw = answer["raw"]
             finish = raw.response_metadata.get("finish_reason")
             return Outcome(text=raw.text, finish=finish, structured=answer["parsed"].model_dump())
@@ -936,6 +939,11 @@ DECLINED = "I can't help with that."
 REFUSED = answers(*[reply(text(DECLINED), stop_reason="refusal")] * 2)
 
 
+def always_declines(_request: RecordedRequest) -> Reply:
+    """Declines however often it is asked (a framework may ask again)."""
+    return reply(text(DECLINED), stop_reason="refusal")
+
+
 @dataclass(frozen=True)
 class Expected:
     """What every door must give for a case (`outcome`), and what the API must have seen."""
@@ -989,6 +997,12 @@ def check_max_tokens(api: ScriptedMessagesAPI) -> None:
 def check_asked_twice(api: ScriptedMessagesAPI) -> None:
     first, second = api.requests
     assert first.messages[0] == second.messages[0], "the CLI repeats the refused request"
+
+
+def check_declined_again(api: ScriptedMessagesAPI) -> None:
+    """Asked at least twice (the CLI repeats a refused request; a framework may ask again)."""
+    assert len(api.requests) >= 2
+    assert all(r.messages[0] == api.requests[0].messages[0] for r in api.requests)
 
 
 def check_one_request(api: ScriptedMessagesAPI) -> None:
@@ -1246,6 +1260,23 @@ CASES: dict[str, Expected] = {
         per_door={
             door: Outcome([], DECLINED, "content-filter")
             for door in ("core", "litellm", "chat-completions")
+        },
+    ),
+    "refusal-structured": Expected(
+        Case(lambda: always_declines, output=City),
+        # The wire doors' answer is the object, and there is none.
+        Outcome(finish="content-filter"),
+        check_declined_again,
+        per_door={
+            "core": Outcome([], DECLINED, "content-filter"),
+            # As with pydantic-ai's own AnthropicModel: the Agent reads the refusal's words as
+            # the output, and asks again once.
+            "pydantic-ai": Outcome(
+                error="other: pydantic_ai.exceptions.UnexpectedModelBehavior: Exceeded maximum "
+                "output retries (1)"
+            ),
+            # `ModelRefusalError`, as ChatAnthropic's `with_structured_output` raises it.
+            "langchain": Outcome(error="declined"),
         },
     ),
     "refusal-streamed": Expected(
