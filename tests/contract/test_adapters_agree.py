@@ -463,8 +463,10 @@ class LangChainDoor(Door):
             ]
         stop = {"stop": list(case.stop)} if case.stop else {}
         if case.output:
-            if case.stream:  # the parser takes the whole reply: one chunk
-                *_, answer = [chunk async for chunk in model.astream(messages)]
+            if case.stream:  # the parser takes the whole reply: one chunk (a refusal: two)
+                answer = {}
+                async for chunk in model.astream(messages):
+                    answer.update(chunk)
             else:
                 answer = await model.ainvoke(messages)
             if answer["parsing_error"] is not None:
@@ -563,7 +565,8 @@ class OpenAIStyleDoor(Door):
                     text_parts.append(choice.delta.content or "")
                     finish = choice.finish_reason or finish
             finish = self.FINISH.get(finish, finish)
-            if case.output:  # the object is the answer's text on this wire
+            # The object is the answer's text on this wire (a refusal's: its words).
+            if case.output and finish != "content-filter":
                 return Outcome(finish=finish, structured=json.loads("".join(text_parts)))
             return Outcome(text="".join(text_parts), finish=finish)
         calls: list[tuple[str, dict[str, Any]]] = []
@@ -578,7 +581,9 @@ class OpenAIStyleDoor(Door):
             calls += made
             if not (case.run_tools and made):
                 finish = self.FINISH.get(choice.finish_reason, choice.finish_reason)
-                if case.output:  # the object is the answer's text on this wire (or no text)
+                # The object is the answer's text on this wire (or no text; a refusal's: its
+                # words).
+                if case.output and finish != "content-filter":
                     return Outcome(
                         calls, "", finish, json.loads(message.content) if message.content else None
                     )
@@ -760,7 +765,8 @@ class MessagesDoor(Door):
         calls = calls + [(b.id, b.name, b.input) for b in message.content if b.type == "tool_use"]
         answer = "".join(b.text for b in message.content if b.type == "text")
         finish = self.FINISH.get(message.stop_reason, message.stop_reason)
-        if case.output:  # the object is the answer's text on this wire (or no text)
+        # The object is the answer's text on this wire (or no text; a refusal's: its words).
+        if case.output and finish != "content-filter":
             return Outcome(calls, "", finish, json.loads(answer) if answer else None)
         return Outcome(calls, answer, finish)
 
@@ -842,7 +848,8 @@ class ResponsesDoor(Door):
                     raise RuntimeError(event.message)
                 elif event.type in ("response.completed", "response.incomplete"):
                     finish = self._finish(event.response)
-            if case.output:  # the object is the answer's text on this wire
+            # The object is the answer's text on this wire (a refusal's: its words).
+            if case.output and finish != "content-filter":
                 return Outcome(finish=finish, structured=json.loads("".join(text_parts)))
             return Outcome(text="".join(text_parts), finish=finish)
         calls: list[tuple[str, dict[str, Any]]] = []
@@ -856,7 +863,9 @@ class ResponsesDoor(Door):
             calls += made
             if not (case.run_tools and made):
                 answer = response.output_text
-                if case.output:  # the object is the answer's text on this wire (or no text)
+                # The object is the answer's text on this wire (or no text; a refusal's: its
+                # words).
+                if case.output and self._finish(response) != "content-filter":
                     return Outcome(
                         calls, "", self._finish(response), json.loads(answer) if answer else None
                     )
@@ -1264,11 +1273,14 @@ CASES: dict[str, Expected] = {
     ),
     "refusal-structured": Expected(
         Case(lambda: always_declines, output=City),
-        # The wire doors' answer is the object, and there is none.
-        Outcome(finish="content-filter"),
+        # There is no object: where the answer would be the object, the words are the answer.
+        Outcome([], DECLINED * 2, "content-filter"),
         check_declined_again,
         per_door={
-            "core": Outcome([], DECLINED, "content-filter"),
+            **{
+                door: Outcome([], DECLINED, "content-filter")
+                for door in ("core", "litellm", "chat-completions")
+            },
             # As with pydantic-ai's own AnthropicModel: the Agent reads the refusal's words as
             # the output, and asks again once.
             "pydantic-ai": Outcome(
@@ -1283,6 +1295,18 @@ CASES: dict[str, Expected] = {
         Case(REFUSED, stream=True),
         Outcome([], DECLINED * 2, "content-filter"),
         check_asked_twice,
+    ),
+    "refusal-structured-streamed": Expected(
+        Case(lambda: always_declines, output=City, stream=True),
+        Outcome([], DECLINED * 2, "content-filter"),
+        check_declined_again,
+        per_door={
+            "pydantic-ai": Outcome(
+                error="other: pydantic_ai.exceptions.UnexpectedModelBehavior: Exceeded maximum "
+                "output retries (1)"
+            ),
+            "langchain": Outcome(error="declined"),
+        },
     ),
 }
 
