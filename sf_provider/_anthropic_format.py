@@ -17,7 +17,7 @@ from typing import Any, ClassVar
 from . import _request as req
 from . import _wire as wire
 from . import types as t
-from ._blocks import Block, BlockEvent, Blocks, Delta, End, Start
+from ._blocks import Block, BlockEvent, Blocks, Delta, End, Start, declined
 from ._outcome import STOP_SEQUENCE_DETAIL
 from ._thinking import thinking_option
 from ._tool_choice import NamedToolChoice, ToolChoice, offered_tools
@@ -532,7 +532,9 @@ def _envelope(
 def message(result: t.GenerateResult, *, message_id: str, model: str, structured: bool) -> JSON:
     """The non-streaming response: the reply's blocks in the order the model wrote them (signed
     thinking, text, `tool_use`), its stop reason and usage. With `structured`, the model's text
-    is left out and the answer is one text block holding the structured output."""
+    is left out and the answer is one text block holding the structured output (unless the
+    model declined: `declined`)."""
+    structured = structured and not declined(result.finish_reason)
     content: list[JSON] = []
     for turn in result.response_messages:
         if turn["role"] != "assistant":

@@ -7,7 +7,8 @@ start, finish, errors, calls the provider ran and their results, discards).
 
 - Text is a block from its first delta: a text block that says nothing is none. With
   `structured`, the model's text is held back and the structured output is one text block,
-  written whole right before the finish part.
+  written whole right before the finish part; when the model declined (`declined`), there is
+  no object, and its text is written there instead, as the APIs send a refusal.
 - Reasoning is a block from its first delta, or from its end when it is signed or redacted
   (`Block.signature` / `redacted` are set before its `Start` then); unsigned reasoning that
   said nothing is none.
@@ -29,12 +30,18 @@ from typing import Literal
 from . import types as t
 from ._error_kinds import SentParts
 
-__all__ = ["Block", "BlockEvent", "Blocks", "Delta", "End", "Start"]
+__all__ = ["Block", "BlockEvent", "Blocks", "Delta", "End", "Start", "declined"]
 
 Kind = Literal["text", "reasoning", "tool-call"]
 
 #: The structured output's text block (`structured`).
 _STRUCTURED = "structured-output"
+
+
+def declined(finish_reason: t.FinishReason) -> bool:
+    """Whether the model declined to answer (finish reason `content-filter`): where the answer
+    would be the structured output, its words are the answer then (there is no object)."""
+    return finish_reason == "content-filter"
 
 
 @dataclass
@@ -99,12 +106,16 @@ class Blocks:
         self._open: dict[str, Block] = {}  # part id -> its block, while it is written
         self._count: dict[str, int] = {}  # kind -> blocks of that kind so far
         self._sent = SentParts()  # ids of the blocks started
+        self._held: dict[str, list[str]] = {}  # `structured`: text part id -> its deltas
 
     def add(self, part: t.StreamPart) -> list[BlockEvent]:
         """The events one part becomes."""
         match part:
+            case t.TextDeltaPart() if self._structured:
+                self._held.setdefault(part.id, []).append(part.delta)
+                return []
             case t.TextDeltaPart():
-                return [] if self._structured else self._write(part.id, part.delta, "text")
+                return self._write(part.id, part.delta, "text")
             case t.TextEndPart() if part.id in self._open:
                 return [End(self._open.pop(part.id))]
             case t.ReasoningDeltaPart():
@@ -133,11 +144,18 @@ class Blocks:
                     self._sent.discard(part, self._remedy)
                 for part_id in part.ids:
                     self._open.pop(part_id, None)
+                    self._held.pop(part_id, None)
                 return [part]
             case t.FinishPart() if self._structured and part.structured_output is not None:
                 text = json.dumps(part.structured_output, ensure_ascii=False)
                 written = self._write(_STRUCTURED, text, "text")
                 return [*written, End(self._open.pop(_STRUCTURED)), part]
+            case t.FinishPart() if self._structured and declined(part.finish_reason):
+                said: list[BlockEvent] = []
+                for part_id, deltas in self._held.items():
+                    said += self._write(part_id, "".join(deltas), "text")
+                    said.append(End(self._open.pop(part_id)))
+                return [*said, part]
             case (
                 t.TextStartPart()
                 | t.TextEndPart()

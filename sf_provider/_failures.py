@@ -112,6 +112,10 @@ def result_failure(
     `collected` folded the query's parts (its calls and text; the partial result of an error).
     """
     result = outcome.result
+    if outcome.refused:
+        # The model declined (finish reason `content-filter`): its words are the answer, and
+        # the same request would be declined again, so no rule of the request applies.
+        return None
     calls = collected.tool_call_count
     text_chars = collected.text_chars
     # An answer cut at the output limit is a result (finish reason "length"), held to the same

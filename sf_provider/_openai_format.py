@@ -18,7 +18,7 @@ from typing import Any
 from . import _request as req
 from . import _wire as wire
 from . import types as t
-from ._blocks import Block, BlockEvent, Blocks, Delta, End, Start
+from ._blocks import Block, BlockEvent, Blocks, Delta, End, Start, declined
 from ._thinking import thinking_option
 from ._wire import UnsupportedParameterError
 from .errors import InvalidMessagesError, UnsupportedRequestError
@@ -441,7 +441,9 @@ def completion_id() -> str:
 
 def message(result: t.GenerateResult, *, structured: bool = False) -> dict[str, Any]:
     """The assistant message of a `GenerateResult` (single-turn: its calls are the client's).
-    With `structured`, the content is the structured output alone (none with calls instead)."""
+    With `structured`, the content is the structured output alone (none with calls instead;
+    the model's words when it declined: `declined`)."""
+    structured = structured and not declined(result.finish_reason)
     content: str | None = None if structured else result.text or None
     if structured and result.structured_output is not None:
         content = json.dumps(result.structured_output, ensure_ascii=False)

@@ -83,6 +83,13 @@ class QueryOutcome:
         the CLI stopped resuming it: a result cut short, not a failure."""
         return self.api_failure is not None and self.api_failure.kind == "max_output_tokens"
 
+    @property
+    def refused(self) -> bool:
+        """Whether the model declined to answer (the API's stop reason `refusal`): an answer
+        with finish reason `content-filter`, not a failure, though the CLI reports it as an
+        error ("API Error: ... safeguards flagged this message") after asking once more."""
+        return self.result.stop_reason == "refusal"
+
 
 def finish_reason(outcome: QueryOutcome, *, failed: bool = False) -> FinishReason:
     """The finish reason of a finished query: the one place it is decided.
@@ -93,6 +100,8 @@ def finish_reason(outcome: QueryOutcome, *, failed: bool = False) -> FinishReaso
     result = outcome.result
     if failed:
         return "error"
+    if outcome.refused:
+        return "content-filter"
     if result.is_error and result.subtype not in _CUT_SHORT:
         reason: FinishReason = "error"
     elif result.subtype in _CUT_SHORT and not (

@@ -23,7 +23,7 @@ from typing import Any
 from . import _request as req
 from . import _wire as wire
 from . import types as t
-from ._blocks import Block, BlockEvent, Blocks, Delta, End, Start
+from ._blocks import Block, BlockEvent, Blocks, Delta, End, Start, declined
 from ._wire import UnsupportedParameterError
 from .errors import InvalidMessagesError, UnsupportedRequestError
 from .tools import FunctionTool
@@ -651,7 +651,9 @@ def output_items(
     """The output items of a `GenerateResult`, in the order the model wrote them: reasoning,
     one message per text block, and the function calls the client must run; their ids are
     those of response `response` (`item_id`). With `structured`, the only message is the
-    structured output (none when the model calls tools instead), as `EventMapper` streams it."""
+    structured output (none when the model calls tools instead; the model's words when it
+    declined: `declined`), as `EventMapper` streams it."""
+    structured = structured and not declined(result.finish_reason)
     items: list[JSON] = []
 
     def next_id(kind: str) -> str:

@@ -498,8 +498,18 @@ _NOT_ANSWERED = "structured_output_error"
 _NOT_ANSWERING = (ToolChoiceViolationError, StructuredOutputError)
 
 
+#: LangChain's error for a reply the model declined (`ModelRefusalError`, langchain-core 1.7.5
+#: and later; a parsing error before), as ChatAnthropic's `with_structured_output` raises it.
+_DECLINED: type[Exception] = getattr(langchain_errors, "ModelRefusalError", OutputParserException)
+
+
 def _answered(message: BaseMessage) -> BaseMessage:
     """The reply, unless it is not what `with_structured_output` asked for."""
+    if message.response_metadata.get("finish_reason") == "content-filter":
+        raise _DECLINED(
+            f"the model declined to produce the requested output (stop reason 'refusal'): "
+            f"{message.text}; rephrase the request, or try another model"
+        )
     failure = message.response_metadata.get(_NOT_ANSWERED)
     if failure:
         raise OutputParserException(str(failure), llm_output=message.text)

@@ -166,11 +166,12 @@ class Outcome:
     #: reply back with it (the core, pydantic-ai's response, LangChain's raw message); on the
     #: wire doors the object is the answer's text, and nothing else is.
     text: str = ""
-    #: In the core's vocabulary: stop, length, tool-calls (other, error for the rest).
+    #: In the core's vocabulary: stop, length, tool-calls, content-filter (other, error for the
+    #: rest).
     finish: str | None = None
     structured: Any = None
     #: From the door's own error type: context-window, stream-retraction, tool-choice-violated,
-    #: refused, or `other: <type>: <message>`.
+    #: refused (bad request), declined (the model's refusal), or `other: <type>: <message>`.
     error: str | None = None
     #: The core stream only: a part of the answer was taken back (`DiscardPart`).
     retracted: bool = False
@@ -319,7 +320,10 @@ class PydanticAIDoor(Door):
         (sf_errors.UnsupportedRequestError, "refused"),
         (pydantic_ai_errors.UserError, "refused"),
     )
-    FINISH: ClassVar[dict[str | None, str]] = {"tool_call": "tool-calls"}
+    FINISH: ClassVar[dict[str | None, str]] = {
+        "tool_call": "tool-calls",
+        "content_filter": "content-filter",
+    }
 
     async def send(self, case: Case) -> Outcome:
         provider = ClaudeAgentProvider(self.api.settings(warm_processes=0))
@@ -418,6 +422,7 @@ class LangChainDoor(Door):
     errors = (
         (langchain_errors.ContextOverflowError, "context-window"),
         (sf_errors.UnsupportedRequestError, "refused"),
+        (langchain_errors.ModelRefusalError, "declined"),
     )
 
     async def send(self, case: Case) -> Outcome:
@@ -458,10 +463,14 @@ class LangChainDoor(Door):
             ]
         stop = {"stop": list(case.stop)} if case.stop else {}
         if case.output:
-            if case.stream:  # the parser takes the whole reply: one chunk
-                *_, answer = [chunk async for chunk in model.astream(messages)]
+            if case.stream:  # the parser takes the whole reply: one chunk (a refusal: two)
+                answer = {}
+                async for chunk in model.astream(messages):
+                    answer.update(chunk)
             else:
                 answer = await model.ainvoke(messages)
+            if answer["parsing_error"] is not None:
+                raise answer["parsing_error"]
             raw = answer["raw"]
             finish = raw.response_metadata.get("finish_reason")
             return Outcome(text=raw.text, finish=finish, structured=answer["parsed"].model_dump())
@@ -491,7 +500,10 @@ class LangChainDoor(Door):
 class OpenAIStyleDoor(Door):
     """Chat Completions: the application sends the tools as functions and runs them."""
 
-    FINISH: ClassVar[dict[str | None, str]] = {"tool_calls": "tool-calls"}
+    FINISH: ClassVar[dict[str | None, str]] = {
+        "tool_calls": "tool-calls",
+        "content_filter": "content-filter",
+    }
 
     async def create(self, **request: Any) -> Any:
         raise NotImplementedError
@@ -553,7 +565,8 @@ class OpenAIStyleDoor(Door):
                     text_parts.append(choice.delta.content or "")
                     finish = choice.finish_reason or finish
             finish = self.FINISH.get(finish, finish)
-            if case.output:  # the object is the answer's text on this wire
+            # The object is the answer's text on this wire (a refusal's: its words).
+            if case.output and finish != "content-filter":
                 return Outcome(finish=finish, structured=json.loads("".join(text_parts)))
             return Outcome(text="".join(text_parts), finish=finish)
         calls: list[tuple[str, dict[str, Any]]] = []
@@ -568,7 +581,9 @@ class OpenAIStyleDoor(Door):
             calls += made
             if not (case.run_tools and made):
                 finish = self.FINISH.get(choice.finish_reason, choice.finish_reason)
-                if case.output:  # the object is the answer's text on this wire (or no text)
+                # The object is the answer's text on this wire (or no text; a refusal's: its
+                # words).
+                if case.output and finish != "content-filter":
                     return Outcome(
                         calls, "", finish, json.loads(message.content) if message.content else None
                     )
@@ -644,6 +659,7 @@ class MessagesDoor(Door):
         "stop_sequence": "stop",
         "max_tokens": "length",
         "tool_use": "tool-calls",
+        "refusal": "content-filter",
     }
 
     def error_kind(self, exc: BaseException) -> str:
@@ -749,7 +765,8 @@ class MessagesDoor(Door):
         calls = calls + [(b.id, b.name, b.input) for b in message.content if b.type == "tool_use"]
         answer = "".join(b.text for b in message.content if b.type == "text")
         finish = self.FINISH.get(message.stop_reason, message.stop_reason)
-        if case.output:  # the object is the answer's text on this wire (or no text)
+        # The object is the answer's text on this wire (or no text; a refusal's: its words).
+        if case.output and finish != "content-filter":
             return Outcome(calls, "", finish, json.loads(answer) if answer else None)
         return Outcome(calls, answer, finish)
 
@@ -775,7 +792,8 @@ class ResponsesDoor(Door):
     @staticmethod
     def _finish(response: Any) -> str:
         if response.status == "incomplete":
-            return "length"
+            reason = response.incomplete_details.reason
+            return "content-filter" if reason == "content_filter" else "length"
         return "tool-calls" if response.output[-1].type == "function_call" else "stop"
 
     async def send(self, case: Case) -> Outcome:
@@ -830,7 +848,8 @@ class ResponsesDoor(Door):
                     raise RuntimeError(event.message)
                 elif event.type in ("response.completed", "response.incomplete"):
                     finish = self._finish(event.response)
-            if case.output:  # the object is the answer's text on this wire
+            # The object is the answer's text on this wire (a refusal's: its words).
+            if case.output and finish != "content-filter":
                 return Outcome(finish=finish, structured=json.loads("".join(text_parts)))
             return Outcome(text="".join(text_parts), finish=finish)
         calls: list[tuple[str, dict[str, Any]]] = []
@@ -844,7 +863,9 @@ class ResponsesDoor(Door):
             calls += made
             if not (case.run_tools and made):
                 answer = response.output_text
-                if case.output:  # the object is the answer's text on this wire (or no text)
+                # The object is the answer's text on this wire (or no text; a refusal's: its
+                # words).
+                if case.output and self._finish(response) != "content-filter":
                     return Outcome(
                         calls, "", self._finish(response), json.loads(answer) if answer else None
                     )
@@ -922,6 +943,14 @@ PIECES = ["The list: one, two, ", "three, four, ", "five, six, ", "seven, eig"]
 CUT = answers(*[reply(text(p), stop_reason="max_tokens") for p in PIECES])
 #: The stop sequence "END" is split across the scripted API's 8-character deltas.
 STOPPED = answers(reply(text("Lyon is mild. END Ignore this.")))
+DECLINED = "I can't help with that."
+#: The model declines (stop reason `refusal`); the CLI asks it once more, and it declines again.
+REFUSED = answers(*[reply(text(DECLINED), stop_reason="refusal")] * 2)
+
+
+def always_declines(_request: RecordedRequest) -> Reply:
+    """Declines however often it is asked (a framework may ask again)."""
+    return reply(text(DECLINED), stop_reason="refusal")
 
 
 @dataclass(frozen=True)
@@ -972,6 +1001,17 @@ def check_error_result(api: ScriptedMessagesAPI) -> None:
 
 def check_max_tokens(api: ScriptedMessagesAPI) -> None:
     assert [r.body["max_tokens"] for r in api.requests] == [50] * 4
+
+
+def check_asked_twice(api: ScriptedMessagesAPI) -> None:
+    first, second = api.requests
+    assert first.messages[0] == second.messages[0], "the CLI repeats the refused request"
+
+
+def check_declined_again(api: ScriptedMessagesAPI) -> None:
+    """Asked at least twice (the CLI repeats a refused request; a framework may ask again)."""
+    assert len(api.requests) >= 2
+    assert all(r.messages[0] == api.requests[0].messages[0] for r in api.requests)
 
 
 def check_one_request(api: ScriptedMessagesAPI) -> None:
@@ -1217,6 +1257,56 @@ CASES: dict[str, Expected] = {
         Case(answers(reply(text("A transparent pixel."))), "What is this?", image=True),
         Outcome([], "A transparent pixel.", "stop"),
         check_image,
+    ),
+    # A refusal is an answer that ended for safety (finish reason content-filter, each door's
+    # own name for it), not a failure to retry: the words of both refused turns, as streamed.
+    "refusal": Expected(
+        Case(REFUSED),
+        Outcome([], DECLINED * 2, "content-filter"),
+        check_asked_twice,
+        # `GenerateResult.text` is the last model turn's (`all_text` has both), and so is a
+        # Chat Completions message's content.
+        per_door={
+            door: Outcome([], DECLINED, "content-filter")
+            for door in ("core", "litellm", "chat-completions")
+        },
+    ),
+    "refusal-structured": Expected(
+        Case(lambda: always_declines, output=City),
+        # There is no object: where the answer would be the object, the words are the answer.
+        Outcome([], DECLINED * 2, "content-filter"),
+        check_declined_again,
+        per_door={
+            **{
+                door: Outcome([], DECLINED, "content-filter")
+                for door in ("core", "litellm", "chat-completions")
+            },
+            # As with pydantic-ai's own AnthropicModel: the Agent reads the refusal's words as
+            # the output, and asks again once.
+            "pydantic-ai": Outcome(
+                error="other: pydantic_ai.exceptions.UnexpectedModelBehavior: Exceeded maximum "
+                "output retries (1)"
+            ),
+            # `ModelRefusalError`, as ChatAnthropic's `with_structured_output` raises it.
+            "langchain": Outcome(error="declined"),
+        },
+    ),
+    "refusal-streamed": Expected(
+        Case(REFUSED, stream=True),
+        Outcome([], DECLINED * 2, "content-filter"),
+        check_asked_twice,
+    ),
+    "refusal-structured-streamed": Expected(
+        Case(lambda: always_declines, output=City, stream=True),
+        Outcome([], DECLINED * 2, "content-filter"),
+        check_declined_again,
+        per_door={
+            "pydantic-ai": Outcome(
+                error="other: pydantic_ai.exceptions.UnexpectedModelBehavior: Exceeded maximum "
+                "output retries (1)"
+            ),
+            "langchain": Outcome(error="declined"),
+        },
     ),
 }
 

@@ -126,6 +126,33 @@ def test_structured_output_is_one_text_block_in_place_of_the_models_text() -> No
     ]
 
 
+def test_a_refusal_has_no_object_so_its_words_are_written_in_its_place() -> None:
+    declined = FinishPart(finish_reason="content-filter")
+    said = [
+        TextStartPart(id="t1"), TextDeltaPart(id="t1", delta="Half"), TextEndPart(id="t1"),
+        DiscardPart(ids=["t1"], reason="cut"),  # held back, never sent: dropped
+        TextStartPart(id="t2"), TextDeltaPart(id="t2", delta="I can't "),
+        TextDeltaPart(id="t2", delta="help."), TextEndPart(id="t2"),
+        TextStartPart(id="t3"), TextDeltaPart(id="t3", delta="No."), TextEndPart(id="t3"),
+    ]  # fmt: skip
+    found = events([*said, declined], Blocks(remedy="resend", structured=True))
+    assert shape(found) == [
+        ("discard",),
+        ("Start", "text", "0"),
+        ("Delta", "text", "0", "I can't help."),
+        ("End", "text", "0"),
+        ("Start", "text", "1"),
+        ("Delta", "text", "1", "No."),
+        ("End", "text", "1"),
+        ("finish",),
+    ]
+    # Not declined, and no object: nothing is written (the words are no answer there).
+    stopped = events(
+        [*said, FinishPart(finish_reason="stop")], Blocks(remedy=None, structured=True)
+    )
+    assert shape(stopped) == [("discard",), ("finish",)]
+
+
 def test_a_discard_of_a_started_block_raises_unless_nothing_was_handed_out() -> None:
     sent = [TextStartPart(id="t1"), TextDeltaPart(id="t1", delta="Half")]
     cut = DiscardPart(ids=["t1"], reason="the stream was cut")

@@ -27,7 +27,7 @@ from sf_provider import (
 )
 from sf_provider._failures import ResultRules, exception_failure, result_failure
 from sf_provider._mapping import ResultCollector
-from sf_provider._outcome import APIFailure, QueryOutcome
+from sf_provider._outcome import APIFailure, QueryOutcome, finish_reason
 from sf_provider.types import StreamPart, TextDeltaPart, TextStartPart, ToolCallPart
 
 RULES = ResultRules(
@@ -182,3 +182,25 @@ def test_an_answer_cut_at_the_output_limit_is_held_to_the_same_rules() -> None:
     )
     assert isinstance(classify(cut, wants_object, failure=OUTPUT_LIMIT),
                       StructuredOutputError)  # fmt: skip
+
+
+#: What the CLI reports when the model declined (stop reason `refusal`, asked twice): an error.
+REFUSAL = APIFailure(
+    kind="invalid_request",
+    text="API Error: Opus 5.5's safeguards flagged this message (https://www.anthropic.com/legal/"
+    "aup). ... Try rephrasing the request in a new session or change your model.",
+)
+
+
+def test_a_refusal_is_an_answer_with_finish_reason_content_filter_not_a_lost_connection() -> None:
+    declined = result(is_error=True, stop_reason="refusal", terminal_reason="api_error")
+    outcome = QueryOutcome(declined, api_failure=REFUSAL)
+    assert finish_reason(outcome) == "content-filter"
+    assert finish_reason(outcome, failed=True) == "error"
+    # No rule of the request turns it into an error to retry: it would be declined again.
+    strict = ResultRules(
+        mode="single-turn", required_call="a tool", wants_object=True, budget_usd=None,
+        max_turns=1,
+    )  # fmt: skip
+    for rules in (RULES, strict):
+        assert classify(declined, rules, got=collected(), failure=REFUSAL) is None
