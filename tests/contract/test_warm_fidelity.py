@@ -131,34 +131,41 @@ def _png(width: int, height: int) -> str:
     return base64.b64encode(png + chunk(b"IEND", b"")).decode()
 
 
+def _turn(request: RecordedRequest) -> Reply:
+    return reply(text(f"turn {sum(m.get('role') == 'user' for m in request.messages)}"))
+
+
+async def _chat_twice(first: Any, then: str) -> tuple[list[GenerateResult], ...]:
+    """A two-step chat (`first`, the answer, `then`) on a warm process, then on fresh ones:
+    the warm results, the fresh results, and the second API request of each as `body` reads
+    it."""
+
+    async def chat(provider: ClaudeAgentProvider) -> list[GenerateResult]:
+        messages: list[dict[str, Any]] = [{"role": "user", "content": first}]
+        answer = await provider.generate(messages)
+        messages += [answer.assistant_message(), {"role": "user", "content": then}]
+        return [answer, await provider.generate(messages)]
+
+    async with (
+        ScriptedMessagesAPI(_turn) as api,
+        ClaudeAgentProvider(api.settings(warm_processes=1)) as provider,
+    ):
+        warm = await chat(provider)
+    warm_request = body(api.requests[1])
+    async with ScriptedMessagesAPI(_turn) as api:
+        cold = await chat(ClaudeAgentProvider(api.settings(warm_processes=0)))
+    assert warm_request == body(api.requests[1])
+    return warm, cold
+
+
 @pytest.mark.parametrize(("width", "height"), [(2400, 1800), (64, 48)], ids=["large", "small"])
 async def test_an_image_the_cli_scales_down_is_never_continued(width: int, height: int) -> None:
     """The CLI scales a large image in a user message down (and adds a note of its original
     size) but replays a history's image as written: continuing would send the model the
     scaled image where the fresh path sends the original. Small images continue."""
-
-    def model(request: RecordedRequest) -> Reply:
-        return reply(text(f"turn {sum(m.get('role') == 'user' for m in request.messages)}"))
-
-    async def chat(provider: ClaudeAgentProvider) -> list[GenerateResult]:
-        picture = {"type": "image", "data": _png(width, height), "media_type": "image/png"}
-        messages: list[dict[str, Any]] = [
-            {"role": "user", "content": [{"type": "text", "text": "What is this?"}, picture]}
-        ]
-        first = await provider.generate(messages)
-        messages += [first.assistant_message(), {"role": "user", "content": "Are you sure?"}]
-        return [first, await provider.generate(messages)]
-
-    async with (
-        ScriptedMessagesAPI(model) as api,
-        ClaudeAgentProvider(api.settings(warm_processes=1)) as provider,
-    ):
-        warm = await chat(provider)
-    warm_requests = api.requests
-    async with ScriptedMessagesAPI(model) as api:
-        await chat(ClaudeAgentProvider(api.settings(warm_processes=0)))
+    picture = {"type": "image", "data": _png(width, height), "media_type": "image/png"}
+    warm, _ = await _chat_twice([{"type": "text", "text": "What is this?"}, picture], "Sure?")
     assert process(warm[1]) == ("fresh" if width > 2000 else "continued")
-    assert body(warm_requests[1]) == body(api.requests[1])
 
 
 async def test_a_history_with_half_an_emoji_is_replayed_as_a_live_process_holds_it() -> None:
@@ -166,25 +173,7 @@ async def test_a_history_with_half_an_emoji_is_replayed_as_a_live_process_holds_
     lone surrogate (`"\\ud83d"` in its JSON). The prompt reached the model, but a history
     holding it failed before its process started (`UnicodeEncodeError` writing the transcript):
     every step that took the fresh path. Now it is replayed as the live process holds it."""
-
-    def model(request: RecordedRequest) -> Reply:
-        return reply(text(f"turn {sum(m.get('role') == 'user' for m in request.messages)}"))
-
-    async def chat(provider: ClaudeAgentProvider) -> list[GenerateResult]:
-        messages: list[dict[str, Any]] = [{"role": "user", "content": "Cut short: \ud83d"}]
-        first = await provider.generate(messages)
-        messages += [first.assistant_message(), {"role": "user", "content": "Go on."}]
-        return [first, await provider.generate(messages)]
-
-    async with (
-        ScriptedMessagesAPI(model) as api,
-        ClaudeAgentProvider(api.settings(warm_processes=1)) as provider,
-    ):
-        warm = await chat(provider)
-    warm_requests = api.requests
-    async with ScriptedMessagesAPI(model) as api:
-        cold = await chat(ClaudeAgentProvider(api.settings(warm_processes=0)))
+    warm, cold = await _chat_twice("Cut short: \ud83d", "Go on.")
     assert [process(r) for r in warm] == ["fresh", "continued"]
     assert [process(r) for r in cold] == ["fresh", "fresh"]
     assert cold[1].text == "turn 2"
-    assert body(warm_requests[1]) == body(api.requests[1])
