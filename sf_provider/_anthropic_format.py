@@ -578,7 +578,6 @@ class EventMapper:
         self.model = model
         self.message_id = message_id
         self._blocks = Blocks(remedy=wire.RESEND, structured=structured)
-        self._failed = False
 
     def start(self) -> JSON:
         """The `message_start` event."""
@@ -589,8 +588,6 @@ class EventMapper:
 
     def add(self, part: t.StreamPart) -> list[JSON]:
         """The events for one stream part (often none)."""
-        # After an error part the error is raised next: its finish part is no answer.
-        self._failed = self._failed or isinstance(part, t.ErrorPart)
         return [e for event in self._blocks.add(part) for e in self._events(event)]
 
     def _events(self, event: BlockEvent) -> list[JSON]:
@@ -609,7 +606,7 @@ class EventMapper:
                     events.append({"type": "content_block_delta", "index": block.index,
                                    "delta": delta})  # fmt: skip
                 return [*events, {"type": "content_block_stop", "index": block.index}]
-            case t.FinishPart() if not self._failed:
+            case t.FinishPart() if not self._blocks.failed:
                 stop, sequence = _stop_fields(event)
                 ended = {"stop_reason": stop, "stop_sequence": sequence}
                 usage = event.usage.model_dump()

@@ -107,6 +107,8 @@ class Blocks:
         self._count: dict[str, int] = {}  # kind -> blocks of that kind so far
         self._sent = SentParts()  # ids of the blocks started
         self._held: dict[str, list[str]] = {}  # `structured`: text part id -> its deltas
+        #: An error part came: the error is raised next, so a finish part after it is no answer.
+        self.failed = False
 
     def add(self, part: t.StreamPart) -> list[BlockEvent]:
         """The events one part becomes."""
@@ -146,6 +148,8 @@ class Blocks:
                     self._open.pop(part_id, None)
                     self._held.pop(part_id, None)
                 return [part]
+            case t.ErrorPart():
+                self.failed = True
             case t.FinishPart() if self._structured and part.structured_output is not None:
                 text = json.dumps(part.structured_output, ensure_ascii=False)
                 written = self._write(_STRUCTURED, text, "text")

@@ -507,7 +507,6 @@ class ChunkMapper:
         self.usage: t.Usage | None = None
         self._blocks = Blocks(remedy=wire.RESEND, structured=structured)
         self._thinking: list[dict[str, Any]] = []  # the thinking blocks ended so far
-        self._failed = False
 
     @staticmethod
     def start() -> dict[str, Any]:
@@ -516,8 +515,6 @@ class ChunkMapper:
 
     def choices(self, part: t.StreamPart) -> list[dict[str, Any]]:
         """The choices one part becomes (often none)."""
-        # After an error part the error is raised next: its finish part is no answer.
-        self._failed = self._failed or isinstance(part, t.ErrorPart)
         return [choice for event in self._blocks.add(part) for choice in self._choices(event)]
 
     def _choices(self, event: BlockEvent) -> list[dict[str, Any]]:
@@ -541,7 +538,7 @@ class ChunkMapper:
             case Delta(block=Block(kind="tool-call") as call):
                 function = {"arguments": event.delta}
                 return [_choice({"tool_calls": [{"index": call.nth, "function": function}]})]
-            case t.FinishPart() if not self._failed:
+            case t.FinishPart() if not self._blocks.failed:
                 self.usage = event.usage
                 held = [_choice({"thinking_blocks": self._thinking})] if self._thinking else []
                 return [*held, {"delta": {}, "finish_reason": _FINISH[event.finish_reason]}]
